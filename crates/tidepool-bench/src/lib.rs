@@ -1,0 +1,1 @@
+//! Benchmarks for tidepool live in `benches/`.

@@ -1,0 +1,16 @@
+//! The thread cache layer: what a `get` or `put` touches on the fast path.
+//!
+//! * [`thread`]: thread ids and the thread-exit hook.
+//! * [`table`]: a pool's caches, indexed by thread id.
+//! * [`slot`]: one thread's cache in one pool, and the proof of ownership
+//!   ([`LocalSlot`]) needed to touch it.
+//! * [`local`]: the owner-only pair of batches.
+
+pub(crate) mod local;
+pub(crate) mod slot;
+pub(crate) mod table;
+pub(crate) mod thread;
+
+pub(crate) use slot::LocalSlot;
+pub(crate) use table::SlotTable;
+pub(crate) use thread::ThreadExit;

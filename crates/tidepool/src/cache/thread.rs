@@ -1,0 +1,184 @@
+//! Thread ids and the thread-exit hook.
+//!
+//! Every thread that uses a pool gets a small id, recycled smallest-first when
+//! the thread exits, so the per-pool slot tables stay dense however many
+//! short-lived threads come and go (the policy of `thread_local`'s
+//! `ThreadIdManager` and sharded-slab's `tid`). The id is kept in a
+//! constant-initialised, destructor-free thread-local, so reading it on the
+//! fast path is one load with no lazy-init check.
+//!
+//! A second, lazily created thread-local ([`ThreadGuard`]) owns the id and the
+//! list of pools this thread keeps a cache in. Its destructor hands each cache
+//! back to its pool ([`ThreadExit::thread_exit`]), then frees the id. Pools are
+//! held as `Weak`: a pool that is already gone destroyed this thread's cache
+//! itself (see `Shared`'s `Drop`), and a pool that is still alive cannot be
+//! dropped while the upgraded reference flushes into it, so the two never
+//! touch the same cache at once.
+//!
+//! TLS destructors run in no fixed order, so a guard dropped by another
+//! thread-local's destructor may reach a pool after this thread's
+//! [`ThreadGuard`] is gone. The id is cleared first, so such late calls see no
+//! id, fail to register, and take the pool's slot-less path straight to the
+//! depot.
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Weak;
+
+use crate::sync::Mutex;
+
+/// The id of a thread that has none.
+const NO_TID: usize = usize::MAX;
+
+/// A pool that keeps per-thread caches and wants them back when a thread exits.
+pub(crate) trait ThreadExit: Send + Sync {
+    /// Called on the exiting thread `tid`, from its TLS destructor, once per
+    /// pool it used: move its cache back to the depot.
+    fn thread_exit(&self, tid: usize);
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static TID: Cell<usize> = const { Cell::new(NO_TID) };
+}
+
+#[cfg(loom)]
+loom::thread_local! {
+    static TID: Cell<usize> = Cell::new(NO_TID);
+}
+
+crate::sync::thread_local! {
+    static GUARD: ThreadGuard = ThreadGuard::new();
+}
+
+/// This thread's id, if it has registered with some pool and is not exiting.
+#[inline(always)]
+pub(crate) fn current_tid() -> Option<usize> {
+    let tid = TID.try_with(Cell::get).unwrap_or(NO_TID);
+    (tid != NO_TID).then_some(tid)
+}
+
+/// This thread's id, registering the thread if needed. `None` while the
+/// thread's thread-locals are being destroyed.
+#[cold]
+pub(crate) fn current_tid_or_register() -> Option<usize> {
+    current_tid().or_else(|| GUARD.try_with(|guard| guard.tid).ok())
+}
+
+/// Asks for `pool.thread_exit(tid)` when this thread exits. Returns `false`
+/// (and asks nothing) while the thread's thread-locals are being destroyed.
+#[cold]
+pub(crate) fn watch(pool: Weak<dyn ThreadExit>) -> bool {
+    GUARD
+        .try_with(|guard| {
+            let mut pools = guard.pools.borrow_mut();
+            // Forget pools that are gone, so the list stays as long as the
+            // number of live pools this thread has used.
+            pools.retain(|p| p.strong_count() > 0);
+            pools.push(pool);
+        })
+        .is_ok()
+}
+
+/// Owns this thread's id and its list of pools; dropped at thread exit.
+struct ThreadGuard {
+    tid: usize,
+    pools: RefCell<Vec<Weak<dyn ThreadExit>>>,
+}
+
+impl ThreadGuard {
+    fn new() -> Self {
+        let tid = ids().lock().acquire();
+        let _ = TID.try_with(|cell| cell.set(tid));
+        Self {
+            tid,
+            pools: RefCell::new(Vec::new()),
+        }
+    }
+}
+
+impl Drop for ThreadGuard {
+    fn drop(&mut self) {
+        // From here on this thread uses no slot (see the module docs).
+        let _ = TID.try_with(|cell| cell.set(NO_TID));
+        let pools = std::mem::take(self.pools.get_mut());
+        for pool in pools {
+            if let Some(pool) = pool.upgrade() {
+                pool.thread_exit(self.tid);
+            }
+        }
+        ids().lock().release(self.tid);
+    }
+}
+
+/// Hands out the smallest free id.
+#[derive(Debug, Default)]
+struct Ids {
+    next: usize,
+    free: BinaryHeap<Reverse<usize>>,
+}
+
+impl Ids {
+    const fn new() -> Self {
+        Self {
+            next: 0,
+            free: BinaryHeap::new(),
+        }
+    }
+
+    fn acquire(&mut self) -> usize {
+        if let Some(Reverse(id)) = self.free.pop() {
+            return id;
+        }
+        let id = self.next;
+        self.next += 1;
+        id
+    }
+
+    fn release(&mut self, id: usize) {
+        self.free.push(Reverse(id));
+    }
+}
+
+#[cfg(not(loom))]
+fn ids() -> &'static Mutex<Ids> {
+    static IDS: Mutex<Ids> = Mutex::new(Ids::new());
+    &IDS
+}
+
+#[cfg(loom)]
+fn ids() -> &'static Mutex<Ids> {
+    crate::sync::lazy_static! {
+        static ref IDS: Mutex<Ids> = Mutex::new(Ids::new());
+    }
+    &IDS
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_recycled_smallest_first() {
+        let mut ids = Ids::new();
+        assert_eq!((ids.acquire(), ids.acquire(), ids.acquire()), (0, 1, 2));
+        ids.release(2);
+        ids.release(0);
+        assert_eq!(ids.acquire(), 0);
+        assert_eq!(ids.acquire(), 2);
+        assert_eq!(ids.acquire(), 3);
+    }
+
+    #[test]
+    fn a_thread_gets_an_id_on_registration() {
+        std::thread::spawn(|| {
+            assert_eq!(current_tid(), None);
+            let tid = current_tid_or_register().unwrap();
+            assert_eq!(current_tid(), Some(tid));
+            assert_eq!(current_tid_or_register(), Some(tid));
+        })
+        .join()
+        .unwrap();
+    }
+}

@@ -1,0 +1,171 @@
+//! Guards: a pooled object on loan, given back when the guard drops.
+
+use std::fmt;
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+use crate::{Manage, Pool};
+
+/// An object borrowed from a [`Pool`]; returned to it on drop.
+///
+/// On drop the object is recycled ([`Manage::recycle`]) and cached for the
+/// next `get` on this thread, unless the thread is panicking: then it is
+/// destroyed, since a panic may have left it half-updated.
+///
+/// ```
+/// let pool = tidepool::Pool::new(String::new);
+/// let mut s = pool.get().unwrap();
+/// s.push_str("scratch");
+/// assert_eq!(&*s, "scratch");
+/// ```
+pub struct Pooled<'a, M: Manage> {
+    pool: &'a Pool<M>,
+    item: ManuallyDrop<M::Item>,
+}
+
+/// An object taken from an `Arc<Pool>` with [`Pool::get_owned`]; `Send` and
+/// `'static`, so it can be dropped on any thread, where it joins that
+/// thread's cache.
+///
+/// ```
+/// use std::sync::Arc;
+/// let pool = Arc::new(tidepool::Pool::new(|| vec![0u8; 4096]));
+/// let buf = pool.get_owned().unwrap();
+/// std::thread::spawn(move || drop(buf)).join().unwrap();
+/// assert_eq!(pool.stats().live, 0);
+/// ```
+pub struct OwnedPooled<M: Manage> {
+    pool: Arc<Pool<M>>,
+    item: ManuallyDrop<M::Item>,
+}
+
+/// Implements the guard API once for both guard types.
+macro_rules! guard_impl {
+    ($guard:ident $(<$lt:lifetime>)?) => {
+        impl<$($lt,)? M: Manage> $guard<$($lt,)? M> {
+            /// Destroys the object ([`Manage::destroy`]) instead of recycling it.
+            pub fn discard(self) {
+                let (pool, item) = self.into_parts();
+                pool.shared.discard(item);
+            }
+
+            /// Takes the object out of the pool: it is no longer counted as
+            /// live, and the pool will never destroy it.
+            pub fn detach(self) -> M::Item {
+                let (pool, item) = self.into_parts();
+                pool.shared.count_detach();
+                item
+            }
+
+            /// The pool this object came from.
+            pub fn pool(&self) -> &Pool<M> {
+                &self.pool
+            }
+        }
+
+        impl<$($lt,)? M: Manage> Deref for $guard<$($lt,)? M> {
+            type Target = M::Item;
+
+            #[inline]
+            fn deref(&self) -> &M::Item {
+                &self.item
+            }
+        }
+
+        impl<$($lt,)? M: Manage> DerefMut for $guard<$($lt,)? M> {
+            #[inline]
+            fn deref_mut(&mut self) -> &mut M::Item {
+                &mut self.item
+            }
+        }
+
+        impl<$($lt,)? M: Manage> AsRef<M::Item> for $guard<$($lt,)? M> {
+            fn as_ref(&self) -> &M::Item {
+                &self.item
+            }
+        }
+
+        impl<$($lt,)? M: Manage> AsMut<M::Item> for $guard<$($lt,)? M> {
+            fn as_mut(&mut self) -> &mut M::Item {
+                &mut self.item
+            }
+        }
+
+        impl<$($lt,)? M: Manage> fmt::Debug for $guard<$($lt,)? M>
+        where
+            M::Item: fmt::Debug,
+        {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_tuple(stringify!($guard)).field(&*self.item).finish()
+            }
+        }
+
+        impl<$($lt,)? M: Manage> Drop for $guard<$($lt,)? M> {
+            #[inline]
+            fn drop(&mut self) {
+                // SAFETY: `item` is taken exactly once: here, or in
+                // `into_parts`, which forgets the guard so this never runs.
+                let item = unsafe { ManuallyDrop::take(&mut self.item) };
+                crate::shared::Shared::put(&self.pool.shared, item);
+            }
+        }
+    };
+}
+
+guard_impl!(Pooled<'a>);
+guard_impl!(OwnedPooled);
+
+impl<'a, M: Manage> Pooled<'a, M> {
+    #[inline]
+    pub(crate) fn new(pool: &'a Pool<M>, item: M::Item) -> Self {
+        Self {
+            pool,
+            item: ManuallyDrop::new(item),
+        }
+    }
+
+    fn into_parts(self) -> (&'a Pool<M>, M::Item) {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so `item` is taken exactly once.
+        let item = unsafe { ManuallyDrop::take(&mut this.item) };
+        (this.pool, item)
+    }
+}
+
+impl<M: Manage> OwnedPooled<M> {
+    #[inline]
+    pub(crate) fn new(pool: Arc<Pool<M>>, item: M::Item) -> Self {
+        Self {
+            pool,
+            item: ManuallyDrop::new(item),
+        }
+    }
+
+    fn into_parts(self) -> (Arc<Pool<M>>, M::Item) {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so each field is moved out exactly
+        // once: `item` by `take`, `pool` by `read` of a field that nothing
+        // reads again.
+        unsafe {
+            let item = ManuallyDrop::take(&mut this.item);
+            let pool = std::ptr::read(&this.pool);
+            (pool, item)
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn assert_send_static<T: Send + 'static>() {}
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn owned_guards_are_send_and_static_and_pools_are_shareable() {
+        assert_send_static::<OwnedPooled<fn() -> Vec<u8>>>();
+        assert_send_sync::<Pool<fn() -> Vec<u8>>>();
+        assert_send_sync::<Pooled<'static, fn() -> Vec<u8>>>();
+    }
+}

@@ -1,0 +1,3 @@
+//! How tidepool works (a documentation-only module).
+//!
+//! TODO-DOC

@@ -1,0 +1,69 @@
+//! tidepool pools expensive, reusable resources — coroutine stacks, page
+//! buffers, anything whose creation costs a syscall or a lock — and keeps the
+//! pool the right size on its own.
+//!
+//! * **Fast**: `get` and `put` touch only the calling thread's cache of at
+//!   most two batches; no lock, no atomic read-modify-write, no allocation.
+//! * **Bounded**: threads exchange whole batches with one shared depot that
+//!   never holds more than `max_idle` objects; each thread caches at most two
+//!   batches, and gives them back when it exits.
+//! * **Correct across threads**: an object may be dropped on any thread; the
+//!   counts stay right (the QEMU 2021 pool was dropped for getting this
+//!   wrong), and every object is destroyed exactly once.
+//!
+//! # Usage
+//!
+//! ```
+//! use tidepool::Pool;
+//!
+//! // Any `Fn() -> T` is a manager; implement `Manage` for fallible creation,
+//! // reset-on-reuse and custom destruction.
+//! let pool = Pool::builder(|| Vec::<u8>::with_capacity(1 << 20))
+//!     .batch_size(16)
+//!     .max_idle(256)
+//!     .build()?;
+//!
+//! {
+//!     let mut buf = pool.get()?; // created: the pool was empty
+//!     buf.extend_from_slice(b"request");
+//! } // back to this thread's cache
+//!
+//! let buf = pool.get()?; // reused
+//! assert_eq!(buf.capacity(), 1 << 20);
+//! drop(buf);
+//! let stats = pool.stats();
+//! assert_eq!((stats.created, stats.hits, stats.misses), (1, 1, 1));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Design
+//!
+//! See [`implementation`] for the layers (thread cache → depot), their
+//! invariants, and the prior art they come from.
+
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod cache;
+mod config;
+mod depot;
+mod error;
+mod guard;
+pub mod implementation;
+mod manage;
+mod pool;
+mod shared;
+mod stats;
+mod sync;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{
+    Builder, Config, ConfigError, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IDLE, MAX_BATCH_SIZE,
+};
+pub use error::Error;
+pub use guard::{OwnedPooled, Pooled};
+pub use manage::Manage;
+pub use pool::Pool;
+pub use stats::Stats;

@@ -1,0 +1,95 @@
+//! How a pool makes, resets and unmakes its objects.
+
+use std::convert::Infallible;
+
+/// Creates, recycles and destroys the objects of a [`Pool`](crate::Pool).
+///
+/// The pool calls these methods outside of every lock it owns and never while
+/// it holds a thread cache borrowed, so a manager may itself use the pool (or
+/// other pools) freely.
+///
+/// # Panics
+///
+/// A panic in any method leaves the pool consistent and its counts right:
+///
+/// * `create` panicking creates nothing and counts nothing; the panic reaches
+///   the caller of [`Pool::get`](crate::Pool::get).
+/// * `recycle` panicking destroys the object (through [`Manage::destroy`]) and
+///   the panic continues from the guard's `drop`.
+/// * `destroy` panicking still counts the object as destroyed (it was handed
+///   over); when the pool destroys a whole batch, the rest of the batch is
+///   destroyed before the first panic is resumed.
+///
+/// # Examples
+///
+/// A manager for byte buffers that are cleared before reuse and refused when
+/// they have grown too big:
+///
+/// ```
+/// use std::convert::Infallible;
+/// use tidepool::{Manage, Pool};
+///
+/// struct Buffers;
+///
+/// impl Manage for Buffers {
+///     type Item = Vec<u8>;
+///     type Error = Infallible;
+///
+///     fn create(&self) -> Result<Vec<u8>, Infallible> {
+///         Ok(Vec::with_capacity(4096))
+///     }
+///
+///     fn recycle(&self, buf: &mut Vec<u8>) -> bool {
+///         buf.clear();
+///         buf.capacity() <= 64 * 1024
+///     }
+/// }
+///
+/// let pool = Pool::new(Buffers);
+/// let mut buf = pool.get().unwrap();
+/// buf.extend_from_slice(b"hello");
+/// drop(buf); // cleared and cached for the next `get`
+/// assert_eq!(pool.get().unwrap().len(), 0);
+/// ```
+pub trait Manage: Send + Sync + 'static {
+    /// The pooled object.
+    type Item: Send + 'static;
+    /// Why [`create`](Manage::create) failed.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Makes a new object. Called only when no idle object is at hand.
+    fn create(&self) -> Result<Self::Item, Self::Error>;
+
+    /// Resets `item` before it is reused. Returning `false` destroys it
+    /// instead. Runs on the thread that drops the guard.
+    fn recycle(&self, item: &mut Self::Item) -> bool {
+        let _ = item;
+        true
+    }
+
+    /// Unmakes an object the pool no longer keeps. The default drops it.
+    fn destroy(&self, item: Self::Item) {
+        drop(item)
+    }
+}
+
+/// Any `Fn() -> T` is an infallible manager whose objects are reused as they
+/// are returned.
+///
+/// ```
+/// let pool = tidepool::Pool::new(|| vec![0u8; 1024]);
+/// assert_eq!(pool.get().unwrap().len(), 1024);
+/// ```
+impl<T, F> Manage for F
+where
+    T: Send + 'static,
+    F: Fn() -> T + Send + Sync + 'static,
+{
+    type Item = T;
+    type Error = Infallible;
+
+    #[inline]
+    fn create(&self) -> Result<T, Infallible> {
+        Ok(self())
+    }
+}

@@ -1,0 +1,52 @@
+//! What a pool has done and holds, as numbers.
+
+/// A snapshot of a pool's counts, from [`Pool::stats`](crate::Pool::stats).
+///
+/// # Exact and lagging figures
+///
+/// * `created`, `destroyed`, `detached`, `misses`, `idle_depot` and
+///   `depot_exchanges` are exact at the moment each is read: each is one
+///   atomic counter or is read under the depot lock.
+/// * `hits`, `live` and `idle` add up per-thread counters that each thread
+///   bumps without synchronising with the reader (that is what keeps `get`
+///   and `put` free of atomic read-modify-writes). Each thread's share lags
+///   by at most the one operation it is in the middle of, so with `T` threads
+///   inside `get`/`put` these figures are off by at most `T`. When no thread
+///   is inside the pool they are exact, and
+///   `live + idle == created - destroyed - detached`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Objects the manager created.
+    pub created: u64,
+    /// Objects handed to the manager's `destroy`.
+    pub destroyed: u64,
+    /// Objects taken out of the pool with `detach`.
+    pub detached: u64,
+    /// Objects handed out and not yet given back.
+    pub live: u64,
+    /// Objects waiting for reuse: in the depot or in a thread cache.
+    pub idle: u64,
+    /// The part of `idle` that is in the depot.
+    pub idle_depot: u64,
+    /// Gets served with an existing object.
+    pub hits: u64,
+    /// Gets that had to create an object.
+    pub misses: u64,
+    /// Batches moved between thread caches and the depot.
+    pub depot_exchanges: u64,
+}
+
+impl Stats {
+    /// Objects in existence, live or idle: `created - destroyed - detached`.
+    pub fn existing(&self) -> u64 {
+        self.created
+            .saturating_sub(self.destroyed)
+            .saturating_sub(self.detached)
+    }
+
+    /// The part of `idle` held in thread caches.
+    pub fn idle_cached(&self) -> u64 {
+        self.idle.saturating_sub(self.idle_depot)
+    }
+}

@@ -1,0 +1,97 @@
+//! The one place tidepool takes its synchronization primitives from.
+//!
+//! Under `cfg(loom)` every atomic, cell, lock and thread-local comes from
+//! [loom](https://docs.rs/loom), so the models in `src/tests/loom_*.rs` explore
+//! every interleaving of the cache <-> depot hand-offs. Nothing else in the
+//! crate imports `std::sync::atomic`, `std::cell::UnsafeCell` or a mutex.
+
+#[cfg(loom)]
+mod inner {
+    pub(crate) mod atomic {
+        pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
+        pub(crate) use std::sync::atomic::Ordering;
+    }
+    pub(crate) use loom::cell::UnsafeCell;
+    pub(crate) use loom::lazy_static;
+    pub(crate) use loom::thread_local;
+
+    /// loom's mutex, with parking_lot's poison-free `lock()` signature.
+    #[derive(Debug)]
+    pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+
+    impl<T> Mutex<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Self(loom::sync::Mutex::new(value))
+        }
+
+        pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+            self.0
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+        }
+    }
+}
+
+#[cfg(not(loom))]
+mod inner {
+    pub(crate) mod atomic {
+        pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+    }
+    pub(crate) use parking_lot::Mutex;
+    pub(crate) use std::thread_local;
+
+    /// `std::cell::UnsafeCell` with loom's closure-based API, so the same code
+    /// compiles against both (loom's README, "Handling Loom API differences").
+    #[derive(Debug)]
+    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+    impl<T> UnsafeCell<T> {
+        pub(crate) const fn new(value: T) -> Self {
+            Self(std::cell::UnsafeCell::new(value))
+        }
+
+        #[inline(always)]
+        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+}
+
+pub(crate) use inner::*;
+
+/// A counter with a single writer: the owner bumps it with a plain load and
+/// store (no read-modify-write, so no locked instruction on the fast path);
+/// any thread may read it. Readers see a value that lags the owner by at most
+/// the operation it is in the middle of.
+#[derive(Debug, Default)]
+pub(crate) struct OwnerCounter(atomic::AtomicU64);
+
+impl OwnerCounter {
+    /// Adds one. Only the owning thread may call this.
+    #[inline(always)]
+    pub(crate) fn bump_local(&self) {
+        use atomic::Ordering::Relaxed;
+        self.0.store(self.0.load(Relaxed) + 1, Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn read(&self) -> u64 {
+        self.0.load(atomic::Ordering::Relaxed)
+    }
+}
+
+/// A counter any thread may bump: used on slow paths only.
+#[derive(Debug, Default)]
+pub(crate) struct SharedCounter(atomic::AtomicU64);
+
+impl SharedCounter {
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        self.0.fetch_add(n, atomic::Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn read(&self) -> u64 {
+        self.0.load(atomic::Ordering::Relaxed)
+    }
+}

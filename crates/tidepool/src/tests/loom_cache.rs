@@ -1,0 +1,1 @@
+//! Loom models of the cache <-> depot hand-offs (filled in below).

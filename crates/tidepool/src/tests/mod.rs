@@ -1,0 +1,4 @@
+//! Crate-internal test suites, chosen by cfg.
+
+#[cfg(loom)]
+mod loom_cache;
