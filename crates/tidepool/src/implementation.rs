@@ -1,3 +1,128 @@
-//! How tidepool works (a documentation-only module).
+//! How tidepool works.
 //!
-//! TODO-DOC
+//! This module holds no code; it is a page of design notes next to the code
+//! they describe. The source folders follow the same layers:
+//! `cache/` (thread caches) → `depot/` (the shared, bounded store) →
+//! the manager (the OS, for stacks).
+//!
+//! # Layers
+//!
+//! ```text
+//!   thread A                 thread B                 thread C (exited)
+//!  ┌──────────────────┐     ┌──────────────────┐
+//!  │ loaded  [o o o ] │     │ loaded  [o     ] │     its batches went back
+//!  │ spare   [o o o o]│     │ spare   [      ] │     to the depot at exit
+//!  └───────┬──────────┘     └───────┬──────────┘
+//!          │ whole batches, once per batch_size ops
+//!          ▼                        ▼
+//!  ┌──────────────────────────────────────────────┐
+//!  │ depot (one lock)   [oooo][oooo][oo][oooo]    │  objects <= max_idle
+//!  └──────────────────────┬───────────────────────┘
+//!                         │ create when empty / destroy past max_idle,
+//!                         ▼ always outside the lock
+//!                  manager (mmap, connect, ...)
+//! ```
+//!
+//! ## Thread cache (`cache/`)
+//!
+//! Each thread that uses a pool owns one *slot* in it: a pair of batches,
+//! `loaded` and `spare` (Bonwick & Adams' magazines, 2001; FreeBSD UMA's
+//! alloc and free buckets). A get pops from `loaded`, a put pushes onto it,
+//! and the two swap when `loaded` runs empty or full. The thread visits the
+//! depot only when both are empty (get) or both full (put), so it can always
+//! do a whole batch of either between visits: there is no thrashing at a
+//! batch boundary, which a single batch would suffer.
+//!
+//! Finding the slot: every thread gets a small id (recycled smallest first),
+//! kept in a constant-initialised thread-local; a pool keeps its slots in
+//! buckets of doubling size indexed by id (`SlotTable`). A hit is: read the
+//! id, one leading-zeros count and one pointer load to find the slot, one load
+//! to check the slot is ours, then `Vec::pop`/`push` and a single-writer
+//! counter bump. No lock, no atomic read-modify-write, no allocation (each
+//! batch is allocated once with room for `batch_size`).
+//!
+//! Owner-only state (`LocalCache`) is its own type behind a `LocalSlot`
+//! handle, which is `!Send` and made only after checking that the slot is
+//! claimed by the calling thread. That check is sound because ids are unique
+//! among live threads and a slot's previous owner stores `UNCLAIMED` (with
+//! `Release`) before its id is freed.
+//!
+//! ## Depot (`depot/`)
+//!
+//! One list of batches behind one lock, oldest first. Refills take the newest
+//! batch (hot objects, LIFO); trimming takes the oldest. The depot is the only
+//! place where idle objects are bounded globally:
+//!
+//! ```text
+//! depot objects <= max_idle
+//! idle          <= max_idle + threads * 2 * batch_size
+//! ```
+//!
+//! A donation that would pass `max_idle` is refused whole and the donor
+//! destroys that batch after unlocking (QEMU 2024's global pool does the same,
+//! with 128-object batches and a cap derived from `vm.max_map_count`).
+//!
+//! # Accounting
+//!
+//! Counts that change on every operation (`gets`, `returns`) are per slot,
+//! written only by the slot's owner with a plain load and store, and summed by
+//! `stats()`. Counts that change only on the slow path (`created`,
+//! `destroyed`, `detached`, `misses`, `discarded`) are shared atomics on their
+//! own cache lines (FreeBSD's lesson: a hot shared counter written on every
+//! allocation costs more than the allocation). The invariants, exact when no
+//! thread is inside the pool:
+//!
+//! ```text
+//! existing == created - destroyed - detached
+//! live     == gets - returns - discarded - detached
+//! live + idle == existing
+//! ```
+//!
+//! Accounting is by pool, never by thread: an object taken on one thread and
+//! dropped on another is counted once out and once back, whichever threads
+//! those are. (QEMU's 2021 resizing pool kept per-thread counts of live
+//! coroutines; coroutines created on one thread and freed on another drove
+//! them out of sync, and the patch was dropped.)
+//!
+//! # Lifetimes: thread exit and pool drop
+//!
+//! A pool is an `Arc` of its shared state. The first time a thread uses a
+//! pool it registers a `Weak` reference to it in a thread-local guard. When
+//! the thread exits, the guard:
+//!
+//! 1. clears the thread's id, so later calls from other TLS destructors take
+//!    the slot-less path (single objects straight to or from the depot);
+//! 2. for each pool still alive (`Weak::upgrade`), moves the thread's batches
+//!    to the depot (destroying what passes `max_idle`) and marks the slot
+//!    `UNCLAIMED`;
+//! 3. frees the id.
+//!
+//! When the pool drops, it destroys the depot and *every* slot's batches,
+//! including those of threads that are still alive. Both never happen at
+//! once for the same slot: while an exiting thread flushes, it holds a strong
+//! reference, so the drop waits for it (and then runs on that thread); once
+//! the pool is gone, the exiting thread's `upgrade` fails and it touches
+//! nothing. No other thread can be in the middle of a `get` or `put` when the
+//! pool drops: a borrowed guard borrows the pool and an owned guard holds an
+//! `Arc` of it. So every object is destroyed exactly once.
+//!
+//! # Panics
+//!
+//! No manager method runs while a cache is borrowed or the depot is locked,
+//! and the pool's state is consistent before each call, so a panic from user
+//! code leaves nothing half-done. Batches are destroyed one object at a time
+//! under `catch_unwind`, so one panicking `destroy` does not leak the rest; the
+//! first panic is resumed afterwards (or dropped, in a TLS destructor, where a
+//! panic would abort). A guard dropped while its thread panics destroys its
+//! object rather than recycling something a panic may have left half-updated.
+//!
+//! # Prior art
+//!
+//! * Bonwick & Adams, *Magazines and Vmem* (USENIX 2001): the two-magazine
+//!   cache and the depot with its working-set filter (`trim`).
+//! * QEMU `util/qemu-coroutine.c` (2024): batches, a global pool capped from
+//!   `vm.max_map_count`, at most two batches per thread.
+//! * FreeBSD UMA and `vfs_subr.c`: per-CPU buckets; counters kept off the hot
+//!   path.
+//! * `thread_local` and sharded-slab: recycled thread ids and doubling
+//!   buckets of per-thread state.

@@ -16,6 +16,8 @@ use std::convert::Infallible;
 ///   the caller of [`Pool::get`](crate::Pool::get).
 /// * `recycle` panicking destroys the object (through [`Manage::destroy`]) and
 ///   the panic continues from the guard's `drop`.
+/// * `purge` panicking destroys that object; the others are purged and the
+///   first panic is resumed from [`Pool::purge`](crate::Pool::purge).
 /// * `destroy` panicking still counts the object as destroyed (it was handed
 ///   over); when the pool destroys a whole batch, the rest of the batch is
 ///   destroyed before the first panic is resumed.
@@ -65,6 +67,16 @@ pub trait Manage: Send + Sync + 'static {
     fn recycle(&self, item: &mut Self::Item) -> bool {
         let _ = item;
         true
+    }
+
+    /// Releases what an idle object holds without unmaking it, e.g. gives
+    /// its memory pages back to the OS while keeping the mapping
+    /// (`madvise(MADV_DONTNEED)`). The object must stay usable: the next
+    /// `get` may hand it out. Called at most once per idle period, on objects
+    /// that sat in the depot, by [`Pool::purge`](crate::Pool::purge). The
+    /// default does nothing.
+    fn purge(&self, item: &mut Self::Item) {
+        let _ = item;
     }
 
     /// Unmakes an object the pool no longer keeps. The default drops it.

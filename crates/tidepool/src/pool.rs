@@ -112,6 +112,16 @@ impl<M: Manage> Pool<M> {
         self.shared.drain()
     }
 
+    /// Purges every idle object in the depot that has not been purged since
+    /// it went idle ([`Manage::purge`]): the objects stay pooled, but give
+    /// back what the manager's `purge` releases (for stacks: their memory
+    /// pages). Returns how many objects were purged.
+    ///
+    /// Objects in thread caches are hot and are left alone.
+    pub fn purge(&self) -> usize {
+        self.shared.purge(usize::MAX)
+    }
+
     /// The pool's settings.
     pub fn config(&self) -> &Config {
         &self.shared.config

@@ -308,6 +308,41 @@ impl<M: Manage> Shared<M> {
         self.destroy(mine.into_iter().chain(depot.into_iter().flatten()))
     }
 
+    /// Purges the depot's not-yet-purged objects, oldest first, up to
+    /// `limit`. Returns how many were purged.
+    pub(crate) fn purge(&self, limit: usize) -> usize {
+        let mut batches = self.depot.take_unpurged(limit);
+        let mut purged = 0;
+        let mut broken = Vec::new();
+        let mut first_panic = None;
+        for batch in &mut batches {
+            let mut i = 0;
+            while i < batch.len() {
+                let item = &mut batch[i];
+                match catch_unwind(AssertUnwindSafe(|| self.manager.purge(item))) {
+                    Ok(()) => {
+                        purged += 1;
+                        i += 1;
+                    }
+                    Err(panic) => {
+                        // Half-purged: not fit for reuse.
+                        broken.push(batch.swap_remove(i));
+                        first_panic.get_or_insert(panic);
+                    }
+                }
+            }
+        }
+        let refused = self.depot.restore_purged(batches);
+        let (_, destroy_panic) =
+            self.destroy_quiet(broken.into_iter().chain(refused.into_iter().flatten()));
+        if let Some(panic) = first_panic.or(destroy_panic) {
+            if !std::thread::panicking() {
+                resume_unwind(panic);
+            }
+        }
+        purged
+    }
+
     // === stats ===
 
     pub(crate) fn stats(&self) -> Stats {
@@ -326,7 +361,7 @@ impl<M: Manage> Shared<M> {
         });
         let misses = c.misses.read();
         let created = c.created.read();
-        let (idle_depot, depot_exchanges) = self.depot.counts();
+        let depot = self.depot.counts();
         let live = gets.saturating_sub(returns + discarded + detached);
         let existing = created.saturating_sub(destroyed + detached);
         Stats {
@@ -335,10 +370,11 @@ impl<M: Manage> Shared<M> {
             detached,
             live,
             idle: existing.saturating_sub(live),
-            idle_depot: idle_depot as u64,
+            idle_depot: depot.idle as u64,
+            idle_purged: depot.purged as u64,
             hits: gets.saturating_sub(misses),
             misses,
-            depot_exchanges,
+            depot_exchanges: depot.exchanges,
         }
     }
 }

@@ -4,8 +4,8 @@
 ///
 /// # Exact and lagging figures
 ///
-/// * `created`, `destroyed`, `detached`, `misses`, `idle_depot` and
-///   `depot_exchanges` are exact at the moment each is read: each is one
+/// * `created`, `destroyed`, `detached`, `misses`, `idle_depot`,
+///   `idle_purged` and `depot_exchanges` are exact at the moment each is read: each is one
 ///   atomic counter or is read under the depot lock.
 /// * `hits`, `live` and `idle` add up per-thread counters that each thread
 ///   bumps without synchronising with the reader (that is what keeps `get`
@@ -29,6 +29,9 @@ pub struct Stats {
     pub idle: u64,
     /// The part of `idle` that is in the depot.
     pub idle_depot: u64,
+    /// The part of `idle_depot` that has been purged
+    /// ([`Manage::purge`](crate::Manage::purge)) since it went idle.
+    pub idle_purged: u64,
     /// Gets served with an existing object.
     pub hits: u64,
     /// Gets that had to create an object.

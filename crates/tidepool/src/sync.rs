@@ -12,7 +12,6 @@ mod inner {
         pub(crate) use std::sync::atomic::Ordering;
     }
     pub(crate) use loom::cell::UnsafeCell;
-    pub(crate) use loom::lazy_static;
     pub(crate) use loom::thread_local;
 
     /// loom's mutex, with parking_lot's poison-free `lock()` signature.

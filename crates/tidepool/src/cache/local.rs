@@ -32,7 +32,7 @@ impl<T> LocalCache<T> {
     }
 
     /// Idle objects held.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn len(&self) -> usize {
         self.loaded.len() + self.spare.len()
     }

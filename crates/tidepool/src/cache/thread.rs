@@ -28,6 +28,7 @@ use std::sync::Weak;
 
 use crate::sync::Mutex;
 
+
 /// The id of a thread that has none.
 const NO_TID: usize = usize::MAX;
 
@@ -63,7 +64,22 @@ pub(crate) fn current_tid() -> Option<usize> {
 /// thread's thread-locals are being destroyed.
 #[cold]
 pub(crate) fn current_tid_or_register() -> Option<usize> {
-    current_tid().or_else(|| GUARD.try_with(|guard| guard.tid).ok())
+    current_tid().or_else(|| {
+        GUARD
+            .try_with(|guard| (!guard.exited.get()).then_some(guard.tid))
+            .ok()
+            .flatten()
+    })
+}
+
+/// Runs this thread's exit hand-off now rather than from its TLS destructor.
+///
+/// Only for loom models: a loom `join` returns before the joined thread's
+/// thread-locals are destroyed (unlike `std`'s), so models call this last
+/// thing in each thread to make the flush part of what `join` waits for.
+#[cfg(loom)]
+pub(crate) fn exit_now() {
+    let _ = GUARD.try_with(ThreadGuard::exit);
 }
 
 /// Asks for `pool.thread_exit(tid)` when this thread exits. Returns `false`
@@ -85,6 +101,8 @@ pub(crate) fn watch(pool: Weak<dyn ThreadExit>) -> bool {
 struct ThreadGuard {
     tid: usize,
     pools: RefCell<Vec<Weak<dyn ThreadExit>>>,
+    /// The id has been given back; nothing may use it any more.
+    exited: Cell<bool>,
 }
 
 impl ThreadGuard {
@@ -94,21 +112,30 @@ impl ThreadGuard {
         Self {
             tid,
             pools: RefCell::new(Vec::new()),
+            exited: Cell::new(false),
         }
     }
-}
 
-impl Drop for ThreadGuard {
-    fn drop(&mut self) {
+    /// Hands every cache back and frees the id; once.
+    fn exit(&self) {
+        if self.exited.replace(true) {
+            return;
+        }
         // From here on this thread uses no slot (see the module docs).
         let _ = TID.try_with(|cell| cell.set(NO_TID));
-        let pools = std::mem::take(self.pools.get_mut());
+        let pools = std::mem::take(&mut *self.pools.borrow_mut());
         for pool in pools {
             if let Some(pool) = pool.upgrade() {
                 pool.thread_exit(self.tid);
             }
         }
         ids().lock().release(self.tid);
+    }
+}
+
+impl Drop for ThreadGuard {
+    fn drop(&mut self) {
+        self.exit();
     }
 }
 
@@ -141,15 +168,20 @@ impl Ids {
     }
 }
 
+/// The id registry.
 #[cfg(not(loom))]
 fn ids() -> &'static Mutex<Ids> {
     static IDS: Mutex<Ids> = Mutex::new(Ids::new());
     &IDS
 }
 
+/// The id registry, modelled: handing a freed id to the next thread is what
+/// orders a slot's successive owners. Loom tears its statics down before the
+/// model's main thread runs its TLS destructors, so models use pools only
+/// from spawned threads.
 #[cfg(loom)]
 fn ids() -> &'static Mutex<Ids> {
-    crate::sync::lazy_static! {
+    loom::lazy_static! {
         static ref IDS: Mutex<Ids> = Mutex::new(Ids::new());
     }
     &IDS

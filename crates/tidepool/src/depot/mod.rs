@@ -31,18 +31,28 @@ pub(crate) struct Depot<T> {
 #[derive(Debug)]
 struct Shelves<T> {
     /// Batches of 1..=`batch_size` idle objects, oldest first.
-    full: Vec<Vec<T>>,
+    full: Vec<Shelf<T>>,
     /// Emptied batches with room for `batch_size` objects, for reuse.
     /// `empty.len() <= max_idle / batch_size`: enough to refill every full
     /// batch the depot may hold.
     empty: Vec<Vec<T>>,
-    /// `objects == sum(full[i].len()) <= max_idle`.
+    /// `objects == sum(full[i].items.len()) <= max_idle`.
     objects: usize,
+    /// `purged == sum(full[i].items.len() where full[i].purged) <= objects`.
+    purged: usize,
     /// The fewest objects held since the last [`Depot::trim`]: that many sat
     /// unused the whole time (the kmem working-set filter).
     low_water: usize,
     /// Batches moved in or out (refills and donations).
     exchanges: u64,
+}
+
+/// A batch in the depot.
+#[derive(Debug)]
+struct Shelf<T> {
+    items: Vec<T>,
+    /// Every object in it has been purged ([`Manage::purge`](crate::Manage::purge)).
+    purged: bool,
 }
 
 impl<T> Depot<T> {
@@ -52,6 +62,7 @@ impl<T> Depot<T> {
                 full: Vec::new(),
                 empty: Vec::new(),
                 objects: 0,
+                purged: 0,
                 low_water: 0,
                 exchanges: 0,
             }),
@@ -72,9 +83,9 @@ impl<T> Depot<T> {
         let Some(full) = shelves.full.pop() else {
             return false;
         };
-        shelves.take_objects(full.len());
+        shelves.take_shelf(&full);
         shelves.exchanges += 1;
-        let empty = mem::replace(batch, full);
+        let empty = mem::replace(batch, full.items);
         if shelves.empty.len() < self.max_empties() && empty.capacity() >= self.batch_size {
             shelves.empty.push(empty);
         }
@@ -93,7 +104,10 @@ impl<T> Depot<T> {
         }
         shelves.objects += batch.len();
         shelves.exchanges += 1;
-        shelves.full.push(batch);
+        shelves.full.push(Shelf {
+            items: batch,
+            purged: false,
+        });
         Ok(shelves.empty.pop().unwrap_or_default())
     }
 
@@ -101,14 +115,17 @@ impl<T> Depot<T> {
     pub(crate) fn take_one(&self) -> Option<T> {
         let mut shelves = self.shelves.lock();
         let newest = shelves.full.last_mut()?;
-        let item = newest.pop().expect("full batches are never empty");
-        if newest.is_empty() {
-            let empty = shelves.full.pop().expect("just seen");
+        let item = newest.items.pop().expect("full batches are never empty");
+        let purged = newest.purged;
+        if newest.items.is_empty() {
+            let empty = shelves.full.pop().expect("just seen").items;
             if shelves.empty.len() < self.max_empties() {
                 shelves.empty.push(empty);
             }
         }
-        shelves.take_objects(1);
+        shelves.objects -= 1;
+        shelves.purged -= usize::from(purged);
+        shelves.low_water = shelves.low_water.min(shelves.objects);
         Some(item)
     }
 
@@ -121,14 +138,19 @@ impl<T> Depot<T> {
         }
         shelves.objects += 1;
         match shelves.full.last_mut() {
-            Some(newest) if newest.len() < self.batch_size => newest.push(item),
+            Some(newest) if newest.items.len() < self.batch_size && !newest.purged => {
+                newest.items.push(item)
+            }
             _ => {
-                let mut batch = shelves
+                let mut items = shelves
                     .empty
                     .pop()
                     .unwrap_or_else(|| Vec::with_capacity(self.batch_size));
-                batch.push(item);
-                shelves.full.push(batch);
+                items.push(item);
+                shelves.full.push(Shelf {
+                    items,
+                    purged: false,
+                });
             }
         }
         Ok(())
@@ -139,18 +161,8 @@ impl<T> Depot<T> {
     /// destroys what is returned.
     pub(crate) fn trim(&self) -> Vec<Vec<T>> {
         let mut shelves = self.shelves.lock();
-        let mut budget = shelves.low_water;
-        let mut n = 0;
-        while let Some(batch) = shelves.full.get(n) {
-            if batch.len() > budget {
-                break;
-            }
-            budget -= batch.len();
-            n += 1;
-        }
-        let taken: Vec<Vec<T>> = shelves.full.drain(..n).collect();
-        let removed: usize = taken.iter().map(Vec::len).sum();
-        shelves.objects -= removed;
+        let limit = shelves.low_water;
+        let taken = shelves.take_oldest(limit, |_| true);
         shelves.low_water = shelves.objects;
         taken
     }
@@ -158,22 +170,103 @@ impl<T> Depot<T> {
     /// Removes every batch. The caller destroys what is returned.
     pub(crate) fn take_all(&self) -> Vec<Vec<T>> {
         let mut shelves = self.shelves.lock();
-        shelves.objects = 0;
-        shelves.low_water = 0;
-        mem::take(&mut shelves.full)
+        shelves.take_oldest(usize::MAX, |_| true)
     }
 
-    /// `(idle objects, batch exchanges)`, exact at the moment of the call.
-    pub(crate) fn counts(&self) -> (usize, u64) {
+    /// Removes the oldest not-yet-purged batches, up to `limit` objects, so
+    /// the caller can purge them outside the lock and hand them back with
+    /// [`restore_purged`](Depot::restore_purged).
+    pub(crate) fn take_unpurged(&self, limit: usize) -> Vec<Vec<T>> {
+        let mut shelves = self.shelves.lock();
+        shelves.take_oldest(limit, |shelf| !shelf.purged)
+    }
+
+    /// Puts purged batches back at the old end, as far as `max_idle` allows
+    /// (donations may have filled the depot meanwhile). Returns the batches
+    /// that did not fit, for the caller to destroy.
+    pub(crate) fn restore_purged(&self, batches: Vec<Vec<T>>) -> Vec<Vec<T>> {
+        let mut shelves = self.shelves.lock();
+        let mut back = Vec::with_capacity(batches.len());
+        let mut refused = Vec::new();
+        for items in batches {
+            if items.is_empty() {
+                continue;
+            }
+            if shelves.objects + items.len() > self.max_idle {
+                refused.push(items);
+                continue;
+            }
+            shelves.objects += items.len();
+            shelves.purged += items.len();
+            back.push(Shelf {
+                items,
+                purged: true,
+            });
+        }
+        // They sat idle longer than anything donated meanwhile, but not as
+        // long as the batches purged before them.
+        let at = shelves.full.iter().take_while(|shelf| shelf.purged).count();
+        shelves.full.splice(at..at, back);
+        refused
+    }
+
+    /// Counts, exact at the moment of the call.
+    pub(crate) fn counts(&self) -> DepotCounts {
         let shelves = self.shelves.lock();
-        (shelves.objects, shelves.exchanges)
+        DepotCounts {
+            idle: shelves.objects,
+            purged: shelves.purged,
+            exchanges: shelves.exchanges,
+        }
     }
 }
 
+/// What the depot holds and has done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DepotCounts {
+    pub(crate) idle: usize,
+    pub(crate) purged: usize,
+    pub(crate) exchanges: u64,
+}
+
 impl<T> Shelves<T> {
-    fn take_objects(&mut self, n: usize) {
-        self.objects -= n;
+    /// Accounts for `shelf` leaving (a refill).
+    fn take_shelf(&mut self, shelf: &Shelf<T>) {
+        self.objects -= shelf.items.len();
+        if shelf.purged {
+            self.purged -= shelf.items.len();
+        }
         self.low_water = self.low_water.min(self.objects);
+    }
+
+    /// Removes whole batches matching `pick`, oldest first, while they fit in
+    /// `limit` objects. Does not move the low-water mark: these objects were
+    /// not wanted by a thread.
+    fn take_oldest(&mut self, limit: usize, pick: impl Fn(&Shelf<T>) -> bool) -> Vec<Vec<T>> {
+        let mut budget = limit;
+        let mut taken = Vec::new();
+        let mut kept = Vec::with_capacity(self.full.len());
+        let mut full = mem::take(&mut self.full).into_iter();
+        for shelf in full.by_ref() {
+            if !pick(&shelf) {
+                kept.push(shelf);
+                continue;
+            }
+            if shelf.items.len() > budget {
+                kept.push(shelf);
+                break;
+            }
+            budget -= shelf.items.len();
+            self.objects -= shelf.items.len();
+            if shelf.purged {
+                self.purged -= shelf.items.len();
+            }
+            taken.push(shelf.items);
+        }
+        kept.extend(full);
+        self.full = kept;
+        self.low_water = self.low_water.min(self.objects);
+        taken
     }
 }
 
@@ -193,7 +286,7 @@ mod tests {
         assert!(depot.donate(batch(0..4)).is_ok());
         assert!(depot.donate(batch(4..8)).is_ok());
         assert_eq!(depot.donate(batch(8..12)), Err(batch(8..12)));
-        assert_eq!(depot.counts(), (8, 2));
+        assert_eq!((depot.counts().idle, depot.counts().exchanges), (8, 2));
         assert_eq!(depot.put_one(99), Err(99));
     }
 
@@ -208,7 +301,7 @@ mod tests {
         // The empty batch we handed in comes back on the next donation.
         let empty = depot.donate(mine).unwrap();
         assert!(empty.is_empty() && empty.capacity() >= 4);
-        assert_eq!(depot.counts().0, 8);
+        assert_eq!(depot.counts().idle, 8);
     }
 
     #[test]
@@ -226,7 +319,33 @@ mod tests {
         let trimmed = depot.trim();
         assert_eq!(trimmed.len(), 3);
         assert_eq!(trimmed[0], batch(0..2), "oldest first");
-        assert_eq!(depot.counts().0, 0);
+        assert_eq!(depot.counts().idle, 0);
+    }
+
+    #[test]
+    fn purged_batches_go_back_oldest_and_are_not_purged_twice() {
+        let depot = Depot::new(2, 6);
+        for i in 0..3 {
+            depot.donate(batch(i * 2..i * 2 + 2)).unwrap();
+        }
+        let out = depot.take_unpurged(4);
+        assert_eq!(out, vec![batch(0..2), batch(2..4)]);
+        assert_eq!(depot.counts().idle, 2);
+        // A donation lands meanwhile; only one purged batch still fits.
+        depot.donate(batch(10..12)).unwrap();
+        let refused = depot.restore_purged(out);
+        assert_eq!(refused, vec![batch(2..4)]);
+        let c = depot.counts();
+        assert_eq!((c.idle, c.purged), (6, 2));
+        // Nothing unpurged is taken twice: only the two fresh batches.
+        let again = depot.take_unpurged(usize::MAX);
+        assert_eq!(again, vec![batch(4..6), batch(10..12)]);
+        assert!(depot.restore_purged(again).is_empty());
+        assert_eq!(depot.counts().purged, 6);
+        // Refills hand out purged batches and account for them.
+        let mut mine = Vec::with_capacity(2);
+        assert!(depot.refill(&mut mine));
+        assert_eq!(depot.counts().purged, 4);
     }
 
     #[test]
