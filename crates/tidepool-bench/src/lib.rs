@@ -1,1 +1,545 @@
-//! Benchmarks for tidepool live in `benches/`.
+//! The subjects of tidepool's benchmarks (in `benches/pools.rs`) and of the
+//! instruction counts in `src/bin/roundtrip.rs`, behind one small trait.
+//!
+//! Every subject pools the same object, a `Vec<u8>` with capacity
+//! [`BUF_CAP`] (the peers' own benchmarks use 4–16 KiB vectors), and every
+//! round trip does the same thing: take one object, [`touch`] it (clear it
+//! and write one byte, through [`black_box`] so nothing is optimised away),
+//! give it back.
+//!
+//! | name                  | what                                                   |
+//! |-----------------------|--------------------------------------------------------|
+//! | `tidepool`            | [`tidepool::Pool::get`], default settings              |
+//! | `tidepool_owned`      | [`tidepool::Pool::get_owned`] (round trip only)        |
+//! | `tls_vec`             | bare `thread_local!` `RefCell<Vec<Vec<u8>>>` pop/push: the limit |
+//! | `mutex_vec`           | `parking_lot::Mutex<Vec<Vec<u8>>>` pop/push            |
+//! | `no_pool`             | `Vec::with_capacity` + drop (malloc's own caches)      |
+//! | `object_pool`         | `object-pool` 0.6 `pull` / `pull_owned`                |
+//! | `lockfree_linear`     | `lockfree-object-pool` 0.1 `LinearObjectPool`          |
+//! | `sharded_slab`        | `sharded-slab` 0.1 `Pool::create` + `clear(key)`       |
+//! | `opool`               | `opool` 0.2 concurrent `Pool::get` / `get_rc`          |
+
+use std::cell::RefCell;
+use std::hint::black_box;
+use std::ops::{Deref, DerefMut};
+use std::sync::mpsc::sync_channel;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Capacity of every pooled buffer.
+pub const BUF_CAP: usize = 4096;
+
+/// Bounded channel depth in the cross-thread forward benchmark.
+pub const CHANNEL_CAP: usize = 256;
+
+/// Round trips each thread does before the timed region, so thread
+/// registration and first-use allocation are not timed.
+pub const WARM_UP_OPS: usize = 1024;
+
+/// A fresh buffer.
+#[inline]
+pub fn new_buf() -> Vec<u8> {
+    Vec::with_capacity(BUF_CAP)
+}
+
+/// What every round trip does with its object: clear it and write one byte.
+/// `black_box` keeps the compiler from seeing through the object (and from
+/// eliding the allocation in the no-pool case).
+#[inline(always)]
+pub fn touch(v: &mut Vec<u8>) {
+    let v = black_box(v);
+    v.clear();
+    v.push(1);
+}
+
+/// One pool under test.
+///
+/// `round_trip` must be callable from many threads at once on one shared
+/// subject. `take`/`give_back` are the two halves used by the forward
+/// benchmark: `take` runs on the producer, `give_back` on the consumer.
+pub trait Subject: Send + Sync + 'static {
+    /// An object on loan that may cross threads.
+    type Owned: DerefMut<Target = Vec<u8>> + Send + 'static;
+
+    /// Take one object, touch it, give it back.
+    fn round_trip(&self);
+
+    /// Take one object for another thread to give back.
+    fn take(&self) -> Self::Owned;
+
+    /// Give back an object taken (maybe on another thread) with `take`.
+    #[inline]
+    fn give_back(&self, owned: Self::Owned) {
+        drop(owned);
+    }
+}
+
+// === tidepool ===
+
+/// The manager of every tidepool subject.
+pub type BufFn = fn() -> Vec<u8>;
+
+/// `tidepool::Pool` with default settings.
+pub struct Tidepool(pub Arc<tidepool::Pool<BufFn>>);
+
+impl Tidepool {
+    /// A pool with default settings.
+    pub fn new() -> Self {
+        Self(Arc::new(tidepool::Pool::new(new_buf as BufFn)))
+    }
+}
+
+impl Default for Tidepool {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Subject for Tidepool {
+    type Owned = tidepool::OwnedPooled<BufFn>;
+
+    #[inline]
+    fn round_trip(&self) {
+        let mut g = self.0.get().expect("infallible manager");
+        touch(&mut g);
+    }
+
+    #[inline]
+    fn take(&self) -> Self::Owned {
+        self.0.get_owned().expect("infallible manager")
+    }
+}
+
+/// Like [`Tidepool`], but the round trip goes through the `Arc`-holding
+/// guard of `get_owned` (one `Arc` clone and drop more).
+pub struct TidepoolOwned(pub Tidepool);
+
+impl Subject for TidepoolOwned {
+    type Owned = tidepool::OwnedPooled<BufFn>;
+
+    #[inline]
+    fn round_trip(&self) {
+        let mut g = self.0.take();
+        touch(&mut g);
+    }
+
+    #[inline]
+    fn take(&self) -> Self::Owned {
+        self.0.take()
+    }
+}
+
+// === baselines ===
+
+/// A plain `Vec<u8>` standing in as its own "guard" for the baselines.
+pub struct Plain(pub Vec<u8>);
+
+impl Deref for Plain {
+    type Target = Vec<u8>;
+    #[inline]
+    fn deref(&self) -> &Vec<u8> {
+        &self.0
+    }
+}
+
+impl DerefMut for Plain {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.0
+    }
+}
+
+thread_local! {
+    static TLS_FREE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Bare thread-local free list: pop, touch, push. No guard, no counts, no
+/// bound, no cross-thread story: the limit a pool's fast path can approach.
+///
+/// It has no meaningful forward: objects would pile up on the consumer and
+/// the producer would allocate every time, so `take`/`give_back` are the
+/// no-pool ones and the forward benchmark leaves this subject out.
+pub struct TlsVec;
+
+impl Subject for TlsVec {
+    type Owned = Plain;
+
+    #[inline]
+    fn round_trip(&self) {
+        let mut v = TLS_FREE
+            .with(|free| free.borrow_mut().pop())
+            .unwrap_or_else(new_buf);
+        touch(&mut v);
+        TLS_FREE.with(|free| free.borrow_mut().push(v));
+    }
+
+    #[inline]
+    fn take(&self) -> Plain {
+        Plain(new_buf())
+    }
+}
+
+/// One `parking_lot::Mutex<Vec<Vec<u8>>>` shared by every thread.
+#[derive(Default)]
+pub struct MutexVec(pub parking_lot::Mutex<Vec<Vec<u8>>>);
+
+impl Subject for MutexVec {
+    type Owned = Plain;
+
+    #[inline]
+    fn round_trip(&self) {
+        let mut v = self.0.lock().pop().unwrap_or_else(new_buf);
+        touch(&mut v);
+        self.0.lock().push(v);
+    }
+
+    #[inline]
+    fn take(&self) -> Plain {
+        Plain(self.0.lock().pop().unwrap_or_else(new_buf))
+    }
+
+    #[inline]
+    fn give_back(&self, owned: Plain) {
+        self.0.lock().push(owned.0);
+    }
+}
+
+/// No pool: allocate, touch, free.
+///
+/// glibc malloc serves a 4 KiB block from its per-thread cache (tcache) in
+/// a few dozen instructions when the same size is freed and re-allocated
+/// right away, so this is cheap in the single-thread round trip; it is no
+/// measure of what a pool saves for objects that are expensive to create
+/// (stacks, mapped buffers, connections), only a reference point.
+pub struct NoPool;
+
+impl Subject for NoPool {
+    type Owned = Plain;
+
+    #[inline]
+    fn round_trip(&self) {
+        let mut v = new_buf();
+        touch(&mut v);
+    }
+
+    #[inline]
+    fn take(&self) -> Plain {
+        Plain(new_buf())
+    }
+}
+
+// === peers ===
+
+/// `object_pool::Pool` (a `parking_lot::Mutex<Vec<T>>` inside).
+pub struct ObjectPool(pub Arc<object_pool::Pool<Vec<u8>>>);
+
+impl ObjectPool {
+    /// An empty pool; `pull` creates on a miss.
+    pub fn new() -> Self {
+        Self(Arc::new(object_pool::Pool::new(0, new_buf)))
+    }
+}
+
+impl Default for ObjectPool {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Subject for ObjectPool {
+    type Owned = object_pool::ReusableOwned<Vec<u8>>;
+
+    #[inline]
+    fn round_trip(&self) {
+        let mut g = self.0.pull(new_buf);
+        touch(&mut g);
+    }
+
+    #[inline]
+    fn take(&self) -> Self::Owned {
+        self.0.pull_owned(new_buf)
+    }
+}
+
+/// `lockfree_object_pool::LinearObjectPool` with a no-op reset (every
+/// subject clears in [`touch`]).
+pub struct LockfreeLinear(pub Arc<lockfree_object_pool::LinearObjectPool<Vec<u8>>>);
+
+impl LockfreeLinear {
+    /// An empty pool.
+    pub fn new() -> Self {
+        Self(Arc::new(lockfree_object_pool::LinearObjectPool::new(
+            new_buf,
+            |_: &mut Vec<u8>| {},
+        )))
+    }
+}
+
+impl Default for LockfreeLinear {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Subject for LockfreeLinear {
+    type Owned = lockfree_object_pool::LinearOwnedReusable<Vec<u8>>;
+
+    #[inline]
+    fn round_trip(&self) {
+        let mut g = self.0.pull();
+        touch(&mut g);
+    }
+
+    #[inline]
+    fn take(&self) -> Self::Owned {
+        self.0.pull_owned()
+    }
+}
+
+/// The object for `sharded_slab::Pool`, which makes objects with `Default`
+/// and resets them with `Clear`: a buffer of [`BUF_CAP`] cleared in place.
+pub struct SlabBuf(pub Vec<u8>);
+
+impl Default for SlabBuf {
+    fn default() -> Self {
+        Self(new_buf())
+    }
+}
+
+impl sharded_slab::Clear for SlabBuf {
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+impl Deref for SlabBuf {
+    type Target = Vec<u8>;
+    #[inline]
+    fn deref(&self) -> &Vec<u8> {
+        &self.0
+    }
+}
+
+impl DerefMut for SlabBuf {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.0
+    }
+}
+
+/// An owned `sharded_slab` entry on its way to the consumer, which must
+/// `clear` it by key to give it back (dropping the guard does not).
+pub struct SlabOwned(pub sharded_slab::pool::OwnedRefMut<SlabBuf>);
+
+impl Deref for SlabOwned {
+    type Target = Vec<u8>;
+    #[inline]
+    fn deref(&self) -> &Vec<u8> {
+        &self.0
+    }
+}
+
+impl DerefMut for SlabOwned {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.0
+    }
+}
+
+/// `sharded_slab::Pool`: `create` + `clear(key)` is its round trip.
+pub struct ShardedSlab(pub Arc<sharded_slab::Pool<SlabBuf>>);
+
+impl ShardedSlab {
+    /// An empty pool.
+    pub fn new() -> Self {
+        Self(Arc::new(sharded_slab::Pool::new()))
+    }
+}
+
+impl Default for ShardedSlab {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Subject for ShardedSlab {
+    type Owned = SlabOwned;
+
+    #[inline]
+    fn round_trip(&self) {
+        let mut g = self.0.create().expect("shard full");
+        touch(&mut g);
+        let key = g.key();
+        drop(g);
+        self.0.clear(key);
+    }
+
+    #[inline]
+    fn take(&self) -> SlabOwned {
+        SlabOwned(Arc::clone(&self.0).create_owned().expect("shard full"))
+    }
+
+    #[inline]
+    fn give_back(&self, owned: SlabOwned) {
+        let key = owned.0.key();
+        drop(owned);
+        self.0.clear(key);
+    }
+}
+
+/// `opool`'s allocator for buffers (no reset: every subject clears in
+/// [`touch`]).
+pub struct OpoolBufs;
+
+impl opool::PoolAllocator<Vec<u8>> for OpoolBufs {
+    #[inline]
+    fn allocate(&self) -> Vec<u8> {
+        new_buf()
+    }
+}
+
+/// `opool::Pool` (concurrent, a `crossbeam` `ArrayQueue` inside) holding up
+/// to 1024 idle objects, tidepool's default `max_idle`.
+pub struct Opool(pub Arc<opool::Pool<OpoolBufs, Vec<u8>>>);
+
+impl Opool {
+    /// An empty pool.
+    pub fn new() -> Self {
+        Self(Arc::new(opool::Pool::new(1024, OpoolBufs)))
+    }
+}
+
+impl Default for Opool {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Subject for Opool {
+    type Owned = opool::RcGuard<OpoolBufs, Vec<u8>>;
+
+    #[inline]
+    fn round_trip(&self) {
+        let mut g = self.0.get();
+        touch(&mut g);
+    }
+
+    #[inline]
+    fn take(&self) -> Self::Owned {
+        Arc::clone(&self.0).get_rc()
+    }
+}
+
+// === drivers ===
+
+/// `threads` threads each do `iters` round trips on `subject` at once.
+/// Returns the longest time any thread took between the common start (a
+/// [`Barrier`]) and its last round trip: the wall time of the timed region.
+/// Each thread warms up first, outside the timed region.
+pub fn run_threads<S: Subject>(subject: &S, threads: usize, iters: u64) -> Duration {
+    let start = Barrier::new(threads);
+    thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    for _ in 0..WARM_UP_OPS {
+                        subject.round_trip();
+                    }
+                    start.wait();
+                    let t0 = Instant::now();
+                    for _ in 0..iters {
+                        subject.round_trip();
+                    }
+                    t0.elapsed()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("worker panicked"))
+            .max()
+            .unwrap_or_default()
+    })
+}
+
+/// A producer (the calling thread) takes `iters` objects, touches each and
+/// sends it through a bounded channel of [`CHANNEL_CAP`]; a consumer thread
+/// gives each back. Returns the time from the first take to the consumer's
+/// last give-back. [`WARM_UP_OPS`] objects go through first, untimed.
+pub fn run_forward<S: Subject>(subject: &S, iters: u64) -> Duration {
+    let (tx, rx) = sync_channel::<Option<S::Owned>>(CHANNEL_CAP);
+    let (ack_tx, ack_rx) = sync_channel::<()>(1);
+    thread::scope(|scope| {
+        let consumer = scope.spawn(move || {
+            while let Ok(msg) = rx.recv() {
+                match msg {
+                    Some(owned) => subject.give_back(owned),
+                    None => ack_tx.send(()).expect("producer gone"),
+                }
+            }
+        });
+        let send = |n: u64| {
+            for _ in 0..n {
+                let mut owned = subject.take();
+                touch(&mut owned);
+                tx.send(Some(owned)).expect("consumer gone");
+            }
+        };
+        send(WARM_UP_OPS as u64);
+        tx.send(None).expect("consumer gone");
+        ack_rx.recv().expect("consumer gone");
+        let t0 = Instant::now();
+        send(iters);
+        drop(tx);
+        consumer.join().expect("consumer panicked");
+        t0.elapsed()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exercise<S: Subject>(s: &S) {
+        for _ in 0..100 {
+            s.round_trip();
+        }
+        let owned = s.take();
+        assert!(owned.capacity() >= BUF_CAP);
+        s.give_back(owned);
+        assert!(run_threads(s, 2, 1000) > Duration::ZERO);
+        assert!(run_forward(s, 1000) > Duration::ZERO);
+    }
+
+    #[test]
+    fn every_subject_round_trips_and_forwards() {
+        exercise(&Tidepool::new());
+        exercise(&TidepoolOwned(Tidepool::new()));
+        exercise(&TlsVec);
+        exercise(&MutexVec::default());
+        exercise(&NoPool);
+        exercise(&ObjectPool::new());
+        exercise(&LockfreeLinear::new());
+        exercise(&ShardedSlab::new());
+        exercise(&Opool::new());
+    }
+
+    #[test]
+    fn tidepool_reuses_in_a_round_trip_and_counts_stay_exact() {
+        let t = Tidepool::new();
+        for _ in 0..10_000 {
+            t.round_trip();
+        }
+        let stats = t.0.stats();
+        assert_eq!(stats.created, 1);
+        assert_eq!(stats.live, 0);
+
+        run_forward(&t, 10_000);
+        let stats = t.0.stats();
+        assert_eq!(stats.live, 0);
+        // In flight at most: the channel, plus one object at each end, plus
+        // the two thread caches (2 batches each) and the depot's slack.
+        assert!(stats.created <= 2048, "{stats:?}");
+    }
+}

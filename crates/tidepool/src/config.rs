@@ -1,7 +1,10 @@
 //! Pool settings, their defaults, and how bad ones are refused.
 
 use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
+use crate::reclaim::{Clock, SystemClock};
 use crate::{Manage, Pool};
 
 /// Objects moved between a thread cache and the depot at a time.
@@ -14,6 +17,23 @@ pub const DEFAULT_BATCH_SIZE: usize = 32;
 /// Idle objects the depot keeps before it destroys donated batches.
 pub const DEFAULT_MAX_IDLE: usize = 1024;
 
+/// How often the working set is measured and what lay unused through two
+/// whole intervals is reclaimed: the Solaris kmem reaper's period, and the
+/// QEMU 2021 patch's.
+pub const DEFAULT_RECLAIM_INTERVAL: Duration = Duration::from_secs(15);
+
+/// How long idle objects are held at `min_idle` after critical memory
+/// pressure. Linux PSI triggers opened without `CAP_SYS_RESOURCE` use windows
+/// that are multiples of 2 s and fire at most once per window, so a hold of
+/// one window is renewed for as long as the pressure lasts, and a single
+/// spike costs at most 2 s of reduced caching. (Xen's blkback picked 10 ms
+/// for a signal that comes every 100 ms; the rule is the same: about one
+/// signal period.)
+pub const DEFAULT_PRESSURE_HOLD: Duration = Duration::from_secs(2);
+
+/// The shortest reclaim interval accepted.
+pub const MIN_RECLAIM_INTERVAL: Duration = Duration::from_millis(1);
+
 /// The largest batch accepted: a batch is moved under the depot lock, and
 /// bigger ones only make thread caches hoard more.
 pub const MAX_BATCH_SIZE: usize = 1 << 16;
@@ -24,6 +44,10 @@ pub struct Config {
     pub(crate) batch_size: usize,
     pub(crate) max_idle: usize,
     pub(crate) max_live: Option<usize>,
+    pub(crate) min_idle: usize,
+    pub(crate) reclaim_interval: Duration,
+    pub(crate) pressure_hold: Duration,
+    pub(crate) background: bool,
 }
 
 impl Default for Config {
@@ -32,6 +56,10 @@ impl Default for Config {
             batch_size: DEFAULT_BATCH_SIZE,
             max_idle: DEFAULT_MAX_IDLE,
             max_live: None,
+            min_idle: 0,
+            reclaim_interval: DEFAULT_RECLAIM_INTERVAL,
+            pressure_hold: DEFAULT_PRESSURE_HOLD,
+            background: true,
         }
     }
 }
@@ -50,6 +78,26 @@ impl Config {
     /// The cap on objects in existence (live or idle), if any.
     pub fn max_live(&self) -> Option<usize> {
         self.max_live
+    }
+
+    /// The reserve that reclaim and pressure never go below.
+    pub fn min_idle(&self) -> usize {
+        self.min_idle
+    }
+
+    /// The reclaim interval.
+    pub fn reclaim_interval(&self) -> Duration {
+        self.reclaim_interval
+    }
+
+    /// How long critical pressure holds idle objects at `min_idle`.
+    pub fn pressure_hold(&self) -> Duration {
+        self.pressure_hold
+    }
+
+    /// Whether the process-wide reclaimer thread looks after this pool.
+    pub fn background(&self) -> bool {
+        self.background
     }
 
     /// The most idle objects the pool can hold when `threads` threads use it:
@@ -80,6 +128,24 @@ impl Config {
                 ),
             ));
         }
+        if self.min_idle > self.max_idle {
+            return Err(ConfigError::new(
+                "min_idle",
+                format!(
+                    "is {} but the depot holds at most max_idle = {}",
+                    self.min_idle, self.max_idle
+                ),
+            ));
+        }
+        if self.reclaim_interval < MIN_RECLAIM_INTERVAL {
+            return Err(ConfigError::new(
+                "reclaim_interval",
+                format!(
+                    "is {:?}, the shortest allowed is {MIN_RECLAIM_INTERVAL:?}",
+                    self.reclaim_interval
+                ),
+            ));
+        }
         if self.max_live == Some(0) {
             return Err(ConfigError::new(
                 "max_live",
@@ -107,6 +173,7 @@ impl Config {
 pub struct Builder<M> {
     manager: M,
     config: Config,
+    clock: Arc<dyn Clock>,
 }
 
 impl<M: Manage> Builder<M> {
@@ -114,6 +181,7 @@ impl<M: Manage> Builder<M> {
         Self {
             manager,
             config: Config::default(),
+            clock: Arc::new(SystemClock),
         }
     }
 
@@ -142,6 +210,50 @@ impl<M: Manage> Builder<M> {
         self
     }
 
+    /// A reserve of idle objects (default 0) that reclaim and memory
+    /// pressure never go below, like the kernel's `mempool` `min_nr`; at most
+    /// `max_idle`. Fill it with [`Pool::prefill`](crate::Pool::prefill).
+    pub fn min_idle(mut self, n: usize) -> Self {
+        self.config.min_idle = n;
+        self
+    }
+
+    /// How often the pool measures its working set (default
+    /// [`DEFAULT_RECLAIM_INTERVAL`], at least [`MIN_RECLAIM_INTERVAL`]).
+    /// Idle objects that sat unused through two whole intervals are
+    /// destroyed; ones unused through one are purged
+    /// ([`Manage::purge`](crate::Manage::purge)); a thread cache unused for a
+    /// whole interval is taken back to the depot.
+    pub fn reclaim_interval(mut self, interval: Duration) -> Self {
+        self.config.reclaim_interval = interval;
+        self
+    }
+
+    /// How long critical memory pressure holds idle objects at `min_idle`
+    /// (default [`DEFAULT_PRESSURE_HOLD`]).
+    pub fn pressure_hold(mut self, hold: Duration) -> Self {
+        self.config.pressure_hold = hold;
+        self
+    }
+
+    /// Whether the process-wide reclaimer thread looks after this pool
+    /// (default `true`): it runs the reclaim intervals of pools nobody
+    /// touches, takes back idle thread caches, and delivers memory-pressure
+    /// signals. Without it, reclaim runs only when threads visit the depot,
+    /// and pressure only through [`Pool::pressure`](crate::Pool::pressure).
+    pub fn background(mut self, on: bool) -> Self {
+        self.config.background = on;
+        self
+    }
+
+    /// The clock for reclaim intervals and pressure holds (default
+    /// [`SystemClock`]); tests pass a
+    /// [`ManualClock`](crate::reclaim::ManualClock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// Checks the settings and builds the pool.
     ///
     /// # Errors
@@ -149,7 +261,7 @@ impl<M: Manage> Builder<M> {
     /// A [`ConfigError`] naming the first field whose value cannot work.
     pub fn build(self) -> Result<Pool<M>, ConfigError> {
         let config = self.config.validate()?;
-        Ok(Pool::from_parts(self.manager, config))
+        Ok(Pool::from_parts(self.manager, config, self.clock))
     }
 }
 
@@ -237,6 +349,21 @@ mod tests {
         assert!(err.to_string().contains("`max_idle`"), "{err}");
         assert!(err.to_string().contains("15"), "{err}");
 
+        let big_floor = Config {
+            min_idle: DEFAULT_MAX_IDLE + 1,
+            ..Config::default()
+        };
+        assert_eq!(build(big_floor).unwrap_err().field(), "min_idle");
+
+        let zero_interval = Config {
+            reclaim_interval: Duration::ZERO,
+            ..Config::default()
+        };
+        assert_eq!(
+            build(zero_interval).unwrap_err().field(),
+            "reclaim_interval"
+        );
+
         let zero_live = Config {
             max_live: Some(0),
             ..Config::default()
@@ -249,7 +376,7 @@ mod tests {
         let c = Config {
             batch_size: 4,
             max_idle: 10,
-            max_live: None,
+            ..Config::default()
         };
         assert_eq!(c.idle_bound(0), 10);
         assert_eq!(c.idle_bound(3), 10 + 3 * 8);

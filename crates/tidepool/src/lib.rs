@@ -51,8 +51,14 @@ mod error;
 mod guard;
 pub mod implementation;
 mod manage;
+#[cfg(target_os = "linux")]
+mod os;
 mod pool;
+pub mod pressure;
+pub mod reclaim;
 mod shared;
+#[cfg(target_os = "linux")]
+pub mod stack;
 mod stats;
 mod sync;
 
@@ -60,7 +66,8 @@ mod sync;
 mod tests;
 
 pub use config::{
-    Builder, Config, ConfigError, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IDLE, MAX_BATCH_SIZE,
+    Builder, Config, ConfigError, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IDLE, DEFAULT_PRESSURE_HOLD,
+    DEFAULT_RECLAIM_INTERVAL, MAX_BATCH_SIZE, MIN_RECLAIM_INTERVAL,
 };
 pub use error::Error;
 pub use guard::{OwnedPooled, Pooled};

@@ -3,8 +3,14 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::pressure::Level;
+#[cfg(not(loom))]
+use crate::reclaim::reclaimer::{self, Background};
+use crate::reclaim::{Clock, SystemClock};
 use crate::shared::Shared;
 use crate::{Builder, Config, Error, Manage, OwnedPooled, Pooled, Stats};
+#[cfg(not(loom))]
+use std::sync::Weak;
 
 /// A pool of reusable objects made by a [`Manage`]r.
 ///
@@ -42,12 +48,15 @@ use crate::{Builder, Config, Error, Manage, OwnedPooled, Pooled, Stats};
 /// ```
 pub struct Pool<M: Manage> {
     pub(crate) shared: Arc<Shared<M>>,
+    /// How the reclaimer thread reaches this pool, if it does.
+    #[cfg(not(loom))]
+    background: Option<Arc<reclaimer::Handle>>,
 }
 
 impl<M: Manage> Pool<M> {
     /// A pool with the default settings ([`Config::default`]).
     pub fn new(manager: M) -> Self {
-        Self::from_parts(manager, Config::default())
+        Self::from_parts(manager, Config::default(), Arc::new(SystemClock))
     }
 
     /// A builder to choose settings; see [`Builder`].
@@ -55,9 +64,20 @@ impl<M: Manage> Pool<M> {
         Builder::new(manager)
     }
 
-    pub(crate) fn from_parts(manager: M, config: Config) -> Self {
+    pub(crate) fn from_parts(manager: M, config: Config, clock: Arc<dyn Clock>) -> Self {
+        let background = config.background;
+        let shared = Arc::new(Shared::new(manager, config, clock));
+        #[cfg(not(loom))]
+        let background = background.then(|| {
+            let weak: Weak<dyn Background> = Arc::downgrade(&shared) as Weak<Shared<M>>;
+            reclaimer::register(weak)
+        });
+        #[cfg(loom)]
+        let _ = background;
         Self {
-            shared: Arc::new(Shared::new(manager, config)),
+            shared,
+            #[cfg(not(loom))]
+            background,
         }
     }
 
@@ -92,24 +112,54 @@ impl<M: Manage> Pool<M> {
         self.shared.stats()
     }
 
-    /// Destroys the idle objects the depot does not need: the batches that
-    /// sat in it, unused, since the previous `trim` (its low-water mark).
-    /// Returns how many objects were destroyed.
+    /// Destroys the idle objects the depot does not need: those that sat in
+    /// it, unused, since the previous `trim` (its low-water mark), never
+    /// going below `min_idle`. Returns how many objects were destroyed.
     ///
-    /// Called periodically this keeps the depot at the working set, the way
-    /// the Solaris kmem reaper does; call [`drain`](Pool::drain) to drop
-    /// everything now.
+    /// The pool already does this on its own every
+    /// [`reclaim_interval`](crate::Builder::reclaim_interval), more gently
+    /// (two intervals unused); `trim` is for callers that know better when
+    /// to look. Call [`drain`](Pool::drain) to drop everything now.
     pub fn trim(&self) -> usize {
         self.shared.trim()
     }
 
-    /// Destroys every idle object this thread can reach: the whole depot and
-    /// the calling thread's cache. Other threads' caches (at most
-    /// `2 * batch_size` objects each) come back to the depot when those
-    /// threads next visit it or exit. Returns how many objects were
-    /// destroyed.
+    /// Destroys every idle object it can reach: the whole depot (ignoring
+    /// `min_idle`) and every thread cache whose owner is not inside a `get`
+    /// or `put` of this pool right now; a busy owner is asked to hand its
+    /// cache to the depot at its next operation instead. Returns how many
+    /// objects were destroyed.
+    ///
+    /// On systems without a process-wide barrier (`membarrier(2)`), other
+    /// threads' caches are only asked to flush.
     pub fn drain(&self) -> usize {
         self.shared.drain()
+    }
+
+    /// Runs the reclaim pass if one is due by the pool's clock, as the
+    /// first depot visit after an interval boundary or the reclaimer thread
+    /// would. Returns how many idle objects it destroyed. With a
+    /// [`ManualClock`](crate::reclaim::ManualClock) this drives reclaim
+    /// deterministically.
+    pub fn reclaim(&self) -> usize {
+        self.shared.pass_if_due()
+    }
+
+    /// Applies a memory-pressure level to this pool now (see
+    /// [`crate::pressure`]); the reclaimer thread does this for every pool
+    /// when a source fires. Returns how many idle objects were destroyed.
+    pub fn pressure(&self, level: Level) -> usize {
+        self.shared.pressure(level)
+    }
+
+    /// Creates objects into the depot until it holds `min_idle`: the
+    /// reserve a `mempool` preallocates. Returns how many were created.
+    ///
+    /// # Errors
+    ///
+    /// As for [`get`](Pool::get); the objects created before the error stay.
+    pub fn prefill(&self) -> Result<usize, Error<M::Error>> {
+        self.shared.prefill()
     }
 
     /// Purges every idle object in the depot that has not been purged since
@@ -130,6 +180,17 @@ impl<M: Manage> Pool<M> {
     /// The pool's manager.
     pub fn manager(&self) -> &M {
         &self.shared.manager
+    }
+}
+
+impl<M: Manage> Drop for Pool<M> {
+    fn drop(&mut self) {
+        // Wait out a reclaim pass in progress on this pool, so the last
+        // reference is ours and the objects are destroyed right here.
+        #[cfg(not(loom))]
+        if let Some(handle) = &self.background {
+            handle.close();
+        }
     }
 }
 

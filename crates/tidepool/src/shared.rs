@@ -23,6 +23,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::cache::{thread, LocalSlot, SlotTable, ThreadExit};
 use crate::depot::Depot;
+use crate::reclaim::{Clock, ReclaimShared};
 use crate::sync::atomic::{AtomicUsize, Ordering};
 use crate::sync::SharedCounter;
 use crate::{Config, Error, Manage, Stats};
@@ -34,11 +35,13 @@ type Panic = Box<dyn Any + Send>;
 pub(crate) struct Shared<M: Manage> {
     pub(crate) manager: M,
     pub(crate) config: Config,
-    slots: SlotTable<M::Item>,
-    depot: Depot<M::Item>,
+    pub(crate) slots: SlotTable<M::Item>,
+    pub(crate) depot: Depot<M::Item>,
     /// Slow-path counters, on their own cache lines: they change only when
     /// objects are created or destroyed, never on a cache hit.
     counters: CachePadded<Counters>,
+    /// Reclaim intervals, pressure holds and their counts (`reclaim/pass.rs`).
+    pub(crate) reclaim: CachePadded<ReclaimShared>,
 }
 
 /// Pool-wide counts. Per-thread `gets`/`returns` live in the slots.
@@ -67,37 +70,70 @@ struct Counters {
 }
 
 impl<M: Manage> Shared<M> {
-    pub(crate) fn new(manager: M, config: Config) -> Self {
+    pub(crate) fn new(manager: M, config: Config, clock: Arc<dyn Clock>) -> Self {
         Self {
             depot: Depot::new(config.batch_size, config.max_idle),
             slots: SlotTable::new(),
             counters: CachePadded::default(),
+            reclaim: CachePadded::new(ReclaimShared::new(clock, config.reclaim_interval)),
             manager,
             config,
         }
     }
 
-    /// This thread's cache, if it already has one in this pool.
+    /// Objects in existence, live or idle.
+    pub(crate) fn existing(&self) -> u64 {
+        self.counters.existing.load(Ordering::Relaxed) as u64
+    }
+
+    /// This thread's slot, if it has one in this pool. The slot may not be
+    /// claimed (or may have been revoked): every access checks.
     #[inline(always)]
     fn local(&self) -> Option<LocalSlot<'_, M::Item>> {
         let tid = thread::current_tid()?;
-        LocalSlot::mine(self.slots.get(tid)?)
+        let slot = self.slots.get(tid)?;
+        // SAFETY: `tid` is this thread's own id, which it has not released
+        // (`current_tid` returns `None` from the moment it starts to).
+        Some(unsafe { LocalSlot::new(slot) })
     }
 
-    /// This thread's cache, claimed now if need be. `None` only while the
-    /// thread's thread-locals are being destroyed.
+    /// This thread's cache, claimed (or re-claimed after a revocation) now
+    /// if need be. `None` while the thread's thread-locals are being
+    /// destroyed, and while a critical-pressure hold lasts (then this
+    /// thread's cache, if any, is handed back first).
     #[cold]
     fn claim_local(this: &Arc<Self>) -> Option<LocalSlot<'_, M::Item>> {
+        if this.holding() {
+            if let Some(slot) = this.local() {
+                this.donate_or_destroy(slot.release());
+            }
+            return None;
+        }
         let tid = thread::current_tid_or_register()?;
         let slot = this.slots.get_or_alloc(tid);
-        if let Some(mine) = LocalSlot::mine(slot) {
-            return Some(mine);
+        // SAFETY: `tid` is this thread's own id, not released (we are not in
+        // its exit: `current_tid_or_register` returned it).
+        let local = unsafe { LocalSlot::new(slot) };
+        if local.is_active() {
+            return Some(local);
         }
         let me: Weak<dyn ThreadExit> = Arc::downgrade(this) as Weak<Self>;
         if !thread::watch(me) {
             return None;
         }
-        Some(LocalSlot::claim(slot, this.config.batch_size))
+        let flushed = local.claim(this.config.batch_size);
+        this.donate_or_destroy(flushed);
+        Some(local)
+    }
+
+    /// Gives `batches` to the depot; destroys what it refuses.
+    fn donate_or_destroy(&self, batches: Vec<Vec<M::Item>>) {
+        let refused: Vec<Vec<M::Item>> = batches
+            .into_iter()
+            .filter(|batch| !batch.is_empty())
+            .filter_map(|batch| self.depot.donate(batch).err())
+            .collect();
+        self.destroy(refused.into_iter().flatten());
     }
 
     // === get ===
@@ -116,19 +152,33 @@ impl<M: Manage> Shared<M> {
     #[cold]
     #[inline(never)]
     fn get_slow(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
-        let Some(slot) = Self::claim_local(this) else {
-            return this.get_slotless();
-        };
-        if let Some(item) = slot.pop() {
-            return Ok(item);
-        }
-        if slot.with_cache(|cache| this.depot.refill(cache.loaded_mut())) {
-            if let Some(item) = slot.pop() {
-                return Ok(item);
+        let item = loop {
+            let Some(slot) = Self::claim_local(this) else {
+                return this.get_slotless();
+            };
+            let found = slot.with_cache(|cache| {
+                cache.pop().or_else(|| {
+                    this.depot
+                        .refill(cache.loaded_mut())
+                        .then(|| cache.pop())
+                        .flatten()
+                })
+            });
+            match found {
+                Ok(Some(item)) => {
+                    slot.count_get();
+                    break item;
+                }
+                Ok(None) => {
+                    let item = this.create()?;
+                    slot.count_get();
+                    break item;
+                }
+                // Revoked between the claim and the access: claim again.
+                Err(_) => continue,
             }
-        }
-        let item = this.create()?;
-        slot.count_get();
+        };
+        this.pass_if_due();
         Ok(item)
     }
 
@@ -166,6 +216,10 @@ impl<M: Manage> Shared<M> {
         std::mem::forget(reservation);
         self.counters.created.add(1);
         self.counters.misses.add(1);
+        #[cfg(not(loom))]
+        if self.config.background {
+            crate::reclaim::reclaimer::wake_if_parked();
+        }
         Ok(item)
     }
 
@@ -207,35 +261,43 @@ impl<M: Manage> Shared<M> {
     }
 
     /// Both batches full, or no cache yet: donate the spare batch to the
-    /// depot (destroying it if the depot is at `max_idle`), then cache `item`.
+    /// depot (destroying it if the depot is at its cap), then cache `item`.
     #[cold]
     #[inline(never)]
-    fn put_slow(this: &Arc<Self>, item: M::Item) {
-        let Some(slot) = Self::claim_local(this) else {
-            return this.put_slotless(item);
-        };
+    fn put_slow(this: &Arc<Self>, mut item: M::Item) {
         let batch_size = this.config.batch_size;
-        let Err(item) = slot.push(item, batch_size) else {
-            return;
-        };
-        let full = slot.with_cache(|cache| cache.replace_spare(Vec::new()));
-        let (empty, refused) = match this.depot.donate(full) {
-            Ok(empty) => (empty, None),
-            Err(refused) => (Vec::new(), Some(refused)),
-        };
-        // Put the cache back in order before any manager code runs.
-        slot.with_cache(|cache| {
-            cache.replace_spare(empty);
-            cache.reserve(batch_size);
-        });
-        if let Err(item) = slot.push(item, batch_size) {
-            // Not reached: the spare batch was just emptied and no user code
-            // ran since. Stay correct all the same.
-            this.put_slotless(item);
+        // Batches the depot refused: destroyed once `item` is safely cached,
+        // so a panicking `destroy` cannot lose it.
+        let mut refused = Vec::new();
+        loop {
+            let Some(slot) = Self::claim_local(this) else {
+                this.put_slotless(item);
+                break;
+            };
+            item = match slot.push(item, batch_size) {
+                Ok(()) => break,
+                Err(back) => back,
+            };
+            // Both batches full (or revoked meanwhile: claim again).
+            let Ok(full) = slot.with_cache(|cache| cache.replace_spare(Vec::new())) else {
+                continue;
+            };
+            let empty = match this.depot.donate(full) {
+                Ok(empty) => empty,
+                Err(full) => {
+                    refused.push(full);
+                    Vec::new()
+                }
+            };
+            // If the cache was revoked meanwhile, `empty` holds nothing to
+            // lose.
+            let _ = slot.with_cache(|cache| {
+                cache.replace_spare(empty);
+                cache.reserve(batch_size);
+            });
         }
-        if let Some(refused) = refused {
-            this.destroy(refused);
-        }
+        this.destroy(refused.into_iter().flatten());
+        this.pass_if_due();
     }
 
     #[cold]
@@ -262,7 +324,10 @@ impl<M: Manage> Shared<M> {
 
     /// Destroys every object in `items`, even if some `destroy` calls panic;
     /// returns how many, and the first panic.
-    fn destroy_quiet(&self, items: impl IntoIterator<Item = M::Item>) -> (usize, Option<Panic>) {
+    pub(crate) fn destroy_quiet(
+        &self,
+        items: impl IntoIterator<Item = M::Item>,
+    ) -> (usize, Option<Panic>) {
         let mut n = 0;
         let mut first_panic = None;
         for item in items {
@@ -281,7 +346,7 @@ impl<M: Manage> Shared<M> {
 
     /// [`destroy_quiet`](Self::destroy_quiet), then resumes the first panic
     /// unless this thread is already unwinding.
-    fn destroy(&self, items: impl IntoIterator<Item = M::Item>) -> usize {
+    pub(crate) fn destroy(&self, items: impl IntoIterator<Item = M::Item>) -> usize {
         let (n, panic) = self.destroy_quiet(items);
         if let Some(panic) = panic {
             if !std::thread::panicking() {
@@ -293,25 +358,34 @@ impl<M: Manage> Shared<M> {
 
     // === reclaim ===
 
-    /// Destroys the depot's batches that sat unused since the previous trim.
+    /// Destroys the depot's objects that sat unused since the previous trim
+    /// (never below `min_idle`).
     pub(crate) fn trim(&self) -> usize {
-        self.destroy(self.depot.trim().into_iter().flatten())
+        let n = self.destroy(self.depot.trim(self.config.min_idle).into_iter().flatten());
+        self.reclaim.reclaimed.add(n as u64);
+        n
     }
 
-    /// Destroys the depot's batches and this thread's cache.
+    /// Destroys the depot's objects and every thread cache it can take.
     pub(crate) fn drain(&self) -> usize {
-        let mut mine = Vec::new();
-        if let Some(slot) = self.local() {
-            slot.with_cache(|cache| cache.drain_into(&mut mine));
-        }
-        let depot = self.depot.take_all();
-        self.destroy(mine.into_iter().chain(depot.into_iter().flatten()))
+        let caches = self.revoke_all_caches();
+        let depot = self.depot.take_down_to(0);
+        self.destroy(caches.into_iter().chain(depot).flatten())
     }
 
     /// Purges the depot's not-yet-purged objects, oldest first, up to
     /// `limit`. Returns how many were purged.
     pub(crate) fn purge(&self, limit: usize) -> usize {
-        let mut batches = self.depot.take_unpurged(limit);
+        self.purge_batches(self.depot.take_unpurged(limit))
+    }
+
+    /// Purges `batches` (taken from the depot) outside every lock and hands
+    /// them back; destroys any object whose purge panicked, and what no
+    /// longer fits. Returns how many were purged.
+    pub(crate) fn purge_batches(&self, mut batches: Vec<Vec<M::Item>>) -> usize {
+        if batches.is_empty() {
+            return 0;
+        }
         let mut purged = 0;
         let mut broken = Vec::new();
         let mut first_panic = None;
@@ -343,6 +417,21 @@ impl<M: Manage> Shared<M> {
         purged
     }
 
+    /// Fills the depot up to `min_idle` with new objects. Returns how many
+    /// were created.
+    pub(crate) fn prefill(&self) -> Result<usize, Error<M::Error>> {
+        let mut created = 0;
+        while self.depot.counts().idle < self.config.min_idle {
+            let item = self.create()?;
+            created += 1;
+            if let Err(item) = self.depot.put_one(item) {
+                self.destroy(Some(item));
+                break;
+            }
+        }
+        Ok(created)
+    }
+
     // === stats ===
 
     pub(crate) fn stats(&self) -> Stats {
@@ -354,7 +443,7 @@ impl<M: Manage> Shared<M> {
         let discarded = c.discarded.read();
         let mut returns = c.slotless_returns.read();
         let mut gets = c.slotless_gets.read();
-        self.slots.for_each(|slot| {
+        self.slots.for_each(|_, slot| {
             let (g, r) = slot.counts();
             gets += g;
             returns += r;
@@ -364,7 +453,14 @@ impl<M: Manage> Shared<M> {
         let depot = self.depot.counts();
         let live = gets.saturating_sub(returns + discarded + detached);
         let existing = created.saturating_sub(destroyed + detached);
+        let r = &*self.reclaim;
         Stats {
+            reclaimed: r.reclaimed.read(),
+            reclaim_passes: r.passes.read(),
+            pressure_medium: r.pressure_medium.read(),
+            pressure_critical: r.pressure_critical.read(),
+            caches_taken: r.caches_taken.read(),
+            working_set: existing.saturating_sub(depot.idle_unused as u64),
             created,
             destroyed,
             detached,
@@ -385,19 +481,26 @@ impl<M: Manage> ThreadExit for Shared<M> {
             return;
         };
         // SAFETY: we run on thread `tid`, in its TLS destructor, before its id
-        // is freed; if the slot is claimed, this thread claimed it.
-        let Some(mine) = (unsafe { LocalSlot::exiting_owner(slot) }) else {
-            return;
-        };
-        let refused: Vec<Vec<M::Item>> = mine
-            .release()
+        // is freed.
+        let batches = unsafe { LocalSlot::new(slot) }.release();
+        let refused: Vec<Vec<M::Item>> = batches
             .into_iter()
-            .filter(|batch| !batch.is_empty())
             .filter_map(|batch| self.depot.donate(batch).err())
             .collect();
         // A panic cannot leave a TLS destructor (it would abort); the objects
         // are destroyed and counted all the same.
         let _ = self.destroy_quiet(refused.into_iter().flatten());
+    }
+}
+
+#[cfg(not(loom))]
+impl<M: Manage> crate::reclaim::reclaimer::Background for Shared<M> {
+    fn background_tick(&self) -> Option<std::time::Duration> {
+        Shared::background_tick(self)
+    }
+
+    fn background_pressure(&self, level: crate::pressure::Level) {
+        self.pressure(level);
     }
 }
 
@@ -412,7 +515,7 @@ impl<M: Manage> Drop for Shared<M> {
                 items.extend(batch);
             }
         });
-        let depot = self.depot.take_all();
+        let depot = self.depot.take_down_to(0);
         self.destroy(items.into_iter().chain(depot.into_iter().flatten()));
     }
 }

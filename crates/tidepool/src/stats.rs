@@ -5,7 +5,7 @@
 /// # Exact and lagging figures
 ///
 /// * `created`, `destroyed`, `detached`, `misses`, `idle_depot`,
-///   `idle_purged` and `depot_exchanges` are exact at the moment each is read: each is one
+///   `idle_purged`, `depot_exchanges` and the reclaim counts are exact at the moment each is read: each is one
 ///   atomic counter or is read under the depot lock.
 /// * `hits`, `live` and `idle` add up per-thread counters that each thread
 ///   bumps without synchronising with the reader (that is what keeps `get`
@@ -38,6 +38,22 @@ pub struct Stats {
     pub misses: u64,
     /// Batches moved between thread caches and the depot.
     pub depot_exchanges: u64,
+    /// Idle objects destroyed to fit the working set: by reclaim passes,
+    /// [`trim`](crate::Pool::trim) and memory pressure (not by
+    /// [`drain`](crate::Pool::drain)).
+    pub reclaimed: u64,
+    /// Reclaim passes run (one per interval boundary).
+    pub reclaim_passes: u64,
+    /// Medium memory-pressure signals received.
+    pub pressure_medium: u64,
+    /// Critical memory-pressure signals received.
+    pub pressure_critical: u64,
+    /// Thread caches taken back from their owners (idle ones, and all of
+    /// them under critical pressure).
+    pub caches_taken: u64,
+    /// The working-set estimate: objects in existence less those that sat
+    /// idle in the depot through this reclaim interval and the last.
+    pub working_set: u64,
 }
 
 impl Stats {

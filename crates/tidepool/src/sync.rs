@@ -8,11 +8,25 @@
 #[cfg(loom)]
 mod inner {
     pub(crate) mod atomic {
-        pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
+        pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
         pub(crate) use std::sync::atomic::Ordering;
     }
     pub(crate) use loom::cell::UnsafeCell;
+    pub(crate) use loom::thread::yield_now;
     pub(crate) use loom::thread_local;
+
+    /// Loom cannot model `membarrier`; a `SeqCst` fence on both sides gives
+    /// the same guarantee (one side sees the other's store), so the models
+    /// check the protocol built on it.
+    #[inline(always)]
+    pub(crate) fn light_fence() {
+        atomic::fence(atomic::Ordering::SeqCst);
+    }
+
+    pub(crate) fn heavy_fence() -> bool {
+        atomic::fence(atomic::Ordering::SeqCst);
+        true
+    }
 
     /// loom's mutex, with parking_lot's poison-free `lock()` signature.
     #[derive(Debug)]
@@ -28,6 +42,10 @@ mod inner {
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
         }
+
+        pub(crate) fn try_lock(&self) -> Option<loom::sync::MutexGuard<'_, T>> {
+            self.0.try_lock().ok()
+        }
     }
 }
 
@@ -37,7 +55,25 @@ mod inner {
         pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
     }
     pub(crate) use parking_lot::Mutex;
+    pub(crate) use std::thread::yield_now;
     pub(crate) use std::thread_local;
+
+    /// The owner's half of the asymmetric fence: keeps the compiler from
+    /// moving the owner's "busy" store after its "revoked?" load. The CPU may
+    /// still reorder them; [`heavy_fence`] on the remote side covers that.
+    #[inline(always)]
+    pub(crate) fn light_fence() {
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The remote half: a barrier on every running thread of the process
+    /// (`membarrier(2)`). `false` where the OS offers none.
+    pub(crate) fn heavy_fence() -> bool {
+        #[cfg(target_os = "linux")]
+        return crate::os::membarrier::heavy_fence();
+        #[cfg(not(target_os = "linux"))]
+        return false;
+    }
 
     /// `std::cell::UnsafeCell` with loom's closure-based API, so the same code
     /// compiles against both (loom's README, "Handling Loom API differences").

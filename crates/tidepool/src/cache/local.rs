@@ -82,13 +82,6 @@ impl<T> LocalCache<T> {
         mem::replace(&mut self.spare, empty)
     }
 
-    /// Moves every cached object into `out`, keeping both batches' room so
-    /// later pushes still do not allocate.
-    pub(crate) fn drain_into(&mut self, out: &mut Vec<T>) {
-        out.append(&mut self.loaded);
-        out.append(&mut self.spare);
-    }
-
     /// Takes both batches, leaving the cache empty and unallocated.
     pub(crate) fn take_all(&mut self) -> [Vec<T>; 2] {
         [mem::take(&mut self.loaded), mem::take(&mut self.spare)]

@@ -11,6 +11,6 @@ pub(crate) mod slot;
 pub(crate) mod table;
 pub(crate) mod thread;
 
-pub(crate) use slot::LocalSlot;
+pub(crate) use slot::{LocalSlot, Slot};
 pub(crate) use table::SlotTable;
 pub(crate) use thread::ThreadExit;

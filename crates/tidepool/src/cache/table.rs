@@ -20,7 +20,7 @@ use std::ptr;
 use crossbeam_utils::CachePadded;
 
 use super::slot::Slot;
-use crate::sync::atomic::{AtomicPtr, Ordering};
+use crate::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// Enough buckets for every id below `usize::MAX`.
 const BUCKETS: usize = usize::BITS as usize;
@@ -28,6 +28,9 @@ const BUCKETS: usize = usize::BITS as usize;
 /// Thread caches of one pool. `buckets[k]` is null or points to `2^k` slots.
 pub(crate) struct SlotTable<T> {
     buckets: [AtomicPtr<CachePadded<Slot<T>>>; BUCKETS],
+    /// One past the highest bucket ever published: walks stop there instead
+    /// of loading all 64 pointers.
+    high: AtomicUsize,
     /// The table owns the slots (and through them, cached objects).
     _owns: PhantomData<Box<[CachePadded<Slot<T>>]>>,
 }
@@ -44,6 +47,7 @@ impl<T> SlotTable<T> {
     pub(crate) fn new() -> Self {
         Self {
             buckets: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            high: AtomicUsize::new(0),
             _owns: PhantomData,
         }
     }
@@ -90,27 +94,31 @@ impl<T> SlotTable<T> {
             // `1 << bucket` slots just above and was never published.
             drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(fresh, 1 << bucket)) });
         }
+        self.high.fetch_max(bucket + 1, Ordering::AcqRel);
         self.get(tid).expect("bucket was just published")
     }
 
-    /// Every slot, for the pool's `Drop` and for statistics.
-    pub(crate) fn for_each(&self, mut f: impl FnMut(&Slot<T>)) {
-        for (bucket, ptr) in self.buckets.iter().enumerate() {
+    /// Every slot that exists, with the id it belongs to.
+    pub(crate) fn for_each<'a>(&'a self, mut f: impl FnMut(usize, &'a Slot<T>)) {
+        let high = self.high.load(Ordering::Acquire);
+        for (bucket, ptr) in self.buckets[..high].iter().enumerate() {
             let base = ptr.load(Ordering::Acquire);
             if base.is_null() {
                 continue;
             }
+            let first_id = (1usize << bucket) - 1;
             for index in 0..1usize << bucket {
                 // SAFETY: as in `get`: a published bucket holds `1 << bucket`
                 // initialised slots that live as long as `self`.
-                f(unsafe { &**base.add(index) });
+                f(first_id + index, unsafe { &**base.add(index) });
             }
         }
     }
 
     /// Every slot, with exclusive access.
     pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(&mut Slot<T>)) {
-        for (bucket, ptr) in self.buckets.iter().enumerate() {
+        let high = self.high.load(Ordering::Acquire);
+        for (bucket, ptr) in self.buckets[..high].iter().enumerate() {
             let base = ptr.load(Ordering::Acquire);
             if base.is_null() {
                 continue;
@@ -126,7 +134,8 @@ impl<T> SlotTable<T> {
 
 impl<T> Drop for SlotTable<T> {
     fn drop(&mut self) {
-        for (bucket, ptr) in self.buckets.iter().enumerate() {
+        let high = self.high.load(Ordering::Acquire);
+        for (bucket, ptr) in self.buckets[..high].iter().enumerate() {
             let base = ptr.load(Ordering::Acquire);
             if !base.is_null() {
                 // SAFETY: `base` was published by `get_or_alloc` from
@@ -165,8 +174,11 @@ mod tests {
         assert_eq!(a, b);
         assert!(table.get(3).is_some(), "same bucket as 5");
         assert!(table.get(0).is_none());
-        let mut n = 0;
-        table.for_each(|_| n += 1);
-        assert_eq!(n, 4);
+        let mut ids = Vec::new();
+        table.for_each(|id, slot| {
+            assert!(std::ptr::eq(slot, table.get(id).unwrap()));
+            ids.push(id);
+        });
+        assert_eq!(ids, [3, 4, 5, 6]);
     }
 }

@@ -28,7 +28,6 @@ use std::sync::Weak;
 
 use crate::sync::Mutex;
 
-
 /// The id of a thread that has none.
 const NO_TID: usize = usize::MAX;
 

@@ -3,18 +3,28 @@
 //! Threads touch the depot once per batch: to swap an empty batch for a full
 //! one when both of their batches are empty, or to donate a full batch when
 //! both are full. The lock is held for a few pointer moves and never while a
-//! manager runs: the depot hands back what must be destroyed and the caller
-//! destroys it after unlocking.
+//! manager runs: the depot hands back what must be destroyed or purged and
+//! the caller does that after unlocking.
 //!
 //! ```text
 //!            oldest                       newest
 //!  full:   [ batch ][ batch ][ batch ][ batch ]  <- donate / refill (LIFO)
-//!     ^ trim takes from here: these sat idle longest
+//!     ^ reclaim and purge take from here: these sat idle longest
 //!  empty:  [ ][ ][ ]   emptied batches, reused so exchanges do not allocate
 //! ```
 //!
-//! The hard cap: `objects <= max_idle`. A donation that would pass it is
+//! The hard cap: `objects <= cap`, where `cap` is `max_idle` (or `min_idle`
+//! while a critical-pressure hold lasts). A donation that would pass it is
 //! refused whole, and the donor destroys the batch.
+//!
+//! # Working set
+//!
+//! LIFO reuse means the oldest objects are the ones nobody needed. The depot
+//! keeps the fewest objects it held during the current reclaim interval
+//! (`lw_cur`) and during the one before (`lw_prev`), the low-water marks of
+//! the Solaris kmem reaper: `min(lw_prev, lw_cur)` objects sat unused through
+//! both intervals, and only those are reclaimed at an interval boundary. A
+//! workload that keeps needing its objects never sees them destroyed.
 
 use std::mem;
 
@@ -30,19 +40,27 @@ pub(crate) struct Depot<T> {
 
 #[derive(Debug)]
 struct Shelves<T> {
-    /// Batches of 1..=`batch_size` idle objects, oldest first.
+    /// Batches of 1..=`batch_size` idle objects, oldest first; purged ones
+    /// (oldest of all) at the front.
     full: Vec<Shelf<T>>,
     /// Emptied batches with room for `batch_size` objects, for reuse.
-    /// `empty.len() <= max_idle / batch_size`: enough to refill every full
-    /// batch the depot may hold.
+    /// `empty.len() <= max_idle / batch_size`.
     empty: Vec<Vec<T>>,
-    /// `objects == sum(full[i].items.len()) <= max_idle`.
+    /// `objects == sum(full[i].items.len()) <= cap`.
     objects: usize,
     /// `purged == sum(full[i].items.len() where full[i].purged) <= objects`.
     purged: usize,
-    /// The fewest objects held since the last [`Depot::trim`]: that many sat
-    /// unused the whole time (the kmem working-set filter).
-    low_water: usize,
+    /// Objects taken out to be purged and not yet restored: still idle, so
+    /// they count toward the low-water marks.
+    in_purge: usize,
+    /// `max_idle`, or `min_idle` while a critical-pressure hold lasts.
+    cap: usize,
+    /// The fewest objects held since the last [`Depot::trim`].
+    lw_trim: usize,
+    /// The fewest objects held since the current reclaim interval began.
+    lw_cur: usize,
+    /// The fewest held during the previous interval, less what was reclaimed.
+    lw_prev: usize,
     /// Batches moved in or out (refills and donations).
     exchanges: u64,
 }
@@ -55,6 +73,26 @@ struct Shelf<T> {
     purged: bool,
 }
 
+/// What an interval boundary asks of the caller.
+#[derive(Debug)]
+pub(crate) struct Tick<T> {
+    /// Objects idle through the last two intervals: destroy them.
+    pub(crate) reclaim: Vec<Vec<T>>,
+    /// Objects idle through the last interval, not yet purged: purge them and
+    /// hand them back with [`Depot::restore_purged`].
+    pub(crate) purge: Vec<Vec<T>>,
+}
+
+/// What the depot holds and has done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DepotCounts {
+    pub(crate) idle: usize,
+    pub(crate) purged: usize,
+    pub(crate) exchanges: u64,
+    /// Idle objects that sat unused through the last two intervals so far.
+    pub(crate) idle_unused: usize,
+}
+
 impl<T> Depot<T> {
     pub(crate) fn new(batch_size: usize, max_idle: usize) -> Self {
         Self {
@@ -63,7 +101,11 @@ impl<T> Depot<T> {
                 empty: Vec::new(),
                 objects: 0,
                 purged: 0,
-                low_water: 0,
+                in_purge: 0,
+                cap: max_idle,
+                lw_trim: 0,
+                lw_cur: 0,
+                lw_prev: 0,
                 exchanges: 0,
             }),
             batch_size,
@@ -83,7 +125,8 @@ impl<T> Depot<T> {
         let Some(full) = shelves.full.pop() else {
             return false;
         };
-        shelves.take_shelf(&full);
+        shelves.remove(full.items.len(), full.purged);
+        shelves.note_demand();
         shelves.exchanges += 1;
         let empty = mem::replace(batch, full.items);
         if shelves.empty.len() < self.max_empties() && empty.capacity() >= self.batch_size {
@@ -92,14 +135,14 @@ impl<T> Depot<T> {
         true
     }
 
-    /// Takes `batch` (non-empty) unless that would pass `max_idle`. On
-    /// success returns an empty batch for the donor to reuse (unallocated if
-    /// the depot had none spare); on refusal returns `batch` for the donor
-    /// to destroy.
+    /// Takes `batch` (non-empty) unless that would pass the cap. On success
+    /// returns an empty batch for the donor to reuse (unallocated if the
+    /// depot had none spare); on refusal returns `batch` for the donor to
+    /// destroy.
     pub(crate) fn donate(&self, batch: Vec<T>) -> Result<Vec<T>, Vec<T>> {
         debug_assert!(!batch.is_empty() && batch.len() <= self.batch_size);
         let mut shelves = self.shelves.lock();
-        if shelves.objects + batch.len() > self.max_idle {
+        if shelves.objects + batch.len() > shelves.cap {
             return Err(batch);
         }
         shelves.objects += batch.len();
@@ -111,7 +154,8 @@ impl<T> Depot<T> {
         Ok(shelves.empty.pop().unwrap_or_default())
     }
 
-    /// Takes one object: for threads with no cache (exiting ones).
+    /// Takes one object: for threads with no cache (exiting ones, or any
+    /// thread during a critical-pressure hold).
     pub(crate) fn take_one(&self) -> Option<T> {
         let mut shelves = self.shelves.lock();
         let newest = shelves.full.last_mut()?;
@@ -123,17 +167,16 @@ impl<T> Depot<T> {
                 shelves.empty.push(empty);
             }
         }
-        shelves.objects -= 1;
-        shelves.purged -= usize::from(purged);
-        shelves.low_water = shelves.low_water.min(shelves.objects);
+        shelves.remove(1, purged);
+        shelves.note_demand();
         Some(item)
     }
 
-    /// Stores one object unless the depot is at `max_idle`: for threads with
-    /// no cache (exiting ones).
+    /// Stores one object unless the depot is at its cap: for threads with no
+    /// cache.
     pub(crate) fn put_one(&self, item: T) -> Result<(), T> {
         let mut shelves = self.shelves.lock();
-        if shelves.objects >= self.max_idle {
+        if shelves.objects >= shelves.cap {
             return Err(item);
         }
         shelves.objects += 1;
@@ -156,21 +199,72 @@ impl<T> Depot<T> {
         Ok(())
     }
 
-    /// Removes the batches that sat unused since the previous trim (the
-    /// low-water mark), oldest first, and starts a new period. The caller
-    /// destroys what is returned.
-    pub(crate) fn trim(&self) -> Vec<Vec<T>> {
+    /// Removes the objects that sat unused since the previous trim (its
+    /// low-water mark), oldest first, and starts a new trim period. The
+    /// caller destroys what is returned.
+    pub(crate) fn trim(&self, floor: usize) -> Vec<Vec<T>> {
         let mut shelves = self.shelves.lock();
-        let limit = shelves.low_water;
+        let limit = shelves.lw_trim.min(shelves.objects.saturating_sub(floor));
         let taken = shelves.take_oldest(limit, |_| true);
-        shelves.low_water = shelves.objects;
+        shelves.lw_trim = shelves.objects;
+        shelves.forget_reclaimed();
         taken
     }
 
-    /// Removes every batch. The caller destroys what is returned.
-    pub(crate) fn take_all(&self) -> Vec<Vec<T>> {
+    /// Ends `intervals` (at least one) reclaim intervals: takes what sat
+    /// unused through the last two (down to `floor` objects) for the caller
+    /// to destroy, and what sat unused through the last one for it to purge.
+    pub(crate) fn tick(&self, intervals: u64, floor: usize) -> Tick<T> {
+        debug_assert!(intervals >= 1);
         let mut shelves = self.shelves.lock();
-        shelves.take_oldest(usize::MAX, |_| true)
+        // Every depot visit checks for a due tick, so when more than one
+        // interval has passed, nothing used the depot after the first of
+        // them: `lw_cur` (the low water since the last tick) is then a safe
+        // bound for both.
+        let (last, before) = if intervals == 1 {
+            (shelves.lw_cur, shelves.lw_prev)
+        } else {
+            (shelves.lw_cur, shelves.lw_cur)
+        };
+        let limit = last.min(before).min(shelves.objects.saturating_sub(floor));
+        let reclaim = shelves.take_oldest(limit, |_| true);
+        let reclaimed: usize = reclaim.iter().map(Vec::len).sum();
+        let idle_all_interval = last - reclaimed;
+        shelves.lw_prev = idle_all_interval;
+        shelves.lw_cur = shelves.objects;
+        shelves.lw_trim = shelves.lw_trim.min(shelves.objects);
+        // Purged batches are the oldest, so the oldest `idle_all_interval`
+        // objects are the purged ones plus these.
+        let unpurged = idle_all_interval.saturating_sub(shelves.purged);
+        let purge = shelves.take_oldest(unpurged, |shelf| !shelf.purged);
+        shelves.in_purge += purge.iter().map(Vec::len).sum::<usize>();
+        Tick { reclaim, purge }
+    }
+
+    /// Takes what sat unused through this interval and the last, down to
+    /// `floor` objects, without ending the interval (medium pressure).
+    pub(crate) fn reclaim_unused(&self, floor: usize) -> Vec<Vec<T>> {
+        let mut shelves = self.shelves.lock();
+        let limit = shelves.unused().min(shelves.objects.saturating_sub(floor));
+        let taken = shelves.take_oldest(limit, |_| true);
+        shelves.forget_reclaimed();
+        taken
+    }
+
+    /// Takes everything above `floor` objects (critical pressure; `floor`
+    /// 0 drains).
+    pub(crate) fn take_down_to(&self, floor: usize) -> Vec<Vec<T>> {
+        let mut shelves = self.shelves.lock();
+        let limit = shelves.objects.saturating_sub(floor);
+        let taken = shelves.take_oldest(limit, |_| true);
+        shelves.forget_reclaimed();
+        taken
+    }
+
+    /// Sets the cap on idle objects: `min_idle` during a critical-pressure
+    /// hold, `max_idle` otherwise.
+    pub(crate) fn set_cap(&self, cap: usize) {
+        self.shelves.lock().cap = cap.min(self.max_idle);
     }
 
     /// Removes the oldest not-yet-purged batches, up to `limit` objects, so
@@ -178,21 +272,25 @@ impl<T> Depot<T> {
     /// [`restore_purged`](Depot::restore_purged).
     pub(crate) fn take_unpurged(&self, limit: usize) -> Vec<Vec<T>> {
         let mut shelves = self.shelves.lock();
-        shelves.take_oldest(limit, |shelf| !shelf.purged)
+        let taken = shelves.take_oldest(limit, |shelf| !shelf.purged);
+        shelves.in_purge += taken.iter().map(Vec::len).sum::<usize>();
+        taken
     }
 
-    /// Puts purged batches back at the old end, as far as `max_idle` allows
+    /// Puts purged batches back at the old end, as far as the cap allows
     /// (donations may have filled the depot meanwhile). Returns the batches
     /// that did not fit, for the caller to destroy.
     pub(crate) fn restore_purged(&self, batches: Vec<Vec<T>>) -> Vec<Vec<T>> {
         let mut shelves = self.shelves.lock();
         let mut back = Vec::with_capacity(batches.len());
         let mut refused = Vec::new();
+        let returning: usize = batches.iter().map(Vec::len).sum();
+        shelves.in_purge = shelves.in_purge.saturating_sub(returning);
         for items in batches {
             if items.is_empty() {
                 continue;
             }
-            if shelves.objects + items.len() > self.max_idle {
+            if shelves.objects + items.len() > shelves.cap {
                 refused.push(items);
                 continue;
             }
@@ -217,55 +315,64 @@ impl<T> Depot<T> {
             idle: shelves.objects,
             purged: shelves.purged,
             exchanges: shelves.exchanges,
+            idle_unused: shelves.unused(),
         }
     }
-}
-
-/// What the depot holds and has done.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct DepotCounts {
-    pub(crate) idle: usize,
-    pub(crate) purged: usize,
-    pub(crate) exchanges: u64,
 }
 
 impl<T> Shelves<T> {
-    /// Accounts for `shelf` leaving (a refill).
-    fn take_shelf(&mut self, shelf: &Shelf<T>) {
-        self.objects -= shelf.items.len();
-        if shelf.purged {
-            self.purged -= shelf.items.len();
+    /// Accounts for `n` objects leaving.
+    fn remove(&mut self, n: usize, purged: bool) {
+        self.objects -= n;
+        if purged {
+            self.purged -= n;
         }
-        self.low_water = self.low_water.min(self.objects);
     }
 
-    /// Removes whole batches matching `pick`, oldest first, while they fit in
-    /// `limit` objects. Does not move the low-water mark: these objects were
-    /// not wanted by a thread.
+    /// A thread took objects: lower the low-water marks.
+    fn note_demand(&mut self) {
+        let idle = self.objects + self.in_purge;
+        self.lw_trim = self.lw_trim.min(idle);
+        self.lw_cur = self.lw_cur.min(idle);
+    }
+
+    /// Objects that sat unused through the previous interval and this one.
+    fn unused(&self) -> usize {
+        self.lw_prev.min(self.lw_cur).min(self.objects)
+    }
+
+    /// After objects were taken for destruction, no mark may count more
+    /// objects than are left.
+    fn forget_reclaimed(&mut self) {
+        self.lw_trim = self.lw_trim.min(self.objects);
+        self.lw_cur = self.lw_cur.min(self.objects);
+        self.lw_prev = self.lw_prev.min(self.objects);
+    }
+
+    /// Removes objects from batches matching `pick`, oldest first, up to
+    /// `limit` objects, splitting a batch to take exactly `limit` if need
+    /// be. Leaves the low-water marks to the caller.
     fn take_oldest(&mut self, limit: usize, pick: impl Fn(&Shelf<T>) -> bool) -> Vec<Vec<T>> {
         let mut budget = limit;
         let mut taken = Vec::new();
         let mut kept = Vec::with_capacity(self.full.len());
-        let mut full = mem::take(&mut self.full).into_iter();
-        for shelf in full.by_ref() {
-            if !pick(&shelf) {
+        for mut shelf in mem::take(&mut self.full) {
+            if budget == 0 || !pick(&shelf) {
                 kept.push(shelf);
                 continue;
             }
-            if shelf.items.len() > budget {
+            let n = shelf.items.len().min(budget);
+            budget -= n;
+            self.remove(n, shelf.purged);
+            if n == shelf.items.len() {
+                taken.push(shelf.items);
+            } else {
+                // The oldest objects of a batch are at its bottom.
+                taken.push(shelf.items.drain(..n).collect());
                 kept.push(shelf);
-                break;
             }
-            budget -= shelf.items.len();
-            self.objects -= shelf.items.len();
-            if shelf.purged {
-                self.purged -= shelf.items.len();
-            }
-            taken.push(shelf.items);
         }
-        kept.extend(full);
         self.full = kept;
-        self.low_water = self.low_water.min(self.objects);
         taken
     }
 }
@@ -280,13 +387,18 @@ mod tests {
         b
     }
 
+    fn lens(batches: &[Vec<u32>]) -> usize {
+        batches.iter().map(Vec::len).sum()
+    }
+
     #[test]
     fn donations_past_max_idle_are_refused_whole() {
         let depot = Depot::new(4, 8);
         assert!(depot.donate(batch(0..4)).is_ok());
         assert!(depot.donate(batch(4..8)).is_ok());
         assert_eq!(depot.donate(batch(8..12)), Err(batch(8..12)));
-        assert_eq!((depot.counts().idle, depot.counts().exchanges), (8, 2));
+        let c = depot.counts();
+        assert_eq!((c.idle, c.exchanges), (8, 2));
         assert_eq!(depot.put_one(99), Err(99));
     }
 
@@ -312,14 +424,90 @@ mod tests {
         }
         // Low water is still 0 (the depot started empty): nothing sat idle
         // for a whole period yet.
-        assert!(depot.trim().is_empty());
+        assert!(depot.trim(0).is_empty());
         // One batch is used during the next period: 3 batches sat idle.
         let mut mine = Vec::with_capacity(2);
         assert!(depot.refill(&mut mine));
-        let trimmed = depot.trim();
+        let trimmed = depot.trim(0);
         assert_eq!(trimmed.len(), 3);
         assert_eq!(trimmed[0], batch(0..2), "oldest first");
         assert_eq!(depot.counts().idle, 0);
+    }
+
+    #[test]
+    fn ticks_reclaim_only_what_sat_unused_two_intervals() {
+        let depot = Depot::new(2, 16);
+        for i in 0..4 {
+            depot.donate(batch(i * 2..i * 2 + 2)).unwrap();
+        }
+        // Interval 1 ends: it started empty, so nothing sat unused through it.
+        let t = depot.tick(1, 0);
+        assert!(t.reclaim.is_empty() && t.purge.is_empty());
+        // Interval 2: one batch is taken and given back; 6 objects sat idle.
+        let mut mine = Vec::with_capacity(2);
+        assert!(depot.refill(&mut mine));
+        depot.donate(mine).unwrap();
+        let t = depot.tick(1, 0);
+        assert!(t.reclaim.is_empty(), "the interval before was not idle");
+        assert_eq!(lens(&t.purge), 6, "idle a whole interval: purge");
+        assert_eq!(t.purge[0], batch(0..2), "oldest first");
+        assert!(depot.restore_purged(t.purge).is_empty());
+        // Interval 3: untouched. The 6 sat idle through intervals 2 and 3.
+        let t = depot.tick(1, 0);
+        assert_eq!(lens(&t.reclaim), 6);
+        assert_eq!(depot.counts().purged, 0, "the purged ones were reclaimed");
+        assert_eq!(
+            lens(&t.purge),
+            2,
+            "the last batch sat idle through interval 3"
+        );
+        assert!(depot.restore_purged(t.purge).is_empty());
+        assert_eq!(depot.counts().idle, 2);
+    }
+
+    #[test]
+    fn steady_demand_is_never_reclaimed() {
+        let depot = Depot::new(2, 16);
+        let mut mine = Vec::with_capacity(2);
+        for _ in 0..3 {
+            depot.donate(batch(0..2)).unwrap();
+        }
+        for _ in 0..10 {
+            // Each interval, all three batches are used once.
+            let mut taken = Vec::new();
+            for _ in 0..3 {
+                assert!(depot.refill(&mut mine));
+                taken.push(mem::replace(&mut mine, Vec::with_capacity(2)));
+            }
+            for b in taken {
+                depot.donate(b).unwrap();
+            }
+            let t = depot.tick(1, 0);
+            assert!(t.reclaim.is_empty() && t.purge.is_empty());
+        }
+        assert_eq!(depot.counts().idle, 6);
+    }
+
+    #[test]
+    fn reclaim_respects_the_floor_exactly() {
+        let depot = Depot::new(4, 16);
+        for i in 0..3 {
+            depot.donate(batch(i * 4..i * 4 + 4)).unwrap();
+        }
+        // Critical: down to a floor of 5, splitting the oldest batches.
+        let taken = depot.take_down_to(5);
+        assert_eq!(lens(&taken), 7);
+        assert_eq!(depot.counts().idle, 5);
+        assert_eq!(taken[0], batch(0..4));
+        assert_eq!(taken[1], batch(4..7));
+        // A tick never goes below the floor either.
+        depot.tick(3, 5);
+        assert_eq!(depot.counts().idle, 5);
+        // A hold caps donations at the floor.
+        depot.set_cap(5);
+        assert!(depot.donate(batch(20..21)).is_err());
+        depot.set_cap(usize::MAX);
+        assert!(depot.donate(batch(20..21)).is_ok());
     }
 
     #[test]
@@ -349,6 +537,24 @@ mod tests {
     }
 
     #[test]
+    fn purging_does_not_count_as_demand() {
+        let depot = Depot::new(2, 8);
+        for i in 0..3 {
+            depot.donate(batch(i * 2..i * 2 + 2)).unwrap();
+        }
+        assert!(depot.trim(0).is_empty());
+        let out = depot.take_unpurged(4);
+        // A thread takes the newest batch while the oldest two are out
+        // being purged, and gives it back.
+        let mut mine = Vec::with_capacity(2);
+        assert!(depot.refill(&mut mine));
+        depot.donate(mine).unwrap();
+        assert!(depot.restore_purged(out).is_empty());
+        // The two purged batches sat unused since the last trim.
+        assert_eq!(depot.trim(0), vec![batch(0..2), batch(2..4)]);
+    }
+
+    #[test]
     fn single_objects_fill_partial_batches() {
         let depot = Depot::new(3, 6);
         for i in 0..6 {
@@ -356,8 +562,8 @@ mod tests {
         }
         assert_eq!(depot.put_one(6), Err(6));
         assert_eq!(depot.take_one(), Some(5));
-        let all = depot.take_all();
-        assert_eq!(all.iter().map(Vec::len).sum::<usize>(), 5);
+        let all = depot.take_down_to(0);
+        assert_eq!(lens(&all), 5);
         assert_eq!(depot.take_one(), None);
     }
 }

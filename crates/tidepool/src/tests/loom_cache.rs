@@ -140,6 +140,7 @@ fn run_model(name: &str, f: impl Fn() + Sync + Send + 'static) {
     if builder.preemption_bound.is_none() {
         builder.preemption_bound = Some(2);
     }
+    builder.max_branches = 100_000;
     let made = LEDGERS_MADE.load(Relaxed);
     builder.check(f);
     let made = LEDGERS_MADE.load(Relaxed) - made;
@@ -235,6 +236,62 @@ fn objects_dropped_on_another_thread() {
         }
         let stats = pool.stats();
         assert!(stats.idle_depot <= 1, "{stats:?}");
+        finish(pool);
+    });
+}
+
+#[test]
+fn cache_taken_while_its_owner_works() {
+    run_model("cache_taken_while_its_owner_works", || {
+        let pool = pool(2);
+        let holders = Arc::new(Holders::default());
+        let owner = {
+            let pool = Arc::clone(&pool);
+            let holders = Arc::clone(&holders);
+            spawn(move || {
+                // Fill the cache, then keep using it while it is taken.
+                burst(&pool, &holders, 2);
+                burst(&pool, &holders, 1);
+            })
+        };
+        let taker = {
+            let pool = Arc::clone(&pool);
+            spawn(move || {
+                // Takes the owner's cache if it is between accesses, or
+                // leaves it a flush request if it is inside one.
+                pool.drain();
+            })
+        };
+        owner.join().unwrap();
+        taker.join().unwrap();
+        finish(pool);
+    });
+}
+
+#[test]
+fn critical_pressure_while_its_owner_works() {
+    run_model("critical_pressure_while_its_owner_works", || {
+        let pool = pool(2);
+        let holders = Arc::new(Holders::default());
+        let owner = {
+            let pool = Arc::clone(&pool);
+            let holders = Arc::clone(&holders);
+            spawn(move || {
+                burst(&pool, &holders, 1);
+                burst(&pool, &holders, 1);
+            })
+        };
+        let signal = {
+            let pool = Arc::clone(&pool);
+            spawn(move || {
+                pool.pressure(crate::pressure::Level::Critical);
+            })
+        };
+        owner.join().unwrap();
+        signal.join().unwrap();
+        // Held at min_idle (0): nothing idle may stay in the depot.
+        let stats = pool.stats();
+        assert_eq!(stats.idle_depot, 0, "{stats:?}");
         finish(pool);
     });
 }

@@ -1,0 +1,257 @@
+//! The pool policies under test, behind one trait.
+//!
+//! Each seed policy is the seed's algorithm with the seed's constants,
+//! transcribed from the C; QEMU's `__thread` variables become a
+//! [`Local`] that each worker thread owns (so that several policies can be
+//! measured one after another in one process), and a thread's exit is the
+//! `Local`'s drop. Stacks are created and destroyed for real (`mmap`,
+//! `mprotect`, `munmap`).
+
+use std::fmt;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use corosensei::stack::DefaultStack;
+
+use crate::stack::LabStack;
+
+pub mod none;
+pub mod qemu_2021;
+pub mod qemu_2024;
+pub mod qemu_fixed;
+pub mod tidepool;
+
+/// Which policy.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
+pub enum PolicyKind {
+    /// Create and destroy a stack for every request.
+    #[serde(rename = "none")]
+    #[value(name = "none")]
+    None,
+    /// QEMU before 2021: 64 per thread, 128 global, then destroy.
+    #[serde(rename = "qemu-fixed")]
+    #[value(name = "qemu-fixed")]
+    QemuFixed,
+    /// QEMU's 2021 patch: unbounded per-thread pools resized every 15 s.
+    #[serde(rename = "qemu-2021")]
+    #[value(name = "qemu-2021")]
+    Qemu2021,
+    /// QEMU since 2024: capped global list of batches, 2 batches per thread.
+    #[serde(rename = "qemu-2024")]
+    #[value(name = "qemu-2024")]
+    Qemu2024,
+    /// tidepool's `StackPool`.
+    #[serde(rename = "tidepool")]
+    #[value(name = "tidepool")]
+    Tidepool,
+}
+
+impl PolicyKind {
+    /// Every policy, in the order the report lists them.
+    pub const ALL: [PolicyKind; 5] = [
+        PolicyKind::None,
+        PolicyKind::QemuFixed,
+        PolicyKind::Qemu2021,
+        PolicyKind::Qemu2024,
+        PolicyKind::Tidepool,
+    ];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::None => "none",
+            PolicyKind::QemuFixed => "qemu-fixed",
+            PolicyKind::Qemu2021 => "qemu-2021",
+            PolicyKind::Qemu2024 => "qemu-2024",
+            PolicyKind::Tidepool => "tidepool",
+        }
+    }
+
+    /// Where the policy comes from.
+    pub fn source(self) -> &'static str {
+        match self {
+            PolicyKind::None => "baseline: no pool",
+            PolicyKind::QemuFixed => {
+                "QEMU util/qemu-coroutine.c before seed 001 (64 local, 128 global)"
+            }
+            PolicyKind::Qemu2021 => {
+                "seed 001: QEMU 2021 'resize pool periodically instead of limiting size'"
+            }
+            PolicyKind::Qemu2024 => "seed 000: QEMU 2024 'cap per-thread local pool size'",
+            PolicyKind::Tidepool => "tidepool::stack::StackPool, library defaults",
+        }
+    }
+
+    /// Builds the policy for one run.
+    ///
+    /// # Errors
+    ///
+    /// If tidepool refuses the settings (it should not for any stack size
+    /// the lab uses).
+    pub fn build(self, env: &PolicyEnv) -> Result<Box<dyn Policy>, String> {
+        Ok(match self {
+            PolicyKind::None => Box::new(none::NoPool::new(env)),
+            PolicyKind::QemuFixed => Box::new(qemu_fixed::QemuFixed::new(env)),
+            PolicyKind::Qemu2021 => Box::new(qemu_2021::Qemu2021::new(env)),
+            PolicyKind::Qemu2024 => Box::new(qemu_2024::Qemu2024::new(env)),
+            PolicyKind::Tidepool => Box::new(tidepool::Tidepool::new(env)?),
+        })
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a policy is built for: the same for every policy in a scenario.
+#[derive(Clone, Copy, Debug)]
+pub struct PolicyEnv {
+    /// Usable bytes per stack (a guard page is added below).
+    pub stack_size: usize,
+    /// The period of periodic policies (QEMU 2021's resize timer,
+    /// tidepool's reclaim interval), after time scaling.
+    pub reclaim_interval: Duration,
+    /// `vm.max_map_count`, for QEMU 2024's global cap.
+    pub max_map_count: u64,
+}
+
+/// Why a policy had no stack to give: the kernel refused a mapping, or the
+/// pool refused to pass a cap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StackFailure {
+    /// What was said, e.g. "mmap: Cannot allocate memory (os error 12)".
+    pub message: String,
+}
+
+impl StackFailure {
+    pub(crate) fn from_io(e: &io::Error) -> Self {
+        StackFailure {
+            message: format!("mmap/mprotect of a guarded stack failed: {e}"),
+        }
+    }
+}
+
+impl fmt::Display for StackFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Stacks a policy has made and unmade so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Stacks mapped.
+    pub created: u64,
+    /// Stacks unmapped.
+    pub destroyed: u64,
+}
+
+impl Counts {
+    /// Stacks in existence: live (in a request) or idle (pooled).
+    pub fn existing(&self) -> u64 {
+        self.created.saturating_sub(self.destroyed)
+    }
+}
+
+/// A pool policy, shared by the worker threads of a run.
+pub trait Policy: Send + Sync {
+    /// Which one.
+    fn kind(&self) -> PolicyKind;
+
+    /// The calling thread's view of the pool, for this thread only; dropped
+    /// when the thread exits (QEMU's thread-exit notifier).
+    fn local(&self) -> Box<dyn Local + '_>;
+
+    /// Stacks created and destroyed so far (may lag by an operation per
+    /// thread while threads run).
+    fn counts(&self) -> Counts;
+}
+
+/// One thread's handle on a policy: its thread-local pool, if any.
+pub trait Local {
+    /// A stack for a new request (`qemu_coroutine_create`).
+    ///
+    /// # Errors
+    ///
+    /// When no stack could be made.
+    fn get(&mut self) -> Result<LabStack, StackFailure>;
+
+    /// A request on `stack` terminated on this thread (`coroutine_delete`).
+    fn put(&mut self, stack: LabStack);
+
+    /// When this thread's periodic work is next due, if it has any.
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+
+    /// Runs the periodic work that is due at `now`.
+    fn on_timer(&mut self, now: Instant) {
+        let _ = now;
+    }
+}
+
+/// Maps and unmaps guarded stacks as QEMU does (`qemu_alloc_stack`:
+/// `mmap` + a `PROT_NONE` guard page; `qemu_free_stack`: `munmap`), and
+/// counts them. Used by every seed policy.
+#[derive(Debug)]
+pub(crate) struct Factory {
+    stack_size: usize,
+    created: AtomicU64,
+    destroyed: AtomicU64,
+}
+
+impl Factory {
+    pub(crate) fn new(stack_size: usize) -> Self {
+        Factory {
+            stack_size,
+            created: AtomicU64::new(0),
+            destroyed: AtomicU64::new(0),
+        }
+    }
+
+    /// `qemu_coroutine_new`: a fresh stack, or the kernel's refusal.
+    pub(crate) fn create(&self) -> Result<LabStack, StackFailure> {
+        match DefaultStack::new(self.stack_size) {
+            Ok(stack) => {
+                self.created.fetch_add(1, Ordering::Relaxed);
+                Ok(LabStack::Fresh(stack))
+            }
+            Err(e) => Err(StackFailure::from_io(&e)),
+        }
+    }
+
+    /// `qemu_coroutine_delete`: unmaps the stack.
+    pub(crate) fn destroy(&self, stack: LabStack) {
+        drop(stack);
+        self.destroyed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn destroy_all(&self, stacks: impl IntoIterator<Item = LabStack>) {
+        for stack in stacks {
+            self.destroy(stack);
+        }
+    }
+
+    pub(crate) fn counts(&self) -> Counts {
+        // Destroyed first: a concurrent create/destroy pair cannot make
+        // `existing` negative.
+        let destroyed = self.destroyed.load(Ordering::Relaxed);
+        let created = self.created.load(Ordering::Relaxed);
+        Counts { created, destroyed }
+    }
+}

@@ -1,0 +1,299 @@
+//! The workloads, one per seed finding, and how each is run for every
+//! policy: the same plan, warm-up first, repeats in rotating policy order,
+//! medians.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use crate::policy::{PolicyEnv, PolicyKind};
+use crate::report::{median, Column, PolicyResult, ScenarioReport};
+
+pub mod fio;
+pub mod harness;
+pub mod map_count;
+pub mod pressure;
+pub mod spike;
+
+use harness::{Plan, RunOutput, Worker};
+
+/// Which scenario.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
+pub enum ScenarioKind {
+    /// Seed 001: fio-like request load, completions on the submitting thread.
+    #[serde(rename = "fio")]
+    #[value(name = "fio")]
+    Fio,
+    /// Seed 001, why it was dropped: requests complete on another thread.
+    #[serde(rename = "fio-cross-thread")]
+    #[value(name = "fio-cross-thread")]
+    FioCrossThread,
+    /// Seed 000: uneven per-thread spikes against `vm.max_map_count`.
+    #[serde(rename = "map-count")]
+    #[value(name = "map-count")]
+    MapCount,
+    /// Seed 001's memory table: idle memory before, during, after a burst.
+    #[serde(rename = "spike-then-idle")]
+    #[value(name = "spike-then-idle")]
+    SpikeThenIdle,
+    /// Seed 003: a memory-pressure signal in mid-run.
+    #[serde(rename = "pressure")]
+    #[value(name = "pressure")]
+    Pressure,
+}
+
+impl ScenarioKind {
+    /// Every scenario, in report order.
+    pub const ALL: [ScenarioKind; 5] = [
+        ScenarioKind::Fio,
+        ScenarioKind::FioCrossThread,
+        ScenarioKind::MapCount,
+        ScenarioKind::SpikeThenIdle,
+        ScenarioKind::Pressure,
+    ];
+
+    /// The name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScenarioKind::Fio => "fio",
+            ScenarioKind::FioCrossThread => "fio-cross-thread",
+            ScenarioKind::MapCount => "map-count",
+            ScenarioKind::SpikeThenIdle => "spike-then-idle",
+            ScenarioKind::Pressure => "pressure",
+        }
+    }
+
+    /// Runs this scenario for every policy in `settings`.
+    pub fn run(self, settings: &Settings, progress: &dyn Progress) -> ScenarioReport {
+        let spec = match self {
+            ScenarioKind::Fio => fio::spec(settings, fio::Completion::SameThread),
+            ScenarioKind::FioCrossThread => fio::spec(settings, fio::Completion::OtherThread),
+            ScenarioKind::MapCount => map_count::spec(settings),
+            ScenarioKind::SpikeThenIdle => spike::spec(settings),
+            ScenarioKind::Pressure => pressure::spec(settings),
+        };
+        run_spec(&spec, settings, progress)
+    }
+}
+
+impl fmt::Display for ScenarioKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a lab run is set up; the same for every scenario and policy.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Small sizes, for CI.
+    pub quick: bool,
+    /// Periods are divided by this (15 s / 100 = 150 ms).
+    pub time_scale: f64,
+    /// Measured repeats per policy (medians are over these).
+    pub repeats: usize,
+    /// The policies to run.
+    pub policies: Vec<PolicyKind>,
+    /// `vm.max_map_count` (QEMU 2024's cap comes from it).
+    pub max_map_count: u64,
+}
+
+/// The seeds' period, 15 s (QEMU 2021's resize timer; the Solaris kmem
+/// reaper's; tidepool's default reclaim interval).
+pub const SEED_PERIOD: Duration = Duration::from_secs(15);
+
+impl Settings {
+    /// Settings for a full run (`quick` false) or a CI run (`quick` true),
+    /// every policy.
+    pub fn new(quick: bool) -> Self {
+        Settings {
+            quick,
+            time_scale: if quick { 300.0 } else { 100.0 },
+            repeats: if quick { 1 } else { 3 },
+            policies: PolicyKind::ALL.to_vec(),
+            max_map_count: crate::procfs::max_map_count().unwrap_or(65530),
+        }
+    }
+
+    /// The seeds' 15 s period after time scaling.
+    pub fn interval(&self) -> Duration {
+        SEED_PERIOD.div_f64(self.time_scale.max(1e-3))
+    }
+
+    pub(crate) fn env(&self, stack_size: usize, interval: Duration) -> PolicyEnv {
+        PolicyEnv {
+            stack_size,
+            reclaim_interval: interval,
+            max_map_count: self.max_map_count,
+        }
+    }
+}
+
+/// Told how a run progresses (the CLI draws progress bars with it).
+pub trait Progress: Sync {
+    /// A scenario starts; it will do `runs` policy runs.
+    fn scenario(&self, id: &str, runs: u64) {
+        let _ = (id, runs);
+    }
+    /// A policy run starts.
+    fn run(&self, policy: PolicyKind, what: &str) {
+        let _ = (policy, what);
+    }
+    /// The policy run ended.
+    fn run_done(&self) {}
+    /// The scenario ended.
+    fn scenario_done(&self) {}
+}
+
+/// Progress that shows nothing (tests, `--quiet`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Silent;
+
+impl Progress for Silent {}
+
+/// A scenario, ready to run.
+pub(crate) struct Spec {
+    pub id: &'static str,
+    pub title: &'static str,
+    pub seed: &'static str,
+    pub workload: String,
+    pub params: BTreeMap<String, String>,
+    pub columns: Vec<Column>,
+    /// The metric that picks the representative repeat for plots.
+    pub headline: &'static str,
+    pub env: PolicyEnv,
+    pub plan: Plan,
+    pub warmup: Option<Plan>,
+    pub make_worker: for<'p> fn(&'p Plan) -> Box<Worker<'p>>,
+    pub metrics: fn(&RunOutput, &Plan) -> BTreeMap<String, f64>,
+    pub notes: Vec<String>,
+}
+
+fn run_spec(spec: &Spec, settings: &Settings, progress: &dyn Progress) -> ScenarioReport {
+    let policies = &settings.policies;
+    let warmups = if spec.warmup.is_some() { 1 } else { 0 };
+    progress.scenario(
+        spec.id,
+        (policies.len() * (settings.repeats + warmups)) as u64,
+    );
+    if let Some(plan) = &spec.warmup {
+        for &kind in policies {
+            progress.run(kind, "warm-up");
+            let _ = run_one(spec, kind, plan);
+            progress.run_done();
+        }
+    }
+    let mut runs: BTreeMap<PolicyKind, Vec<RunOutput>> = BTreeMap::new();
+    let mut errors: Vec<String> = Vec::new();
+    for repeat in 0..settings.repeats {
+        // Rotate the order so that no policy always runs first (or last).
+        for i in 0..policies.len() {
+            let kind = policies[(i + repeat) % policies.len()];
+            progress.run(kind, &format!("repeat {}/{}", repeat + 1, settings.repeats));
+            match run_one(spec, kind, &spec.plan) {
+                Ok(out) => runs.entry(kind).or_default().push(out),
+                Err(e) => errors.push(format!("{kind}: {e}")),
+            }
+            progress.run_done();
+        }
+    }
+    progress.scenario_done();
+
+    let mut results = Vec::new();
+    for &kind in policies {
+        let Some(outs) = runs.remove(&kind) else {
+            continue;
+        };
+        let repeats: Vec<BTreeMap<String, f64>> =
+            outs.iter().map(|o| (spec.metrics)(o, &spec.plan)).collect();
+        let mut metrics = BTreeMap::new();
+        let keys: Vec<&String> = repeats
+            .first()
+            .map(|m| m.keys().collect())
+            .unwrap_or_default();
+        for key in keys {
+            let values: Vec<f64> = repeats.iter().filter_map(|m| m.get(key).copied()).collect();
+            metrics.insert(key.clone(), median(&values));
+        }
+        let headline = metrics.get(spec.headline).copied().unwrap_or(0.0);
+        let representative = repeats
+            .iter()
+            .enumerate()
+            .min_by(|(_, a), (_, b)| {
+                let da = (a.get(spec.headline).copied().unwrap_or(0.0) - headline).abs();
+                let db = (b.get(spec.headline).copied().unwrap_or(0.0) - headline).abs();
+                da.total_cmp(&db)
+            })
+            .map_or(0, |(i, _)| i);
+        let failures = outs.iter().map(|o| o.failures).sum();
+        let first_failure = outs.iter().find_map(|o| o.first_failure.clone());
+        let series = outs
+            .into_iter()
+            .nth(representative)
+            .map(|o| o.series)
+            .unwrap_or_default();
+        results.push(PolicyResult {
+            policy: kind,
+            metrics,
+            repeats,
+            failures,
+            first_failure,
+            series,
+        });
+    }
+    let mut notes = spec.notes.clone();
+    notes.extend(
+        errors
+            .into_iter()
+            .map(|e| format!("policy could not be built: {e}")),
+    );
+    ScenarioReport {
+        id: spec.id.to_owned(),
+        title: spec.title.to_owned(),
+        seed: spec.seed.to_owned(),
+        workload: spec.workload.clone(),
+        params: spec.params.clone(),
+        reclaim_interval_ms: spec.env.reclaim_interval.as_secs_f64() * 1e3,
+        columns: spec.columns.clone(),
+        results,
+        notes,
+    }
+}
+
+fn run_one(spec: &Spec, kind: PolicyKind, plan: &Plan) -> Result<RunOutput, String> {
+    let policy = kind.build(&spec.env)?;
+    let worker = (spec.make_worker)(plan);
+    let out = harness::run(&*policy, plan, &*worker);
+    drop(policy);
+    Ok(out)
+}
+
+/// Common metrics of every scenario.
+pub(crate) fn base_metrics(out: &RunOutput) -> BTreeMap<String, f64> {
+    let s = &out.series;
+    let mut m = BTreeMap::new();
+    let max = |v: &[u64]| v.iter().copied().max().unwrap_or(0) as f64;
+    m.insert("created".into(), out.created as f64);
+    m.insert("peak_idle".into(), max(&s.idle));
+    m.insert("final_idle".into(), out.quiescent_idle as f64);
+    m.insert("peak_vmas".into(), max(&s.vmas));
+    m.insert("peak_rss_mib".into(), max(&s.rss_kib) / 1024.0);
+    m.insert("failures".into(), out.failures as f64);
+    m.insert("completed".into(), out.completed as f64);
+    m
+}
+
+pub(crate) fn param(map: &mut BTreeMap<String, String>, key: &str, value: impl fmt::Display) {
+    map.insert(key.to_owned(), value.to_string());
+}

@@ -1,0 +1,123 @@
+//! cgroup v1 `memory.pressure_level` notifications.
+
+use std::fs::{self, File};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::path::{Path, PathBuf};
+
+use super::{Interest, Level, Source};
+use crate::os::event::EventFd;
+
+/// A cgroup v1 memory-pressure notification: the kernel bumps an eventfd
+/// when the cgroup's reclaim reaches a vmpressure level
+/// (`Documentation/admin-guide/cgroup-v1/memory.rst`).
+///
+/// The v1 levels are `low` (the cgroup is reclaiming), `medium` (it is
+/// swapping or dropping active page cache) and `critical` (it is thrashing,
+/// close to OOM); a listener hears its level and those above.
+#[derive(Debug)]
+pub struct CgroupV1Pressure {
+    event: EventFd,
+    // Registered by descriptor: keep it open as long as the eventfd.
+    _level_file: File,
+    dir: PathBuf,
+    v1_level: String,
+    level: Level,
+}
+
+impl CgroupV1Pressure {
+    /// Listens on the cgroup v1 memory cgroup at `dir` for `v1_level`
+    /// (`"low"`, `"medium"` or `"critical"`) and signals `level`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for an unknown level; otherwise the cgroup's files
+    /// cannot be opened or written (no v1 memory controller, no permission;
+    /// recent kernels may refuse `cgroup.event_control` altogether). The
+    /// error names the file.
+    pub fn new(dir: impl AsRef<Path>, v1_level: &str, level: Level) -> io::Result<Self> {
+        if !matches!(v1_level, "low" | "medium" | "critical") {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("unknown cgroup v1 pressure level `{v1_level}` (low, medium, critical)"),
+            ));
+        }
+        let dir = dir.as_ref().to_path_buf();
+        let in_dir = |name: &str| dir.join(name);
+        let context = |path: PathBuf| {
+            move |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+        };
+        let event = EventFd::new()?;
+        let level_file = File::open(in_dir("memory.pressure_level"))
+            .map_err(context(in_dir("memory.pressure_level")))?;
+        let registration = format!(
+            "{} {} {v1_level}",
+            event.as_fd().as_raw_fd(),
+            level_file.as_raw_fd()
+        );
+        fs::write(in_dir("cgroup.event_control"), registration)
+            .map_err(context(in_dir("cgroup.event_control")))?;
+        Ok(Self {
+            event,
+            _level_file: level_file,
+            dir,
+            v1_level: v1_level.to_owned(),
+            level,
+        })
+    }
+
+    /// The defaults on this process's own v1 memory cgroup: `medium` signals
+    /// [`Level::Medium`], `critical` signals [`Level::Critical`].
+    ///
+    /// # Errors
+    ///
+    /// `NotFound` when the process is in no v1 memory cgroup.
+    pub fn own_defaults() -> io::Result<Vec<io::Result<Self>>> {
+        let dir = own_cgroup_v1_memory()?;
+        Ok(vec![
+            Self::new(&dir, "medium", Level::Medium),
+            Self::new(&dir, "critical", Level::Critical),
+        ])
+    }
+}
+
+/// `/sys/fs/cgroup/memory/<path>` for this process (`N:memory:<path>` in
+/// `/proc/self/cgroup`).
+pub(crate) fn own_cgroup_v1_memory() -> io::Result<PathBuf> {
+    let table = fs::read_to_string("/proc/self/cgroup")?;
+    let rel = table
+        .lines()
+        .find_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            controllers
+                .split(',')
+                .any(|c| c == "memory")
+                .then_some(path)
+        })
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "no cgroup v1 memory controller in /proc/self/cgroup",
+            )
+        })?;
+    Ok(Path::new("/sys/fs/cgroup/memory").join(rel.trim_start_matches('/')))
+}
+
+impl Source for CgroupV1Pressure {
+    fn name(&self) -> String {
+        format!("cgroup v1 {} `{}`", self.dir.display(), self.v1_level)
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.event.as_fd()
+    }
+
+    fn interest(&self) -> Interest {
+        Interest::Readable
+    }
+
+    fn on_ready(&mut self) -> io::Result<Option<Level>> {
+        Ok((self.event.drain()? > 0).then_some(self.level))
+    }
+}

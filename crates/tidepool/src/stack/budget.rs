@@ -1,0 +1,202 @@
+//! The map-count budget: how many guarded stacks a process can afford
+//! before `mmap` and `mprotect` start failing at `vm.max_map_count`.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+
+/// VMAs (kernel memory areas) one guarded stack costs: its `PROT_NONE`
+/// guard and its writable part. An upper bound: the kernel may merge an edge
+/// of a stack with a neighbouring mapping of the same kind.
+pub const VMAS_PER_STACK: usize = 2;
+
+/// VMAs left for everything else in the process (code and data of each
+/// shared library, heaps, thread stacks, other mappings). QEMU's figure:
+/// "an arbitrary value for fixed overhead … that may vary".
+pub const RESERVED_VMAS: usize = 5000;
+
+/// The kernel's default `vm.max_map_count` (`DEFAULT_MAX_MAP_COUNT`,
+/// 65530), assumed when `/proc/sys/vm/max_map_count` cannot be read (no
+/// `/proc` mounted, a sandbox that hides it).
+pub const FALLBACK_MAX_MAP_COUNT: usize = 65530;
+
+/// Where the map count came from.
+pub const MAX_MAP_COUNT_PATH: &str = "/proc/sys/vm/max_map_count";
+
+/// Where a [`MapBudget`]'s `max_map_count` came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BudgetSource {
+    /// Read from `/proc/sys/vm/max_map_count` (or the file given to
+    /// [`MapBudget::read_from`]).
+    Os,
+    /// The file was missing, unreadable or not a number:
+    /// [`FALLBACK_MAX_MAP_COUNT`].
+    Fallback,
+    /// Given by the caller ([`MapBudget::with_max_map_count`]).
+    Given,
+}
+
+/// How many guarded stacks fit under `vm.max_map_count`, QEMU's way:
+/// `(max_map_count - RESERVED_VMAS) / VMAS_PER_STACK`.
+///
+/// With the usual 65530 that is 30265 stacks. It is a budget for the whole
+/// process: a [`StackPool`](super::StackPool) built with the defaults takes
+/// all of it as its `max_live` (and its `max_idle`), so a process with
+/// several stack pools should split it between them (their
+/// [`max_live`](super::StackPoolBuilder::max_live)s adding up to at most
+/// [`stacks`](MapBudget::stacks)).
+///
+/// ```
+/// use tidepool::stack::{BudgetSource, MapBudget};
+///
+/// let budget = MapBudget::with_max_map_count(65530);
+/// assert_eq!(budget.stacks(), 30265);
+///
+/// let missing = MapBudget::read_from("/nonexistent/max_map_count");
+/// assert_eq!(missing.source(), BudgetSource::Fallback);
+/// assert_eq!(missing.max_map_count(), 65530);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapBudget {
+    max_map_count: usize,
+    source: BudgetSource,
+}
+
+impl MapBudget {
+    /// Reads `/proc/sys/vm/max_map_count` now (a sysctl can change it at any
+    /// time), falling back to [`FALLBACK_MAX_MAP_COUNT`].
+    pub fn from_os() -> Self {
+        Self::read_from(MAX_MAP_COUNT_PATH)
+    }
+
+    /// Reads the map count from `path`, falling back to
+    /// [`FALLBACK_MAX_MAP_COUNT`] if it is missing, unreadable or not a
+    /// number.
+    pub fn read_from(path: impl AsRef<Path>) -> Self {
+        match read_number(path.as_ref()) {
+            Some(max_map_count) => Self {
+                max_map_count,
+                source: BudgetSource::Os,
+            },
+            None => Self {
+                max_map_count: FALLBACK_MAX_MAP_COUNT,
+                source: BudgetSource::Fallback,
+            },
+        }
+    }
+
+    /// The budget for a map count given by the caller.
+    pub fn with_max_map_count(max_map_count: usize) -> Self {
+        Self {
+            max_map_count,
+            source: BudgetSource::Given,
+        }
+    }
+
+    /// The process's VMA limit this budget is for.
+    pub fn max_map_count(&self) -> usize {
+        self.max_map_count
+    }
+
+    /// Where [`max_map_count`](MapBudget::max_map_count) came from.
+    pub fn source(&self) -> BudgetSource {
+        self.source
+    }
+
+    /// Stacks that fit: `(max_map_count - RESERVED_VMAS) / VMAS_PER_STACK`,
+    /// 0 if the map count is no bigger than the reserve.
+    pub fn stacks(&self) -> usize {
+        self.max_map_count.saturating_sub(RESERVED_VMAS) / VMAS_PER_STACK
+    }
+}
+
+impl fmt::Display for MapBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let from = match self.source {
+            BudgetSource::Os => "read from the OS",
+            BudgetSource::Fallback => "the kernel default, as the OS value could not be read",
+            BudgetSource::Given => "given",
+        };
+        write!(
+            f,
+            "{} stacks: (vm.max_map_count {} ({from}) - {RESERVED_VMAS} reserved) / {VMAS_PER_STACK} VMAs each",
+            self.stacks(),
+            self.max_map_count
+        )
+    }
+}
+
+fn read_number(path: &Path) -> Option<usize> {
+    let mut text = String::new();
+    File::open(path).ok()?.read_to_string(&mut text).ok()?;
+    text.trim().parse().ok()
+}
+
+/// The VMAs this process has mapped now: the lines of `/proc/self/maps`.
+///
+/// Counted through a small buffer on the stack, without allocating in
+/// proportion to the count: this runs when `mmap` has just failed at the
+/// map-count limit, where a large allocation (itself an `mmap`) would fail
+/// too. The kernel's own count differs by the `[vsyscall]` line at most.
+///
+/// # Errors
+///
+/// Opening or reading the file failed (no `/proc`).
+pub fn mapped_vmas() -> io::Result<usize> {
+    let mut file = File::open("/proc/self/maps")?;
+    let mut buf = [0u8; 4096];
+    let mut lines = 0;
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(lines),
+            Ok(n) => lines += buf[..n].iter().filter(|&&b| b == b'\n').count(),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qemu_formula() {
+        assert_eq!(MapBudget::with_max_map_count(65530).stacks(), 30265);
+        assert_eq!(MapBudget::with_max_map_count(5000).stacks(), 0);
+        assert_eq!(MapBudget::with_max_map_count(10).stacks(), 0);
+        assert_eq!(MapBudget::with_max_map_count(5003).stacks(), 1);
+    }
+
+    #[test]
+    fn unreadable_or_garbage_falls_back() {
+        let dir = std::env::temp_dir().join(format!("tidepool-budget-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let garbage = dir.join("garbage");
+        std::fs::write(&garbage, "lots\n").unwrap();
+        let good = dir.join("good");
+        std::fs::write(&good, "12000\n").unwrap();
+
+        let b = MapBudget::read_from(&garbage);
+        assert_eq!(b.source(), BudgetSource::Fallback);
+        assert_eq!(b.max_map_count(), FALLBACK_MAX_MAP_COUNT);
+        assert!(b.to_string().contains("could not be read"), "{b}");
+
+        let b = MapBudget::read_from(&good);
+        assert_eq!(
+            (b.source(), b.max_map_count(), b.stacks()),
+            (BudgetSource::Os, 12000, 3500)
+        );
+
+        let b = MapBudget::read_from(dir.join("missing"));
+        assert_eq!(b.source(), BudgetSource::Fallback);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn this_process_has_some_vmas() {
+        let n = mapped_vmas().unwrap();
+        assert!(n > 5, "{n}");
+    }
+}

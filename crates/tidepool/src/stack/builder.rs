@@ -1,0 +1,187 @@
+//! Settings of a [`StackPool`] and where their defaults come from.
+
+use std::sync::Arc;
+
+use crate::os::page_size;
+use crate::stack::{registry, MapBudget, StackManager, StackPool};
+use crate::{ConfigError, Pool, DEFAULT_BATCH_SIZE};
+
+/// A cap: the default (derived from the map-count budget), a number, or
+/// none at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cap {
+    FromBudget,
+    At(usize),
+    Off,
+}
+
+/// Builds a [`StackPool`]; from [`StackPool::builder`].
+///
+/// Defaults:
+///
+/// | setting | default |
+/// |---|---|
+/// | `max_live` | the map-count budget, [`MapBudget::stacks`] (30265 for `vm.max_map_count` = 65530) |
+/// | `max_idle` | `max_live` (as QEMU caps its global pool), or the budget if `max_live` is off |
+/// | `batch_size` | [`DEFAULT_BATCH_SIZE`], lowered to `max_idle` if that is smaller |
+/// | `keep_resident` | 0: a purge releases every page |
+/// | budget | read from `/proc/sys/vm/max_map_count` when `build` runs ([`MapBudget::from_os`]) |
+///
+/// ```
+/// use tidepool::stack::{MapBudget, StackPool};
+///
+/// let pool = StackPool::builder(60_000) // rounded up to 15 pages of 4 KiB
+///     .keep_resident(8 * 1024)
+///     .map_budget(MapBudget::with_max_map_count(7000))
+///     .build()?;
+/// assert_eq!(pool.manager().usable_size() % 4096, 0);
+/// assert_eq!(pool.config().max_live(), Some(1000)); // (7000 - 5000) / 2
+///
+/// let err = StackPool::builder(0).build().unwrap_err();
+/// assert_eq!(err.field(), "usable_size");
+/// # Ok::<(), tidepool::ConfigError>(())
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct StackPoolBuilder {
+    usable_size: usize,
+    keep_resident: usize,
+    batch_size: Option<usize>,
+    max_idle: Cap,
+    max_live: Cap,
+    budget: Option<MapBudget>,
+}
+
+impl StackPoolBuilder {
+    pub(crate) fn new(usable_size: usize) -> Self {
+        Self {
+            usable_size,
+            keep_resident: 0,
+            batch_size: None,
+            max_idle: Cap::FromBudget,
+            max_live: Cap::FromBudget,
+            budget: None,
+        }
+    }
+
+    /// Bytes at the top of each stack that a purge leaves resident, rounded
+    /// up to whole pages (wasmtime's `async_stack_keep_resident`): the
+    /// frames nearest the top are the ones every coroutine touches first,
+    /// so keeping them saves a page fault or two on reuse. More than the
+    /// stack keeps all of it (a purge then releases nothing).
+    pub fn keep_resident(mut self, bytes: usize) -> Self {
+        self.keep_resident = bytes;
+        self
+    }
+
+    /// Stacks moved between a thread cache and the depot at a time; each
+    /// thread caches at most two batches.
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch_size = Some(n);
+        self
+    }
+
+    /// Cap on idle stacks in the depot (see
+    /// [`Builder::max_idle`](crate::Builder::max_idle)).
+    pub fn max_idle(mut self, n: usize) -> Self {
+        self.max_idle = Cap::At(n);
+        self
+    }
+
+    /// Cap on stacks mapped by this pool, live or idle, instead of the
+    /// map-count budget. Past it, [`StackPool::get`] fails with
+    /// [`StackError::Exhausted`](super::StackError::Exhausted).
+    pub fn max_live(mut self, n: usize) -> Self {
+        self.max_live = Cap::At(n);
+        self
+    }
+
+    /// Turns both caps off: no `max_live`, no practical `max_idle`. The pool
+    /// then maps stacks until the kernel refuses, which [`StackPool::get`]
+    /// reports as [`StackError::MapCountReached`](super::StackError::MapCountReached)
+    /// rather than aborting. For tests and for processes that budget VMAs
+    /// themselves.
+    pub fn unbounded(mut self) -> Self {
+        self.max_live = Cap::Off;
+        // Half the range, not `usize::MAX`: no pool holds that many stacks
+        // (the address space would not fit them), and sums with the thread
+        // caches' share (`Config::idle_bound`) cannot overflow.
+        self.max_idle = Cap::At(usize::MAX / 2);
+        self
+    }
+
+    /// Uses `budget` instead of reading the map count from the OS, e.g. to
+    /// give this pool a share of the process's budget
+    /// ([`MapBudget::with_max_map_count`]).
+    pub fn map_budget(mut self, budget: MapBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Checks the settings, reads the map count if needed, and builds the
+    /// pool.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the setting at fault: a `usable_size` of 0
+    /// or too large to map, a map count that leaves no room for stacks
+    /// (`max_live`, when it comes from the budget), or what
+    /// [`Builder::build`](crate::Builder::build) refuses.
+    pub fn build(self) -> Result<StackPool, ConfigError> {
+        let page = page_size();
+        if self.usable_size == 0 {
+            return Err(ConfigError::new(
+                "usable_size",
+                "must be at least 1 byte (it is rounded up to whole pages)",
+            ));
+        }
+        let usable_size = self
+            .usable_size
+            .checked_next_multiple_of(page)
+            .filter(|&size| size <= isize::MAX as usize - page)
+            .ok_or_else(|| {
+                ConfigError::new(
+                    "usable_size",
+                    format!("is {}, too large to map", self.usable_size),
+                )
+            })?;
+        let keep_resident = self.keep_resident.min(usable_size).next_multiple_of(page);
+
+        let budget = self.budget.unwrap_or_else(MapBudget::from_os);
+        let max_live = match self.max_live {
+            Cap::At(n) => Some(n),
+            Cap::Off => None,
+            Cap::FromBudget if budget.stacks() == 0 => {
+                return Err(ConfigError::new(
+                    "max_live",
+                    format!(
+                        "the map-count budget leaves no room for stacks ({budget}); \
+                         set max_live and max_idle explicitly"
+                    ),
+                ))
+            }
+            Cap::FromBudget => Some(budget.stacks()),
+        };
+        let derived_idle = max_live.unwrap_or(budget.stacks()).max(1);
+        let batch_size = self
+            .batch_size
+            .unwrap_or(DEFAULT_BATCH_SIZE.min(derived_idle));
+        let max_idle = match self.max_idle {
+            Cap::At(n) => n,
+            // A cap above `max_live` is harmless (`max_live` bounds idle
+            // stacks too) and keeps an explicit `batch_size` valid.
+            Cap::FromBudget | Cap::Off => derived_idle.max(batch_size),
+        };
+
+        let manager = StackManager::new(page, usable_size, keep_resident);
+        let mut builder = Pool::builder(manager)
+            .batch_size(batch_size)
+            .max_idle(max_idle);
+        if let Some(n) = max_live {
+            builder = builder.max_live(n);
+        }
+        let pool = Arc::new(builder.build()?);
+        registry::register(&pool);
+        Ok(StackPool::from_parts(pool, budget))
+    }
+}

@@ -1,0 +1,245 @@
+//! The front door for stacks: [`StackPool`] and the [`PooledStack`] it
+//! lends.
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use crate::os;
+use crate::stack::budget::VMAS_PER_STACK;
+use crate::stack::{
+    registry, GuardedStack, MapBudget, StackError, StackManager, StackPoolBuilder, StackStats,
+};
+use crate::{Config, ConfigError, OwnedPooled, Pool};
+
+/// A pool of guarded stacks of one size; cheap to clone (an `Arc`).
+///
+/// `get` takes a stack from this thread's cache (no lock, no syscall) or,
+/// when there is none, from the shared depot, and maps a new one only when
+/// both are empty. A [`PooledStack`] goes back to the pool when dropped, on
+/// whichever thread that happens.
+///
+/// By default the pool never holds more stacks than the process's map-count
+/// budget allows ([`MapBudget`]), so it cannot be what runs the process into
+/// `vm.max_map_count`; and if the kernel refuses a mapping anyway, `get`
+/// returns an error rather than aborting.
+///
+/// ```
+/// use tidepool::stack::StackPool;
+///
+/// let pool = StackPool::new(64 * 1024)?;
+/// let stack = pool.get()?;
+/// assert_eq!(stack.usable_size(), 64 * 1024);
+/// let top = stack.top();
+/// drop(stack); // back to this thread's cache
+///
+/// let again = pool.get()?;
+/// assert_eq!(again.top(), top, "the same mapping, reused");
+/// assert_eq!(pool.stats().mapped, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct StackPool {
+    pool: Arc<Pool<StackManager>>,
+    budget: MapBudget,
+}
+
+impl StackPool {
+    /// A pool of stacks with `usable_size` bytes each (rounded up to whole
+    /// pages) and the default settings ([`StackPoolBuilder`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`StackPoolBuilder::build`].
+    pub fn new(usable_size: usize) -> Result<Self, ConfigError> {
+        Self::builder(usable_size).build()
+    }
+
+    /// A builder for stacks of `usable_size` bytes each (rounded up to
+    /// whole pages).
+    pub fn builder(usable_size: usize) -> StackPoolBuilder {
+        StackPoolBuilder::new(usable_size)
+    }
+
+    pub(crate) fn from_parts(pool: Arc<Pool<StackManager>>, budget: MapBudget) -> Self {
+        Self { pool, budget }
+    }
+
+    /// Takes an idle stack, or maps a new one.
+    ///
+    /// If the kernel refuses the mapping for lack of a resource (`ENOMEM`:
+    /// the map count or memory), every stack pool in the process gives up
+    /// the idle stacks it can (`drain`), and the mapping is tried once more.
+    ///
+    /// # Errors
+    ///
+    /// [`StackError::Exhausted`] when the pool holds `max_live` stacks;
+    /// after the retry, [`StackError::MapCountReached`] or
+    /// [`StackError::OutOfMemory`]; [`StackError::Os`] for anything else.
+    /// Nothing is left mapped by a failure.
+    #[inline]
+    pub fn get(&self) -> Result<PooledStack, StackError> {
+        match self.pool.get_owned() {
+            Ok(inner) => Ok(PooledStack { inner }),
+            Err(e) => self.get_after_failure(e.into()),
+        }
+    }
+
+    #[cold]
+    fn get_after_failure(&self, error: StackError) -> Result<PooledStack, StackError> {
+        if !error.is_resource_limit() {
+            return Err(error);
+        }
+        self.manager().count_reclaim_retry();
+        registry::reclaim_idle_stacks();
+        match self.pool.get_owned() {
+            Ok(inner) => Ok(PooledStack { inner }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Releases the memory of idle stacks in the depot while keeping them
+    /// mapped and pooled ([`Manage::purge`](crate::Manage::purge)): each
+    /// gives back its pages below the top `keep_resident` bytes
+    /// (`madvise(MADV_DONTNEED)`), costing nothing until reused. Returns how
+    /// many were purged. Stacks in thread caches are hot and left alone.
+    ///
+    /// When this happens by itself: the pool's periodic reclaimer purges the
+    /// stacks that sat idle in the depot for one reclaim interval. Until a
+    /// pool has one running, this call does it on demand; call it from your
+    /// own timer or when memory is short.
+    ///
+    /// ```
+    /// # use tidepool::stack::StackPool;
+    /// let pool = StackPool::builder(64 * 1024).batch_size(1).max_idle(8).build()?;
+    /// let stacks: Vec<_> = (0..4).map(|_| pool.get()).collect::<Result<_, _>>()?;
+    /// drop(stacks); // two stay in this thread's cache, two reach the depot
+    /// assert_eq!(pool.purge(), 2);
+    /// assert_eq!(pool.stats().purged, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn purge(&self) -> usize {
+        self.pool.purge()
+    }
+
+    /// Reclaims every idle stack this thread can reach: unmaps the depot's
+    /// and this thread's cached stacks ([`Pool::drain`]). Returns how many.
+    /// The pool's own reclaim, which unmaps only stacks its working set no
+    /// longer needs, is reached through [`pool`](StackPool::pool).
+    pub fn drain(&self) -> usize {
+        self.pool.drain()
+    }
+
+    /// Counts, in stacks, VMAs and bytes.
+    pub fn stats(&self) -> StackStats {
+        let pool = self.pool.stats();
+        let manager = self.manager();
+        let mapped = pool.existing();
+        let unpurged_idle = pool.idle.saturating_sub(pool.idle_purged);
+        let usable = manager.usable_size() as u64;
+        let keep = manager.keep_resident() as u64;
+        StackStats {
+            pool,
+            mapped,
+            vmas: mapped * VMAS_PER_STACK as u64,
+            idle_resident_max: unpurged_idle * usable + pool.idle_purged * keep,
+            purged: pool.idle_purged,
+            reclaim_retries: manager.reclaim_retries(),
+            purge_failures: manager.purge_failures(),
+            unmap_failures: os::unmap_failures(),
+        }
+    }
+
+    /// The map-count budget the pool was built with (its caps come from it
+    /// unless set explicitly).
+    pub fn budget(&self) -> MapBudget {
+        self.budget
+    }
+
+    /// The pool's caps and batch size.
+    pub fn config(&self) -> &Config {
+        self.pool.config()
+    }
+
+    /// The stack manager: sizes and counters.
+    pub fn manager(&self) -> &StackManager {
+        self.pool.manager()
+    }
+
+    /// The underlying generic pool, e.g. to hand to a periodic reclaimer.
+    pub fn pool(&self) -> &Arc<Pool<StackManager>> {
+        &self.pool
+    }
+}
+
+impl fmt::Debug for StackPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StackPool")
+            .field("manager", self.manager())
+            .field("config", self.config())
+            .field("budget", &self.budget)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A stack lent by a [`StackPool`]: `'static` and `Send`, it holds the pool
+/// alive and goes back to it when dropped, on any thread. Derefs to the
+/// [`GuardedStack`] for its addresses.
+///
+/// With the `corosensei` feature it is a `corosensei::stack::Stack`, so a
+/// coroutine can own it, and returns it to the pool when the coroutine is
+/// dropped:
+///
+/// ```
+/// # #[cfg(feature = "corosensei")] {
+/// use corosensei::{Coroutine, CoroutineResult};
+/// use tidepool::stack::StackPool;
+///
+/// let pool = StackPool::new(64 * 1024).unwrap();
+/// let mut co = Coroutine::with_stack(pool.get().unwrap(), |yielder, x: u32| {
+///     let y = yielder.suspend(x + 1);
+///     y * 2
+/// });
+/// assert!(matches!(co.resume(1), CoroutineResult::Yield(2)));
+/// assert!(matches!(co.resume(5), CoroutineResult::Return(10)));
+/// drop(co);
+/// assert_eq!(pool.stats().pool.idle, 1, "the stack is back in the pool");
+/// # }
+/// ```
+pub struct PooledStack {
+    inner: OwnedPooled<StackManager>,
+}
+
+impl PooledStack {
+    /// Unmaps the stack instead of returning it to the pool, e.g. after a
+    /// coroutine on it was found to have misbehaved.
+    pub fn discard(self) {
+        self.inner.discard()
+    }
+
+    /// Takes the stack out of the pool: it is yours, no longer counted by
+    /// the pool, and unmapped when the returned value drops.
+    pub fn detach(self) -> GuardedStack {
+        self.inner.detach()
+    }
+
+    /// The pool this stack came from.
+    pub fn pool(&self) -> &Pool<StackManager> {
+        self.inner.pool()
+    }
+}
+
+impl Deref for PooledStack {
+    type Target = GuardedStack;
+
+    #[inline]
+    fn deref(&self) -> &GuardedStack {
+        &self.inner
+    }
+}
+
+impl fmt::Debug for PooledStack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("PooledStack").field(&*self.inner).finish()
+    }
+}

@@ -1,0 +1,34 @@
+//! Every stack pool in the process, so that one pool that hits a kernel
+//! limit can make the others give back their idle stacks.
+//!
+//! The map count is a limit of the process, not of a pool: when `mmap`
+//! fails in one pool, the idle stacks that would let it succeed may sit in
+//! another. A pool only maps a new stack when its own depot and this
+//! thread's cache are empty, so draining just itself would rarely help.
+
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use crate::stack::StackManager;
+use crate::Pool;
+
+static POOLS: Mutex<Vec<Weak<Pool<StackManager>>>> = Mutex::new(Vec::new());
+
+/// Adds `pool` to the registry, forgetting pools that have been dropped.
+pub(crate) fn register(pool: &Arc<Pool<StackManager>>) {
+    let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
+    pools.retain(|p| p.strong_count() > 0);
+    pools.push(Arc::downgrade(pool));
+}
+
+/// Destroys the idle stacks every live stack pool can give up from this
+/// thread ([`Pool::drain`]: its depot and this thread's cache). Returns how
+/// many were unmapped.
+pub(crate) fn reclaim_idle_stacks() -> usize {
+    let live: Vec<Arc<Pool<StackManager>>> = {
+        let pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
+        pools.iter().filter_map(Weak::upgrade).collect()
+    };
+    // Outside the registry lock: draining unmaps, and may drop a pool whose
+    // last other handle went away meanwhile.
+    live.iter().map(|pool| pool.drain()).sum()
+}

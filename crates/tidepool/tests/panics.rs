@@ -1,0 +1,488 @@
+//! Panic safety, failure paths and settings: a manager that fails or panics
+//! in any method leaves the pool consistent, with its counts right and every
+//! object destroyed exactly once; bad settings are refused by name.
+
+mod common;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::thread;
+
+use common::{panic_text, Counting, CreateFailed, Held, Ledger, INJECTED};
+use tidepool::{ConfigError, Error, Pool, Stats, MAX_BATCH_SIZE};
+
+type P = Pool<Counting>;
+
+fn pool(batch: usize, max_idle: usize) -> (P, Arc<Ledger>) {
+    let (manager, ledger) = Counting::new();
+    let pool = Pool::builder(manager)
+        .batch_size(batch)
+        .max_idle(max_idle)
+        .build()
+        .unwrap();
+    (pool, ledger)
+}
+
+fn pool_live(batch: usize, max_idle: usize, max_live: usize) -> (P, Arc<Ledger>) {
+    let (manager, ledger) = Counting::new();
+    let pool = Pool::builder(manager)
+        .batch_size(batch)
+        .max_idle(max_idle)
+        .max_live(max_live)
+        .build()
+        .unwrap();
+    (pool, ledger)
+}
+
+/// Gets `n` objects and gives them all back.
+fn fill(pool: &P, n: usize) {
+    let guards: Vec<_> = (0..n).map(|_| pool.get().unwrap()).collect();
+    drop(guards);
+}
+
+/// The stats invariants that hold whenever no thread is inside the pool.
+fn consistent(pool: &P, ledger: &Ledger) -> Stats {
+    let s = pool.stats();
+    let c = ledger.counts();
+    assert_eq!(s.live + s.idle, s.existing(), "{s:?}");
+    assert!(s.idle_depot <= s.idle, "{s:?}");
+    assert!(s.idle_depot <= pool.config().max_idle() as u64, "{s:?}");
+    assert_eq!(
+        (c.created, c.destroyed, c.detached),
+        (s.created, s.destroyed, s.detached),
+        "manager and stats disagree: {c:?} vs {s:?}"
+    );
+    assert_eq!(s.misses, s.created, "{s:?}");
+    ledger.assert_no_errors();
+    s
+}
+
+fn expect_injected(result: thread::Result<impl Sized>, what: &str) {
+    match result {
+        Ok(_) => panic!("expected the injected {what} panic to propagate"),
+        Err(payload) => {
+            let text = panic_text(&*payload);
+            assert!(text.contains(INJECTED), "other panic: {text}");
+            assert!(text.contains(what), "wrong panic: {text}");
+        }
+    }
+}
+
+// === create ===
+
+#[test]
+fn panicking_create_counts_nothing_and_the_next_get_works() {
+    let (pool, ledger) = pool_live(2, 4, 1);
+    ledger.panic_create.arm(1);
+    expect_injected(
+        catch_unwind(AssertUnwindSafe(|| pool.get().map(drop))),
+        "create",
+    );
+    let s = consistent(&pool, &ledger);
+    assert_eq!(
+        (s.created, s.misses, s.hits, s.live, s.idle),
+        (0, 0, 0, 0, 0)
+    );
+    // The max_live place reserved for it was given back.
+    let g = pool.get().expect("get after a panicking create");
+    assert_eq!(g.id(), 0);
+    let s = consistent(&pool, &ledger);
+    assert_eq!((s.created, s.live), (1, 1));
+    drop(g);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn failing_create_returns_the_error_and_counts_nothing() {
+    let (pool, ledger) = pool_live(2, 4, 1);
+    ledger.fail_create.arm(2);
+    for call in 1..=2 {
+        match pool.get() {
+            Err(Error::Create(e)) => assert_eq!(e, CreateFailed { call }),
+            other => panic!("expected Error::Create, got {other:?}"),
+        }
+    }
+    ledger.fail_create.arm(1);
+    let err = pool.get().map(|g| g.id()).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("create call 3 failed on purpose"), "{text}");
+    let source = std::error::Error::source(&err).expect("the manager's error");
+    assert_eq!(source.to_string(), "create call 3 failed on purpose");
+    assert_eq!(err.into_create_error(), Some(CreateFailed { call: 3 }));
+    let s = consistent(&pool, &ledger);
+    assert_eq!((s.created, s.misses, s.hits, s.live), (0, 0, 0, 0));
+    let g = pool.get().expect("the limit place was given back");
+    assert_eq!(consistent(&pool, &ledger).live, 1);
+    drop(g);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn a_failed_create_on_another_thread_leaves_counts_right() {
+    let (pool, ledger) = pool(2, 4);
+    let pool = Arc::new(pool);
+    ledger.fail_create.arm(1);
+    let p = Arc::clone(&pool);
+    let r = thread::spawn(move || p.get_owned().map(|g| g.id()))
+        .join()
+        .unwrap();
+    assert!(matches!(r, Err(Error::Create(_))));
+    let p = Arc::clone(&pool);
+    thread::spawn(move || drop(Held::new(p.get_owned().unwrap())))
+        .join()
+        .unwrap();
+    let s = pool.stats();
+    assert_eq!(
+        (s.created, s.live, s.idle, s.idle_depot),
+        (1, 0, 1, 1),
+        "{s:?}"
+    );
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+// === recycle ===
+
+#[test]
+fn panicking_recycle_destroys_once_and_propagates() {
+    let (pool, ledger) = pool(2, 4);
+    fill(&pool, 3);
+    let g = pool.get().unwrap();
+    let id = g.id();
+    let before = consistent(&pool, &ledger);
+    ledger.panic_recycle.arm(1);
+    expect_injected(catch_unwind(AssertUnwindSafe(|| drop(g))), "recycle");
+    assert!(ledger.is_destroyed(id));
+    let s = consistent(&pool, &ledger);
+    assert_eq!(s.destroyed, before.destroyed + 1);
+    assert_eq!(s.live, 0);
+    assert_eq!(s.idle, before.idle, "nothing else changed");
+    assert_eq!(ledger.counts().destroyed, 1);
+    // The pool works on.
+    fill(&pool, 4);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn panicking_recycle_of_an_owned_guard_on_another_thread() {
+    let (pool, ledger) = pool(2, 4);
+    let pool = Arc::new(pool);
+    let g = pool.get_owned().unwrap();
+    let id = g.id();
+    ledger.panic_recycle.arm(1);
+    let r = thread::spawn(move || drop(g)).join();
+    expect_injected(r, "recycle");
+    assert!(ledger.is_destroyed(id));
+    let s = pool.stats();
+    assert_eq!(
+        (s.created, s.destroyed, s.live, s.idle),
+        (1, 1, 0, 0),
+        "{s:?}"
+    );
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn refused_recycle_destroys_the_object() {
+    let (pool, ledger) = pool(2, 4);
+    let g = pool.get().unwrap();
+    let id = g.id();
+    ledger.refuse_recycle.arm(1);
+    drop(g);
+    assert!(ledger.is_destroyed(id));
+    let s = consistent(&pool, &ledger);
+    assert_eq!((s.created, s.destroyed, s.live, s.idle), (1, 1, 0, 0));
+    let c = ledger.counts();
+    assert_eq!((c.recycle_calls, c.refused, c.recycled), (1, 1, 0));
+    // Not reused: the next get creates.
+    let g = pool.get().unwrap();
+    assert_ne!(g.id(), id);
+    drop(g);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+// === destroy ===
+
+/// Builds a pool with objects in the depot (2 batches of 2) and in this
+/// thread's cache (4).
+fn depot_and_cache() -> (P, Arc<Ledger>) {
+    let (pool, ledger) = pool(2, 8);
+    fill(&pool, 8);
+    let s = pool.stats();
+    assert_eq!((s.idle_depot, s.idle_cached()), (4, 4), "{s:?}");
+    (pool, ledger)
+}
+
+#[test]
+fn panicking_destroy_during_trim_still_destroys_every_batch() {
+    let (pool, ledger) = depot_and_cache();
+    assert_eq!(pool.trim(), 0);
+    ledger.panic_destroy.arm(2); // the first and second of four
+    expect_injected(catch_unwind(AssertUnwindSafe(|| pool.trim())), "destroy");
+    let s = consistent(&pool, &ledger);
+    assert_eq!((s.destroyed, s.idle_depot, s.idle), (4, 0, 4), "{s:?}");
+    assert_eq!(ledger.counts().destroyed, 4);
+    assert_eq!(pool.trim(), 0);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn panicking_destroy_during_drain_still_destroys_everything() {
+    let (pool, ledger) = depot_and_cache();
+    ledger.panic_destroy.arm_after(5, 1); // the last of eight
+    expect_injected(catch_unwind(AssertUnwindSafe(|| pool.drain())), "destroy");
+    let s = consistent(&pool, &ledger);
+    assert_eq!((s.destroyed, s.idle_depot, s.idle), (8, 0, 0), "{s:?}");
+    assert_eq!(pool.drain(), 0);
+    fill(&pool, 2);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn panicking_destroy_during_pool_drop_still_destroys_everything() {
+    let (pool, ledger) = depot_and_cache();
+    ledger.panic_destroy.arm_after(1, 3);
+    expect_injected(catch_unwind(AssertUnwindSafe(|| drop(pool))), "destroy");
+    assert_eq!(ledger.counts().destroyed, 8);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn panicking_destroy_of_a_refused_donation_propagates_from_the_put() {
+    // Depot of one batch, already full; this thread's cache full too.
+    let (pool, ledger) = pool(2, 2);
+    let g = pool.get().unwrap();
+    fill(&pool, 6);
+    let s = consistent(&pool, &ledger);
+    assert_eq!(
+        (s.live, s.idle_depot, s.idle_cached(), s.destroyed),
+        (1, 2, 4, 0)
+    );
+    ledger.panic_destroy.arm(1);
+    // Putting `g` back donates a full batch the depot refuses: destroyed
+    // whole, and the panic comes out of the put.
+    expect_injected(catch_unwind(AssertUnwindSafe(|| drop(g))), "destroy");
+    let s = consistent(&pool, &ledger);
+    assert_eq!((s.live, s.destroyed), (0, 2), "{s:?}");
+    assert_eq!(ledger.counts().destroyed, 2);
+    assert_eq!(
+        (s.idle, s.idle_depot, s.idle_cached()),
+        (5, 2, 3),
+        "the returned object itself was cached: {s:?}"
+    );
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn panicking_destroy_in_discard_counts_the_object() {
+    let (pool, ledger) = pool(2, 4);
+    let g = pool.get().unwrap();
+    let id = g.id();
+    ledger.panic_destroy.arm(1);
+    expect_injected(catch_unwind(AssertUnwindSafe(|| g.discard())), "destroy");
+    assert!(ledger.is_destroyed(id));
+    let s = consistent(&pool, &ledger);
+    assert_eq!((s.created, s.destroyed, s.live, s.idle), (1, 1, 0, 0));
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn panicking_destroy_at_thread_exit_does_not_abort_and_counts() {
+    // The exiting thread's second batch is refused by the full depot and
+    // destroyed in its TLS destructor, where a panic must not escape.
+    let (pool, ledger) = pool(2, 2);
+    let pool = Arc::new(pool);
+    let p = Arc::clone(&pool);
+    let l = Arc::clone(&ledger);
+    thread::spawn(move || {
+        let guards: Vec<_> = (0..4).map(|_| p.get_owned().unwrap()).collect();
+        drop(guards);
+        assert_eq!(p.stats().idle_cached(), 4);
+        l.panic_destroy.always();
+    })
+    .join()
+    .expect("the exiting thread must not panic");
+    ledger.panic_destroy.disarm();
+    let s = pool.stats();
+    assert_eq!((s.idle, s.idle_depot, s.destroyed), (2, 2, 2), "{s:?}");
+    assert_eq!(ledger.counts().destroyed, 2);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+// === guards dropped while panicking ===
+
+#[test]
+fn a_guard_dropped_while_its_thread_panics_is_destroyed_not_recycled() {
+    let (pool, ledger) = pool(2, 4);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let _g = pool.get().unwrap();
+        panic!("{INJECTED}: test body");
+    }));
+    expect_injected(r, "test body");
+    let s = consistent(&pool, &ledger);
+    assert_eq!((s.created, s.destroyed, s.live, s.idle), (1, 1, 0, 0));
+    assert_eq!(ledger.counts().recycle_calls, 0, "not recycled");
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn an_owned_guard_dropped_by_a_panicking_thread_is_destroyed() {
+    let (pool, ledger) = pool(2, 4);
+    let pool = Arc::new(pool);
+    let g = pool.get_owned().unwrap();
+    let id = g.id();
+    // Also panics in `destroy`, while already unwinding: must not abort.
+    ledger.panic_destroy.arm(1);
+    let r = thread::spawn(move || {
+        let _g = g;
+        panic!("{INJECTED}: thread body");
+    })
+    .join();
+    expect_injected(r, "thread body");
+    assert!(ledger.is_destroyed(id));
+    let s = pool.stats();
+    assert_eq!(
+        (s.created, s.destroyed, s.live, s.idle),
+        (1, 1, 0, 0),
+        "{s:?}"
+    );
+    assert_eq!(ledger.counts().recycle_calls, 0);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+// === max_live ===
+
+#[test]
+fn max_live_gives_exhausted_and_recovers() {
+    let (pool, ledger) = pool_live(2, 4, 2);
+    let a = pool.get().unwrap();
+    let b = pool.get().unwrap();
+    match pool.get() {
+        Err(Error::Exhausted { limit }) => assert_eq!(limit, 2),
+        other => panic!("expected Exhausted, got {other:?}"),
+    }
+    let err = pool.get().unwrap_err();
+    assert!(err.to_string().contains('2'), "{err}");
+    assert!(err.into_create_error().is_none());
+    let s = consistent(&pool, &ledger);
+    assert_eq!((s.created, s.live, s.misses, s.hits), (2, 2, 2, 0));
+    assert_eq!(ledger.counts().create_calls, 2, "create not called");
+    // A put makes an idle object: reused, not created.
+    let a_id = a.id();
+    drop(a);
+    let a = pool.get().unwrap();
+    assert_eq!(a.id(), a_id);
+    // A discard frees a place: created.
+    b.discard();
+    let b = pool.get().unwrap();
+    assert_eq!(consistent(&pool, &ledger).created, 3);
+    // A detach frees a place too.
+    ledger.note_detach(b.id());
+    let _obj = b.detach();
+    let c = pool.get().unwrap();
+    let s = consistent(&pool, &ledger);
+    assert_eq!((s.created, s.detached, s.live), (4, 1, 2));
+    assert!(pool.get().is_err());
+    drop((a, c));
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn max_live_counts_objects_idle_in_another_threads_cache() {
+    let (pool, ledger) = pool_live(4, 8, 3);
+    let pool = Arc::new(pool);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let p = Arc::clone(&pool);
+    let h = thread::spawn(move || {
+        let guards: Vec<_> = (0..3).map(|_| p.get_owned().unwrap()).collect();
+        drop(guards); // cached on this thread
+        drop(p);
+        ready_tx.send(()).unwrap();
+        go_rx.recv().unwrap();
+    });
+    ready_rx.recv().unwrap();
+    assert!(matches!(pool.get(), Err(Error::Exhausted { limit: 3 })));
+    go_tx.send(()).unwrap();
+    h.join().unwrap();
+    // The exited thread's cache is in the depot now: reused.
+    let guards: Vec<_> = (0..3).map(|_| pool.get().unwrap()).collect();
+    assert_eq!(pool.stats().created, 3);
+    drop(guards);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+// === settings ===
+
+fn build(batch: usize, max_idle: usize, max_live: Option<usize>) -> Result<P, ConfigError> {
+    let (manager, _) = Counting::new();
+    let mut b = Pool::builder(manager).batch_size(batch).max_idle(max_idle);
+    if let Some(n) = max_live {
+        b = b.max_live(n);
+    }
+    b.build()
+}
+
+fn refused(batch: usize, max_idle: usize, max_live: Option<usize>) -> ConfigError {
+    build(batch, max_idle, max_live).expect_err("invalid settings accepted")
+}
+
+#[test]
+fn invalid_settings_name_the_field() {
+    let e = refused(0, 8, None);
+    assert_eq!(e.field(), "batch_size");
+    assert!(e.to_string().contains("`batch_size`"), "{e}");
+    assert!(!e.reason().is_empty());
+
+    let e = refused(MAX_BATCH_SIZE + 1, usize::MAX, None);
+    assert_eq!(e.field(), "batch_size");
+
+    let e = refused(8, 7, None);
+    assert_eq!(e.field(), "max_idle");
+    assert!(e.to_string().contains("`max_idle`"), "{e}");
+    assert!(e.reason().contains('7'), "{e}");
+
+    let e = refused(8, 0, None);
+    assert_eq!(e.field(), "max_idle");
+
+    let e = refused(8, 8, Some(0));
+    assert_eq!(e.field(), "max_live");
+    assert!(e.to_string().contains("`max_live`"), "{e}");
+
+    // The first bad field is named.
+    assert_eq!(refused(0, 0, Some(0)).field(), "batch_size");
+    assert_eq!(refused(4, 3, Some(0)).field(), "max_idle");
+}
+
+#[test]
+fn edge_settings_are_accepted() {
+    let p = build(8, 8, Some(1)).expect("max_idle == batch_size, max_live 1");
+    assert_eq!(
+        (
+            p.config().batch_size(),
+            p.config().max_idle(),
+            p.config().max_live()
+        ),
+        (8, 8, Some(1))
+    );
+    assert_eq!(p.config().idle_bound(3), 8 + 3 * 16);
+    build(1, 1, None).expect("smallest pool");
+    build(MAX_BATCH_SIZE, MAX_BATCH_SIZE, None).expect("largest batch");
+    let p = Pool::new(Counting::new().0);
+    assert_eq!(p.config(), &tidepool::Config::default());
+    assert_eq!(p.config().max_live(), None);
+}

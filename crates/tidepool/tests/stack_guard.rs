@@ -1,0 +1,110 @@
+//! The guard page really faults. Each test re-runs this test binary as a
+//! child process (`--exact <test>` with an environment variable set), the
+//! child runs off the bottom of a pooled stack, and the parent checks that
+//! the child was killed by `SIGSEGV` right after the step before.
+//!
+//! Rust's own stack-overflow handler only knows the guard pages of thread
+//! stacks: for a fault anywhere else it restores the default action and
+//! returns, so the faulting access repeats and the process dies by
+//! `SIGSEGV` (not by `SIGABRT` with a "stack overflow" message).
+#![cfg(target_os = "linux")]
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Output};
+
+use tidepool::stack::StackPool;
+
+const CHILD: &str = "TIDEPOOL_STACK_GUARD_CHILD";
+
+/// Is this process the child for test `name`?
+fn am_child(name: &str) -> bool {
+    std::env::var(CHILD).as_deref() == Ok(name)
+}
+
+/// Runs test `name` of this binary in a child process, as the child.
+fn run_child(name: &str) -> Output {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(CHILD, name)
+        .output()
+        .unwrap()
+}
+
+fn assert_killed_by_sigsegv_after(out: &Output, last_step: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(last_step),
+        "the child did not get as far as {last_step:?}; status {:?}, stderr:\n{stderr}",
+        out.status
+    );
+    assert!(!stderr.contains("CHILD: survived"), "{stderr}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGSEGV),
+        "status {:?}, stderr:\n{stderr}",
+        out.status
+    );
+}
+
+#[test]
+fn writing_below_the_bottom_hits_the_guard() {
+    const NAME: &str = "writing_below_the_bottom_hits_the_guard";
+    if am_child(NAME) {
+        let pool = StackPool::new(16 * 1024).unwrap();
+        // A used and returned stack keeps its guard.
+        drop(pool.get().unwrap());
+        let stack = pool.get().unwrap();
+        assert_eq!(pool.stats().pool.hits, 1);
+        // SAFETY: the lowest usable byte is ours to write.
+        unsafe { stack.bottom().as_ptr().write_volatile(1) };
+        eprintln!("CHILD: bottom writable");
+        // SAFETY: not safe on purpose: this is the guard page, and the write
+        // must kill the process before it completes.
+        unsafe { stack.bottom().as_ptr().sub(1).write_volatile(1) };
+        eprintln!("CHILD: survived the guard page");
+        std::process::exit(0);
+    }
+    let out = run_child(NAME);
+    assert_killed_by_sigsegv_after(&out, "CHILD: bottom writable");
+}
+
+#[cfg(feature = "corosensei")]
+mod coroutine_overflow {
+    use std::hint::black_box;
+
+    use corosensei::{Coroutine, CoroutineResult};
+
+    use super::*;
+
+    /// Recurses `depth` times with a 512-byte frame, smaller than a page,
+    /// so the stack cannot step over the guard.
+    fn recurse(depth: u64) -> u64 {
+        let frame = black_box([depth as u8; 512]);
+        if black_box(depth) == 0 {
+            return u64::from(frame[0]);
+        }
+        recurse(depth - 1) + u64::from(frame[1])
+    }
+
+    #[test]
+    fn deep_recursion_in_a_coroutine_dies_by_sigsegv() {
+        const NAME: &str = "coroutine_overflow::deep_recursion_in_a_coroutine_dies_by_sigsegv";
+        if am_child(NAME) {
+            let pool = StackPool::new(64 * 1024).unwrap();
+            // A control: shallow recursion fits (40 frames of ~0.5 KiB).
+            let mut ok: Coroutine<u64, (), u64, _> =
+                Coroutine::with_stack(pool.get().unwrap(), |_, depth| recurse(depth));
+            assert!(matches!(ok.resume(40), CoroutineResult::Return(_)));
+            drop(ok);
+            eprintln!("CHILD: shallow recursion fits");
+            // 1 << 20 frames of 512+ bytes want 512 MiB of a 64 KiB stack.
+            let mut deep: Coroutine<u64, (), u64, _> =
+                Coroutine::with_stack(pool.get().unwrap(), |_, depth| recurse(depth));
+            let _ = deep.resume(1 << 20);
+            eprintln!("CHILD: survived the overflow");
+            std::process::exit(0);
+        }
+        let out = run_child(NAME);
+        assert_killed_by_sigsegv_after(&out, "CHILD: shallow recursion fits");
+    }
+}

@@ -1,0 +1,329 @@
+//! `StackPool` behaviour that does not depend on the process's VMA count:
+//! settings, reuse, ownership, stats, errors, and corosensei.
+#![cfg(target_os = "linux")]
+
+use std::sync::Arc;
+
+use tidepool::stack::{
+    BudgetSource, GuardedStack, MapBudget, StackError, StackPool, VMAS_PER_STACK,
+};
+
+const PAGE: usize = 4096;
+
+/// Fills the usable part of `stack` with `byte`.
+fn fill(stack: &GuardedStack, byte: u8) {
+    // SAFETY: the usable part is readable and writable, and nothing else
+    // uses this stack while we hold it.
+    unsafe {
+        stack
+            .bottom()
+            .as_ptr()
+            .write_bytes(byte, stack.usable_size())
+    }
+}
+
+/// The `/proc/self/maps` line whose range is exactly `range`, if any.
+fn maps_line(range: std::ops::Range<usize>) -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let want = format!("{:x}-{:x} ", range.start, range.end);
+    maps.lines()
+        .find(|l| l.starts_with(&want))
+        .map(str::to_owned)
+}
+
+#[test]
+fn sizes_are_page_rounded_and_addresses_aligned() {
+    let pool = StackPool::new(10_000).unwrap();
+    let stack = pool.get().unwrap();
+    assert_eq!(stack.usable_size(), 3 * PAGE);
+    assert_eq!(stack.guard_size(), PAGE);
+    assert_eq!(stack.top().as_ptr() as usize % PAGE, 0);
+    assert_eq!(stack.limit().as_ptr() as usize % PAGE, 0);
+    assert_eq!(stack.guard().end, stack.usable().start);
+    assert_eq!(stack.usable().len(), 3 * PAGE);
+    assert_eq!(stack.guard().start, stack.limit().as_ptr() as usize);
+    // Every usable byte is writable.
+    fill(&stack, 0x5a);
+}
+
+#[test]
+fn the_guard_and_the_usable_part_are_separate_mappings() {
+    // An odd size no other test maps, so the ranges are ours.
+    let pool = StackPool::new(37 * PAGE).unwrap();
+    let stack = pool.get().unwrap();
+    let usable = maps_line(stack.usable()).expect("usable part mapped on its own");
+    let guard = maps_line(stack.guard()).expect("guard mapped on its own");
+    assert!(usable.split_whitespace().nth(1) == Some("rw-p"), "{usable}");
+    assert!(guard.split_whitespace().nth(1) == Some("---p"), "{guard}");
+}
+
+#[test]
+fn bad_settings_are_errors_naming_the_setting() {
+    assert_eq!(StackPool::new(0).unwrap_err().field(), "usable_size");
+    let huge = StackPool::new(usize::MAX - 10).unwrap_err();
+    assert_eq!(huge.field(), "usable_size");
+    assert!(huge.to_string().contains("too large"), "{huge}");
+
+    let no_room = StackPool::builder(PAGE)
+        .map_budget(MapBudget::with_max_map_count(4000))
+        .build()
+        .unwrap_err();
+    assert_eq!(no_room.field(), "max_live");
+    assert!(no_room.to_string().contains("4000"), "{no_room}");
+
+    // Explicit caps need no budget.
+    let explicit = StackPool::builder(PAGE)
+        .map_budget(MapBudget::with_max_map_count(4000))
+        .max_live(8)
+        .build()
+        .unwrap();
+    assert_eq!(explicit.config().max_live(), Some(8));
+
+    let zero_live = StackPool::builder(PAGE).max_live(0).build().unwrap_err();
+    assert_eq!(zero_live.field(), "max_live");
+    let zero_batch = StackPool::builder(PAGE).batch_size(0).build().unwrap_err();
+    assert_eq!(zero_batch.field(), "batch_size");
+}
+
+#[test]
+fn caps_default_to_the_map_count_budget() {
+    let os = MapBudget::from_os();
+    let pool = StackPool::new(PAGE).unwrap();
+    assert_eq!(pool.budget().max_map_count(), os.max_map_count());
+    assert_eq!(pool.config().max_live(), Some(os.stacks()));
+    assert_eq!(pool.config().max_idle(), os.stacks());
+    if std::path::Path::new("/proc/sys/vm/max_map_count").exists() {
+        assert_eq!(os.source(), BudgetSource::Os);
+    }
+
+    let given = StackPool::builder(PAGE)
+        .map_budget(MapBudget::with_max_map_count(5000 + 2 * 20))
+        .build()
+        .unwrap();
+    assert_eq!(given.config().max_live(), Some(20));
+    assert_eq!(given.config().max_idle(), 20);
+    assert_eq!(given.config().batch_size(), 20, "batch lowered to the cap");
+
+    let explicit_live = StackPool::builder(PAGE).max_live(100).build().unwrap();
+    assert_eq!(
+        explicit_live.config().max_idle(),
+        100,
+        "idle cap follows max_live"
+    );
+
+    let unbounded = StackPool::builder(PAGE).unbounded().build().unwrap();
+    assert_eq!(unbounded.config().max_live(), None);
+}
+
+#[test]
+fn keep_resident_is_rounded_and_clamped() {
+    let pool = StackPool::builder(8 * PAGE)
+        .keep_resident(1)
+        .build()
+        .unwrap();
+    assert_eq!(pool.manager().keep_resident(), PAGE);
+    let pool = StackPool::builder(8 * PAGE)
+        .keep_resident(usize::MAX)
+        .build()
+        .unwrap();
+    assert_eq!(pool.manager().keep_resident(), 8 * PAGE);
+}
+
+#[test]
+fn a_returned_stack_is_reused_by_the_next_get() {
+    let pool = StackPool::new(16 * PAGE).unwrap();
+    let first = pool.get().unwrap();
+    let top = first.top();
+    fill(&first, 1);
+    drop(first);
+    let again = pool.get().unwrap();
+    assert_eq!(again.top(), top);
+    let s = pool.stats();
+    assert_eq!((s.pool.created, s.pool.hits, s.mapped), (1, 1, 1));
+}
+
+#[test]
+fn max_live_gives_exhausted_and_recovers_when_a_stack_returns() {
+    let pool = StackPool::builder(PAGE).max_live(2).build().unwrap();
+    let a = pool.get().unwrap();
+    let _b = pool.get().unwrap();
+    let err = pool.get().unwrap_err();
+    assert!(matches!(err, StackError::Exhausted { limit: 2 }), "{err:?}");
+    assert!(err.to_string().contains("max_live"), "{err}");
+    assert!(!err.is_resource_limit());
+    assert_eq!(pool.stats().reclaim_retries, 0, "a cap is not retried");
+    drop(a);
+    assert!(pool.get().is_ok());
+    assert_eq!(pool.stats().mapped, 2);
+}
+
+#[test]
+fn a_stack_dropped_on_another_thread_goes_back_to_the_pool() {
+    let pool = StackPool::new(4 * PAGE).unwrap();
+    let stacks: Vec<_> = (0..10).map(|_| pool.get().unwrap()).collect();
+    std::thread::spawn(move || drop(stacks)).join().unwrap();
+    let s = pool.stats();
+    assert_eq!((s.pool.live, s.pool.idle, s.mapped), (0, 10, 10));
+    assert_eq!(s.vmas, 10 * VMAS_PER_STACK as u64);
+    assert_eq!(
+        pool.drain(),
+        10,
+        "the exited thread's cache reached the depot"
+    );
+    assert_eq!(pool.stats().mapped, 0);
+}
+
+#[test]
+fn stats_bound_idle_resident_bytes() {
+    let usable = 16 * PAGE;
+    let pool = StackPool::builder(usable)
+        .keep_resident(2 * PAGE)
+        .batch_size(1)
+        .max_idle(8)
+        .build()
+        .unwrap();
+    let stacks: Vec<_> = (0..4).map(|_| pool.get().unwrap()).collect();
+    assert_eq!(pool.stats().idle_resident_max, 0, "nothing idle");
+    drop(stacks);
+    let s = pool.stats();
+    assert_eq!(s.pool.idle, 4);
+    assert_eq!(s.idle_resident_max, 4 * usable as u64);
+    assert_eq!(pool.purge(), 2, "two in the depot, two cached");
+    let s = pool.stats();
+    assert_eq!(s.purged, 2);
+    assert_eq!(s.idle_resident_max, (2 * usable + 2 * 2 * PAGE) as u64);
+    assert_eq!((s.purge_failures, s.unmap_failures), (0, 0));
+}
+
+#[test]
+fn discard_unmaps_and_detach_hands_over_ownership() {
+    // An odd size no other test maps, so the ranges are ours.
+    let pool = StackPool::new(41 * PAGE).unwrap();
+    let discarded = pool.get().unwrap();
+    let range = discarded.usable();
+    discarded.discard();
+    assert!(maps_line(range).is_none(), "discarded stack unmapped");
+    assert_eq!(pool.stats().pool.destroyed, 1);
+
+    let detached = pool.get().unwrap().detach();
+    let range = detached.usable();
+    let s = pool.stats();
+    assert_eq!((s.mapped, s.pool.detached), (0, 1), "no longer the pool's");
+    assert!(maps_line(range.clone()).is_some());
+    fill(&detached, 3);
+    drop(detached);
+    assert!(
+        maps_line(range).is_none(),
+        "detached stack unmapped on drop"
+    );
+}
+
+#[test]
+fn a_lone_guarded_stack_maps_and_refuses_nonsense() {
+    let stack = GuardedStack::new(1).unwrap();
+    assert_eq!(stack.usable_size(), PAGE);
+    fill(&stack, 9);
+    let err = GuardedStack::new(usize::MAX).unwrap_err();
+    assert!(
+        matches!(err, StackError::Os { call: "mmap", .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn error_messages_name_the_limit_that_was_hit() {
+    let map_count = StackError::MapCountReached {
+        vmas: 65_500,
+        max_map_count: 65_530,
+        call: "mprotect",
+    };
+    assert!(map_count.is_resource_limit());
+    assert_eq!(
+        map_count.to_string(),
+        "vm.max_map_count reached (65500 VMAs mapped of 65530): mprotect of a stack failed with ENOMEM"
+    );
+    let oom = StackError::OutOfMemory {
+        bytes: 8192,
+        vmas: 300,
+        max_map_count: 65_530,
+        call: "mmap",
+    };
+    assert!(oom.to_string().starts_with("out of memory"), "{oom}");
+    assert!(oom.to_string().contains("not the map count"), "{oom}");
+}
+
+#[test]
+fn pools_and_stacks_are_send_and_sync() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<StackPool>();
+    send_sync::<tidepool::stack::PooledStack>();
+    send_sync::<GuardedStack>();
+    let pool = Arc::new(StackPool::new(PAGE).unwrap());
+    let p = Arc::clone(&pool);
+    std::thread::spawn(move || drop(p.get().unwrap()))
+        .join()
+        .unwrap();
+    assert_eq!(pool.stats().pool.live, 0);
+}
+
+#[cfg(feature = "corosensei")]
+mod corosensei_stacks {
+    use corosensei::stack::Stack;
+    use corosensei::{Coroutine, CoroutineResult};
+
+    use super::*;
+
+    #[test]
+    fn pooled_stack_is_a_corosensei_stack() {
+        let pool = StackPool::new(PAGE).unwrap();
+        let stack = pool.get().unwrap();
+        assert_eq!(Stack::base(&stack).get(), stack.top().as_ptr() as usize);
+        assert_eq!(Stack::limit(&stack).get(), stack.guard().start);
+        assert_eq!(
+            Stack::base(&stack).get() % corosensei::stack::STACK_ALIGNMENT,
+            0
+        );
+        let usable = Stack::base(&stack).get() - Stack::limit(&stack).get() - stack.guard_size();
+        assert!(usable >= corosensei::stack::MIN_STACK_SIZE);
+    }
+
+    #[test]
+    fn a_coroutine_runs_on_the_pooled_stack_and_gives_it_back() {
+        let pool = StackPool::new(32 * PAGE).unwrap();
+        let stack = pool.get().unwrap();
+        let range = stack.usable();
+        let mut co = Coroutine::with_stack(stack, |yielder, n: usize| {
+            let local = 0u64;
+            let at = std::hint::black_box(&local) as *const u64 as usize;
+            let more = yielder.suspend(at);
+            n + more
+        });
+        let at = match co.resume(1) {
+            CoroutineResult::Yield(at) => at,
+            CoroutineResult::Return(_) => panic!("returned before yielding"),
+        };
+        assert!(range.contains(&at), "{at:#x} not in {range:#x?}");
+        assert!(matches!(co.resume(2), CoroutineResult::Return(3)));
+        // Done: the stack can be taken back and reused by another coroutine.
+        let stack = co.into_stack();
+        assert_eq!(stack.usable(), range);
+        let mut again: Coroutine<(), (), u32, _> = Coroutine::with_stack(stack, |_, ()| 7);
+        assert!(matches!(again.resume(()), CoroutineResult::Return(7)));
+        drop(again);
+        let s = pool.stats();
+        assert_eq!((s.pool.live, s.pool.idle, s.pool.created), (0, 1, 1));
+    }
+
+    #[test]
+    fn dropping_an_unfinished_coroutine_returns_its_stack() {
+        let pool = StackPool::new(32 * PAGE).unwrap();
+        let mut co = Coroutine::with_stack(pool.get().unwrap(), |yielder, ()| {
+            yielder.suspend(());
+            unreachable!("never resumed a second time")
+        });
+        assert!(matches!(co.resume(()), CoroutineResult::Yield(())));
+        drop(co); // force-unwinds the coroutine, then drops the stack
+        let s = pool.stats();
+        assert_eq!((s.pool.live, s.pool.idle), (0, 1));
+    }
+}
