@@ -103,7 +103,9 @@ impl Config {
     /// The most idle objects the pool can hold when `threads` threads use it:
     /// the depot's cap plus two batches per thread cache.
     pub fn idle_bound(&self, threads: usize) -> usize {
-        self.max_idle + threads * 2 * self.batch_size
+        threads
+            .saturating_mul(2 * self.batch_size)
+            .saturating_add(self.max_idle)
     }
 
     fn validate(self) -> Result<Self, ConfigError> {

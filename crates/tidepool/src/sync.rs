@@ -94,6 +94,13 @@ mod inner {
 
 pub(crate) use inner::*;
 
+/// Atomics for process-wide statics that no loom model covers (the
+/// reclaimer thread's flags, OS failure counts): loom's atomics cannot live
+/// in a `static`, so these stay `std`'s under every cfg.
+pub(crate) mod process {
+    pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+}
+
 /// A counter with a single writer: the owner bumps it with a plain load and
 /// store (no read-modify-write, so no locked instruction on the fast path);
 /// any thread may read it. Readers see a value that lags the owner by at most

@@ -3,7 +3,9 @@
 //! thread cache, Bonwick-style; a LIFO depot of whole batches capped at
 //! `max_idle`, donations past the cap refused whole; `trim` destroying the
 //! oldest batches that sat unused since the previous trim; `drain` destroying
-//! the depot and the caller's cache; thread exit donating the cache).
+//! the depot and every thread cache whose owner is not inside an operation,
+//! which here means all of them, since operations run one at a time; thread
+//! exit donating the cache).
 //!
 //! Everything here runs one operation at a time (a second thread, when there
 //! is one, runs while the main thread waits for it), so every figure in
@@ -268,9 +270,13 @@ impl Model {
         removed
     }
 
-    fn drain(&mut self, t: usize) -> usize {
-        let n = self.caches[t].len() + self.depot_objects();
-        self.caches[t] = Cache::default();
+    /// `drain` on any thread takes every thread cache (the caller's and
+    /// those of owners parked outside an operation, which is every other
+    /// thread here) and the whole depot.
+    fn drain(&mut self) -> usize {
+        let cached: usize = self.caches.iter().map(Cache::len).sum();
+        let n = cached + self.depot_objects();
+        self.caches.iter_mut().for_each(|c| *c = Cache::default());
         self.depot.clear();
         self.low_water = 0;
         self.destroyed += n as u64;
@@ -514,7 +520,7 @@ fn run_single(cfg: Cfg, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     prop_assert_eq!(after.destroyed - before.destroyed, n as u64);
                 }
                 Op::Drain(_) => {
-                    let want = model.drain(0);
+                    let want = model.drain();
                     let n = pool.drain();
                     prop_assert_eq!(n, want, "drain()");
                     let after = pool.stats();
@@ -735,7 +741,7 @@ fn run_two(cfg: Cfg, ops: Vec<Op>, drop_pool_first: bool) -> Result<(), TestCase
                 prop_assert_eq!(before.idle - pool.stats().idle, n as u64);
             }
             Op::Drain(t) => {
-                let want = model.drain(t.index());
+                let want = model.drain();
                 let n = match t {
                     On::Main => pool.drain(),
                     On::Helper => count(helper!().call(Cmd::Drain)),
@@ -744,6 +750,9 @@ fn run_two(cfg: Cfg, ops: Vec<Op>, drop_pool_first: bool) -> Result<(), TestCase
                 let after = pool.stats();
                 prop_assert_eq!(before.idle - after.idle, n as u64);
                 prop_assert_eq!(after.idle_depot, 0);
+                // The other thread was parked between operations: its cache
+                // was taken too, so nothing idle is left anywhere.
+                prop_assert_eq!(after.idle, 0, "drain takes every parked thread's cache");
             }
             Op::Purge(t) => {
                 let want = model.purge();
@@ -928,7 +937,7 @@ fn purge_does_not_shield_idle_batches_from_trim() {
 }
 
 #[test]
-fn drain_leaves_other_threads_caches_until_they_exit() {
+fn drain_takes_parked_threads_caches_too() {
     let cfg = Cfg {
         batch: 2,
         max_idle: 16,
@@ -937,28 +946,44 @@ fn drain_leaves_other_threads_caches_until_they_exit() {
     let (pool, ledger) = cfg.build();
     let pool = Arc::new(pool);
     let helper = Helper::spawn(Arc::downgrade(&pool));
-    // The helper caches 4 objects.
+    // The helper caches 4 objects, then parks on its command channel (alive).
     let guards: Vec<G> = (0..4)
         .map(|_| match helper.call(Cmd::Get) {
             Reply::Got(g) => g.unwrap(),
             _ => unreachable!(),
         })
         .collect();
+    let helper_ids: Vec<u64> = guards.iter().map(|g| g.id()).collect();
     for g in guards {
         assert!(matches!(helper.call(Cmd::Put(g)), Reply::Done));
     }
     fill(&pool, 8); // main: 4 cached, 4 in the depot
     let s = pool.stats();
     assert_eq!((s.idle, s.idle_depot, s.idle_cached()), (12, 4, 8));
-    assert_eq!(pool.drain(), 8, "depot + main's cache");
+    assert_eq!(
+        pool.drain(),
+        12,
+        "depot + main's cache + the parked helper's cache"
+    );
     let s = pool.stats();
-    assert_eq!((s.idle, s.idle_depot, s.destroyed), (4, 0, 8));
+    assert_eq!((s.idle, s.idle_depot, s.destroyed), (0, 0, 12));
+    assert_eq!(s.reclaimed, 0, "drain is not counted as reclaim");
+    for id in helper_ids {
+        assert!(ledger.is_destroyed(id), "helper's cached object {id} destroyed");
+    }
+    // The helper's cache was taken while it was alive: it works on, creating
+    // afresh, and its exit gives back what it cached since.
+    let g = match helper.call(Cmd::Get) {
+        Reply::Got(g) => g.unwrap(),
+        _ => unreachable!(),
+    };
+    assert_eq!(g.id(), 12, "a new object: the old ones are gone");
+    assert!(matches!(helper.call(Cmd::Put(g)), Reply::Done));
+    let s = pool.stats();
+    assert_eq!((s.created, s.live, s.idle, s.idle_cached()), (13, 0, 1, 1));
     helper.exit();
     let s = pool.stats();
-    assert_eq!((s.idle, s.idle_depot), (4, 4), "exit gave the cache back");
-    // Reused, not created.
-    fill(&pool, 4);
-    assert_eq!(pool.stats().created, 12);
+    assert_eq!((s.idle, s.idle_depot), (1, 1), "exit gave the new cache back");
     drop(pool);
     ledger.assert_all_accounted();
 }

@@ -525,7 +525,7 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .take();
-    let out = RunOutput {
+    RunOutput {
         failures: h.failures(),
         first_failure,
         completed: quiescent.completed,
@@ -537,8 +537,7 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         after_exit_existing: after_exit,
         completed_series: completed,
         series,
-    };
-    out
+    }
 }
 
 fn enter(phase: &Phase, t_ms: f64, events: &mut Vec<Event>) {

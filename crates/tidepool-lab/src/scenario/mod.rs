@@ -291,6 +291,9 @@ pub(crate) fn base_metrics(out: &RunOutput) -> BTreeMap<String, f64> {
     m.insert("peak_rss_mib".into(), max(&s.rss_kib) / 1024.0);
     m.insert("failures".into(), out.failures as f64);
     m.insert("completed".into(), out.completed as f64);
+    m.insert("final_live".into(), out.quiescent_live as f64);
+    m.insert("left_after_exit".into(), out.after_exit_existing as f64);
+    m.insert("aborted".into(), if out.aborted { 1.0 } else { 0.0 });
     m
 }
 

@@ -111,7 +111,10 @@ fn metrics(out: &RunOutput, _plan: &Plan) -> BTreeMap<String, f64> {
         let Some(r) = range else { continue };
         m.insert(format!("idle_{name}"), max_in(&s.idle, r.clone()) as f64);
         m.insert(format!("stacks_{name}"), max_in(&held, r.clone()) as f64);
-        m.insert(format!("vsz_{name}"), max_in(&s.vsz_kib, r.clone()) as f64 * 1024.0);
+        m.insert(
+            format!("vsz_{name}"),
+            max_in(&s.vsz_kib, r.clone()) as f64 * 1024.0,
+        );
         m.insert(format!("rss_{name}"), max_in(&s.rss_kib, r) as f64 * 1024.0);
     }
     m

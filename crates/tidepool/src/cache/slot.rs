@@ -232,16 +232,25 @@ impl<'a, T> LocalSlot<'a, T> {
     /// pooled objects), which could re-enter the pool on this thread and
     /// borrow the cache a second time.
     #[inline(always)]
-    pub(crate) fn with_cache<R>(
+    pub(crate) fn with_cache<R>(&self, f: impl FnOnce(&mut LocalCache<T>) -> R) -> Result<R, Revoked> {
+        self.with_cache_taking((), |cache, ()| f(cache))
+            .map_err(|()| Revoked)
+    }
+
+    /// [`with_cache`](LocalSlot::with_cache) for a closure that consumes
+    /// `arg`: if the slot was revoked, `arg` comes back untouched.
+    #[inline(always)]
+    pub(crate) fn with_cache_taking<A, R>(
         &self,
-        f: impl FnOnce(&mut LocalCache<T>) -> R,
-    ) -> Result<R, Revoked> {
+        arg: A,
+        f: impl FnOnce(&mut LocalCache<T>, A) -> R,
+    ) -> Result<R, A> {
         let slot = self.slot;
         slot.busy.store(1, Ordering::Relaxed);
         light_fence();
         if slot.state.load(Ordering::Relaxed) != ACTIVE {
             slot.busy.store(0, Ordering::Relaxed);
-            return Err(Revoked);
+            return Err(arg);
         }
         // SAFETY:
         // * The state is `ACTIVE`, which only this thread stores (see `new`),
@@ -252,7 +261,7 @@ impl<'a, T> LocalSlot<'a, T> {
         // * A `LocalSlot` cannot leave this thread, and `f` is crate code that
         //   does not call back into user code, so this thread cannot re-enter
         //   and alias the borrow while `f` runs.
-        let out = slot.cache.with_mut(|cache| f(unsafe { &mut *cache }));
+        let out = slot.cache.with_mut(|cache| f(unsafe { &mut *cache }, arg));
         // Pairs with the revoker's `Acquire` load of `busy`.
         slot.busy.store(0, Ordering::Release);
         Ok(out)
@@ -270,22 +279,10 @@ impl<'a, T> LocalSlot<'a, T> {
     /// are full or the slot was revoked.
     #[inline(always)]
     pub(crate) fn push(&self, item: T, batch_size: usize) -> Result<(), T> {
-        let mut item = Some(item);
-        let cached = self.with_cache(|cache| {
-            let it = item.take().expect("the item is moved in once");
-            cache
-                .push(it, batch_size)
-                .map_err(|back| item = Some(back))
-                .is_ok()
-        });
-        match item {
-            None if cached == Ok(true) => {
-                self.slot.returns.bump_local();
-                Ok(())
-            }
-            Some(back) => Err(back),
-            None => unreachable!("an item not cached is handed back"),
-        }
+        self.with_cache_taking(item, |cache, item| cache.push(item, batch_size))
+            .and_then(|pushed| pushed)?;
+        self.slot.returns.bump_local();
+        Ok(())
     }
 
     /// Counts a get served without the cache (a fresh object, a slot-less

@@ -1,10 +1,18 @@
-//! The one audited place where tidepool maps, protects, advises and unmaps
-//! memory. Nothing else in the crate calls `mmap`, `mprotect`, `madvise`,
-//! `munmap` or `mincore` (the workspace `clippy.toml` refuses them elsewhere).
+//! The one audited place where tidepool talks to the kernel directly.
 //!
-//! # Contract
+//! * This file: mapping, protecting, advising and unmapping memory. Nothing
+//!   else in the crate calls `mmap`, `mprotect`, `madvise`, `munmap` or
+//!   `mincore` (the workspace `clippy.toml` refuses them elsewhere; only
+//!   this file allows them).
+//! * [`event`]: `eventfd(2)` and `poll(2)`, for the reclaimer thread.
+//! * [`membarrier`]: `membarrier(2)`, the heavy half of the asymmetric fence
+//!   that lets another thread take an idle thread cache.
 //!
-//! Every function here keeps to the same rules, stated once:
+//! The submodules state their own (smaller) contracts at their tops.
+//!
+//! # Contract of the memory functions
+//!
+//! Every function in this file keeps to the same rules, stated once:
 //!
 //! * **Alignment**: every address passed in or handed out is a multiple of
 //!   [`page_size`]; every length is a non-zero multiple of it. The kernel
@@ -21,14 +29,12 @@
 //!
 //! Failures that cannot be reported to anyone (an `munmap` from a `Drop`)
 //! are counted in [`unmap_failures`] instead of panicking.
-#![allow(clippy::disallowed_methods)] // this module is where they are allowed
-
 pub(crate) mod event;
 pub(crate) mod membarrier;
 
 use std::io;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::process::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// Which system call of [`map_guarded`] failed.
@@ -84,6 +90,7 @@ fn check_region(addr: usize, len: usize) -> io::Result<()> {
 ///
 /// pre: `guard` and `usable` are non-zero multiples of [`page_size`] whose
 /// sum does not overflow (checked: `EINVAL` otherwise).
+#[allow(clippy::disallowed_methods)] // the audited call site
 pub(crate) fn map_guarded(guard: usize, usable: usize) -> Result<NonNull<u8>, MapFailure> {
     let reserve = |error| MapFailure {
         step: MapStep::Reserve,
@@ -144,6 +151,7 @@ pub(crate) fn map_guarded(guard: usize, usable: usize) -> Result<NonNull<u8>, Ma
 ///
 /// pre: the region is all or part of mappings made by [`map_guarded`], not
 /// yet unmapped, and nothing will touch it again.
+#[allow(clippy::disallowed_methods)] // the audited call site
 pub(crate) unsafe fn unmap(start: NonNull<u8>, len: usize) -> io::Result<()> {
     check_region(start.as_ptr() as usize, len)?;
     // SAFETY: by this function's contract the region is ours and unused.
@@ -180,6 +188,7 @@ pub(crate) fn unmap_failures() -> u64 {
 /// pre: the region is a readable and writable part of a mapping made by
 /// [`map_guarded`], and nothing holds a reference into it or relies on its
 /// contents (they read as zeros afterwards).
+#[allow(clippy::disallowed_methods)] // the audited call site
 pub(crate) unsafe fn release_pages(start: NonNull<u8>, len: usize) -> io::Result<()> {
     check_region(start.as_ptr() as usize, len)?;
     // SAFETY: by this function's contract the region is private anonymous
@@ -200,6 +209,7 @@ pub(crate) unsafe fn release_pages(start: NonNull<u8>, len: usize) -> io::Result
 /// pre: the region is part of a mapping made by [`map_guarded`], not yet
 /// unmapped. (`mincore` only reads page tables; it never touches the
 /// memory.)
+#[allow(clippy::disallowed_methods)] // the audited call site
 pub(crate) unsafe fn resident_bytes(start: NonNull<u8>, len: usize) -> io::Result<usize> {
     check_region(start.as_ptr() as usize, len)?;
     let page = page_size();

@@ -14,7 +14,7 @@
 //! pool's own drop, on the dropping thread, before it returns.
 
 use std::io;
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use crate::sync::process::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use std::time::Duration;

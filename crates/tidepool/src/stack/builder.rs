@@ -1,6 +1,7 @@
 //! Settings of a [`StackPool`] and where their defaults come from.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::os::page_size;
 use crate::stack::{registry, MapBudget, StackManager, StackPool};
@@ -50,6 +51,10 @@ pub struct StackPoolBuilder {
     max_idle: Cap,
     max_live: Cap,
     budget: Option<MapBudget>,
+    min_idle: Option<usize>,
+    reclaim_interval: Option<Duration>,
+    pressure_hold: Option<Duration>,
+    background: Option<bool>,
 }
 
 impl StackPoolBuilder {
@@ -61,7 +66,42 @@ impl StackPoolBuilder {
             max_idle: Cap::FromBudget,
             max_live: Cap::FromBudget,
             budget: None,
+            min_idle: None,
+            reclaim_interval: None,
+            pressure_hold: None,
+            background: None,
         }
+    }
+
+    /// Stacks kept idle whatever reclaim and memory pressure say (see
+    /// [`Builder::min_idle`](crate::Builder::min_idle)); fill them with
+    /// `pool().prefill()`.
+    pub fn min_idle(mut self, n: usize) -> Self {
+        self.min_idle = Some(n);
+        self
+    }
+
+    /// The reclaim interval (see
+    /// [`Builder::reclaim_interval`](crate::Builder::reclaim_interval)):
+    /// stacks idle in the depot for one interval are purged, for two are
+    /// unmapped.
+    pub fn reclaim_interval(mut self, interval: Duration) -> Self {
+        self.reclaim_interval = Some(interval);
+        self
+    }
+
+    /// How long critical memory pressure holds idle stacks at `min_idle`
+    /// (see [`Builder::pressure_hold`](crate::Builder::pressure_hold)).
+    pub fn pressure_hold(mut self, hold: Duration) -> Self {
+        self.pressure_hold = Some(hold);
+        self
+    }
+
+    /// Whether the process-wide reclaimer thread looks after this pool (see
+    /// [`Builder::background`](crate::Builder::background)).
+    pub fn background(mut self, on: bool) -> Self {
+        self.background = Some(on);
+        self
     }
 
     /// Bytes at the top of each stack that a purge leaves resident, rounded
@@ -179,6 +219,18 @@ impl StackPoolBuilder {
             .max_idle(max_idle);
         if let Some(n) = max_live {
             builder = builder.max_live(n);
+        }
+        if let Some(n) = self.min_idle {
+            builder = builder.min_idle(n);
+        }
+        if let Some(interval) = self.reclaim_interval {
+            builder = builder.reclaim_interval(interval);
+        }
+        if let Some(hold) = self.pressure_hold {
+            builder = builder.pressure_hold(hold);
+        }
+        if let Some(on) = self.background {
+            builder = builder.background(on);
         }
         let pool = Arc::new(builder.build()?);
         registry::register(&pool);

@@ -2,7 +2,7 @@
 //! purges and unmaps guarded stacks.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU64, Ordering};
 
 use crate::stack::{GuardedStack, StackError};
 use crate::Manage;

@@ -104,10 +104,12 @@ impl StackPool {
     /// (`madvise(MADV_DONTNEED)`), costing nothing until reused. Returns how
     /// many were purged. Stacks in thread caches are hot and left alone.
     ///
-    /// When this happens by itself: the pool's periodic reclaimer purges the
-    /// stacks that sat idle in the depot for one reclaim interval. Until a
-    /// pool has one running, this call does it on demand; call it from your
-    /// own timer or when memory is short.
+    /// This also happens by itself: every reclaim interval (default 15 s,
+    /// [`StackPoolBuilder::reclaim_interval`](super::StackPoolBuilder::reclaim_interval))
+    /// the pool purges the stacks that sat idle in the depot through the
+    /// whole interval, and unmaps those idle through two (see
+    /// [`crate::reclaim`]). Call this to purge now, e.g. when memory is
+    /// short.
     ///
     /// ```
     /// # use tidepool::stack::StackPool;
@@ -166,7 +168,8 @@ impl StackPool {
         self.pool.manager()
     }
 
-    /// The underlying generic pool, e.g. to hand to a periodic reclaimer.
+    /// The underlying generic pool: its reclaim, pressure and prefill
+    /// controls apply to the stacks.
     pub fn pool(&self) -> &Arc<Pool<StackManager>> {
         &self.pool
     }

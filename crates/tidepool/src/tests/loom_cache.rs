@@ -21,7 +21,7 @@
 
 use std::collections::HashSet;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use crate::sync::process::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use loom::thread;
@@ -35,8 +35,8 @@ struct Ledger {
 }
 
 /// Ledgers made and checked: equal once every model execution has finished.
-static LEDGERS_MADE: AtomicUsize = AtomicUsize::new(0);
-static LEDGERS_CHECKED: AtomicUsize = AtomicUsize::new(0);
+static LEDGERS_MADE: AtomicU64 = AtomicU64::new(0);
+static LEDGERS_CHECKED: AtomicU64 = AtomicU64::new(0);
 
 impl Ledger {
     fn new() -> Self {

@@ -130,6 +130,8 @@ struct Book {
     detached: HashSet<u64>,
     /// Ids currently held by a guard (as told by the test).
     in_use: HashSet<u64>,
+    /// How many times each id was purged.
+    purges: std::collections::HashMap<u64, u64>,
     /// Violations seen inside manager calls, which cannot always panic (the
     /// pool may call them from a TLS destructor or under `catch_unwind`).
     errors: Vec<String>,
@@ -146,6 +148,7 @@ pub struct Ledger {
     refused: AtomicU64,
     destroy_calls: AtomicU64,
     discards: AtomicU64,
+    purge_calls: AtomicU64,
     /// created - destroyed - detached, as the manager sees it (detaches are
     /// reported by the test with [`Ledger::note_detach`] *before* detaching,
     /// so this never exceeds the pool's own count).
@@ -176,6 +179,8 @@ pub struct Counts {
     pub detached: u64,
     /// Guards discarded through [`Held::discard`].
     pub discards: u64,
+    /// Calls to `purge` (one per object purged).
+    pub purged: u64,
 }
 
 impl Ledger {
@@ -190,6 +195,7 @@ impl Ledger {
             destroyed: self.destroy_calls.load(SeqCst),
             detached: book.detached.len() as u64,
             discards: self.discards.load(SeqCst),
+            purged: self.purge_calls.load(SeqCst),
         }
     }
 
@@ -204,6 +210,21 @@ impl Ledger {
 
     pub fn destroyed_ids(&self) -> HashSet<u64> {
         lock(&self.book).destroyed.clone()
+    }
+
+    /// Ids created and neither destroyed nor detached yet.
+    pub fn existing_ids(&self) -> HashSet<u64> {
+        let book = lock(&self.book);
+        book.created
+            .iter()
+            .filter(|id| !book.destroyed.contains(id) && !book.detached.contains(id))
+            .copied()
+            .collect()
+    }
+
+    /// How many times object `id` was purged.
+    pub fn purges_of(&self, id: u64) -> u64 {
+        lock(&self.book).purges.get(&id).copied().unwrap_or(0)
     }
 
     /// Records that a guard now holds `id`. Fails the test if another guard
@@ -362,6 +383,23 @@ impl Manage for Counting {
         }
         l.recycled.fetch_add(1, SeqCst);
         true
+    }
+
+    fn purge(&self, item: &mut Obj) {
+        let l = &*self.ledger;
+        l.purge_calls.fetch_add(1, SeqCst);
+        let mut book = lock(&l.book);
+        let id = item.id;
+        if !book.created.contains(&id) {
+            l.error(&mut book, format!("purge of unknown object {id}"));
+        }
+        if book.destroyed.contains(&id) {
+            l.error(&mut book, format!("purge of destroyed object {id}"));
+        }
+        if book.in_use.contains(&id) {
+            l.error(&mut book, format!("purge of object {id} held by a guard"));
+        }
+        *book.purges.entry(id).or_default() += 1;
     }
 
     fn destroy(&self, item: Obj) {

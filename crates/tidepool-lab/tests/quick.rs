@@ -1,0 +1,246 @@
+//! `--quick` runs of the fio, fio-cross-thread, spike-then-idle and
+//! pressure scenarios, every policy, as the CLI runs them; checked for
+//! structure and for invariants that hold whatever the machine's speed.
+//! (map-count has its own test binary: it uses up this process's VMAs.)
+
+use std::sync::OnceLock;
+
+use tidepool_lab::policy::qemu_2024::COROUTINE_POOL_BATCH_MAX_SIZE;
+use tidepool_lab::report::{PolicyResult, ScenarioReport};
+use tidepool_lab::{Options, PolicyKind, Report, ScenarioKind, Settings, Silent};
+
+fn report() -> &'static Report {
+    static REPORT: OnceLock<Report> = OnceLock::new();
+    REPORT.get_or_init(|| {
+        let options = Options {
+            scenarios: vec![
+                ScenarioKind::Fio,
+                ScenarioKind::FioCrossThread,
+                ScenarioKind::SpikeThenIdle,
+                ScenarioKind::Pressure,
+            ],
+            settings: Settings::new(true),
+        };
+        tidepool_lab::run(&options, &Silent)
+    })
+}
+
+fn scenario(id: &str) -> &'static ScenarioReport {
+    report()
+        .scenario(id)
+        .unwrap_or_else(|| panic!("no scenario {id} in the report"))
+}
+
+fn result(s: &ScenarioReport, p: PolicyKind) -> &PolicyResult {
+    s.result(p)
+        .unwrap_or_else(|| panic!("{}: no result for {p}", s.id))
+}
+
+/// What every scenario's results must look like.
+fn check_structure(s: &ScenarioReport) {
+    let policies: Vec<PolicyKind> = s.results.iter().map(|r| r.policy).collect();
+    assert_eq!(policies, PolicyKind::ALL, "{}: one result per policy", s.id);
+    assert!(s.reclaim_interval_ms > 0.0);
+    for r in &s.results {
+        let ser = &r.series;
+        let n = ser.t_ms.len();
+        assert!(n >= 3, "{} {}: {n} samples", s.id, r.policy);
+        for (name, len) in [
+            ("idle", ser.idle.len()),
+            ("live", ser.live.len()),
+            ("created", ser.created.len()),
+            ("vmas", ser.vmas.len()),
+            ("rss", ser.rss_kib.len()),
+            ("vsz", ser.vsz_kib.len()),
+            ("throughput", ser.throughput.len()),
+        ] {
+            assert_eq!(len, n, "{} {}: {name} column", s.id, r.policy);
+        }
+        assert!(
+            ser.t_ms.windows(2).all(|w| w[0] <= w[1]),
+            "time goes forward"
+        );
+        assert!(
+            ser.created.windows(2).all(|w| w[0] <= w[1]),
+            "created only grows"
+        );
+        assert!(ser.vmas.iter().all(|&v| v > 0), "VMAs were read");
+        assert!(ser.rss_kib.iter().all(|&v| v > 0), "RSS was read");
+        for c in &s.columns {
+            let v = r.metric(&c.key);
+            assert!(
+                v.is_finite() && v >= 0.0,
+                "{} {} {}: {v}",
+                s.id,
+                r.policy,
+                c.key
+            );
+        }
+        // Once the workers stopped, no request was left holding a stack.
+        assert_eq!(r.metric("final_live"), 0.0, "{} {}", s.id, r.policy);
+        assert_eq!(
+            r.failures, 0,
+            "{} {}: {:?}",
+            s.id, r.policy, r.first_failure
+        );
+        assert!(r.metric("completed") > 0.0, "{} {}", s.id, r.policy);
+        assert_eq!(r.metric("aborted"), 0.0);
+        assert_eq!(r.repeats.len(), report().repeats);
+    }
+}
+
+fn threads(s: &ScenarioReport, key: &str) -> f64 {
+    s.params[key].parse().unwrap()
+}
+
+#[test]
+fn fio_every_policy_serves_every_request() {
+    let s = scenario("fio");
+    check_structure(s);
+    let jobs = threads(s, "jobs (submitting threads)");
+    let depth = threads(s, "iodepth per job");
+    for r in &s.results {
+        assert!(r.metric("req_per_s") > 0.0, "{}", r.policy);
+        // A round holds `depth` requests at once on one thread.
+        assert!(r.metric("created") >= depth, "{}", r.policy);
+    }
+    let none = result(s, PolicyKind::None);
+    assert_eq!(
+        none.metric("created"),
+        none.metric("completed"),
+        "no pool: a stack per request"
+    );
+    assert_eq!(none.metric("final_idle"), 0.0);
+    assert_eq!(none.metric("left_after_exit"), 0.0);
+    // Caps: QEMU 2024 holds at most 2 batches per thread beyond its global
+    // list; the fixed pool at most 64 local (+ one stolen global list) per
+    // thread and 128 global.
+    let batch = COROUTINE_POOL_BATCH_MAX_SIZE as f64;
+    let q24 = result(s, PolicyKind::Qemu2024);
+    assert!(q24.metric("final_idle") - q24.metric("left_after_exit") <= jobs * 2.0 * batch);
+    let fixed = result(s, PolicyKind::QemuFixed);
+    assert!(fixed.metric("left_after_exit") <= 128.0 + jobs);
+    // A pool reuses: far fewer stacks than requests.
+    for p in [
+        PolicyKind::Qemu2021,
+        PolicyKind::Qemu2024,
+        PolicyKind::Tidepool,
+    ] {
+        let r = result(s, p);
+        if r.metric("completed") > 4.0 * jobs * depth {
+            assert!(
+                r.metric("created") < r.metric("completed"),
+                "{p} reuses stacks"
+            );
+        }
+    }
+}
+
+#[test]
+fn fio_cross_thread_breaks_the_2021_bookkeeping() {
+    let s = scenario("fio-cross-thread");
+    check_structure(s);
+    // Stacks are taken on the submitting threads and given back on the
+    // iothread: QEMU 2021's submitters never find one in their own pool,
+    // so every request maps a new stack, exactly as with no pool.
+    let q21 = result(s, PolicyKind::Qemu2021);
+    assert_eq!(q21.metric("created"), q21.metric("completed"));
+    let none = result(s, PolicyKind::None);
+    assert_eq!(none.metric("created"), none.metric("completed"));
+    // Pools with a shared level reuse across threads.
+    let jobs = threads(s, "jobs (submitting threads)");
+    let depth = threads(s, "iodepth per job");
+    for p in [PolicyKind::Qemu2024, PolicyKind::Tidepool] {
+        let r = result(s, p);
+        if r.metric("completed") > 4.0 * (jobs * depth + 1024.0) {
+            assert!(
+                r.metric("created") < r.metric("completed"),
+                "{p} reuses stacks"
+            );
+        }
+    }
+}
+
+#[test]
+fn spike_then_idle_shows_who_keeps_the_burst() {
+    let s = scenario("spike-then-idle");
+    check_structure(s);
+    let none = result(s, PolicyKind::None);
+    assert_eq!(none.metric("idle_after"), 0.0);
+    assert_eq!(none.metric("final_idle"), 0.0);
+    // QEMU 2024 never shrinks while its threads live (its global list is
+    // far below the cap here): everything it created is still there.
+    let q24 = result(s, PolicyKind::Qemu2024);
+    assert_eq!(q24.metric("final_idle"), q24.metric("created"));
+    for r in &s.results {
+        for phase in ["before", "burst", "after"] {
+            let key = format!("vsz_{phase}");
+            assert!(r.metric(&key) > 0.0, "{} {key}", r.policy);
+        }
+        assert!(
+            r.metric("stacks_burst") >= r.metric("idle_after"),
+            "{}",
+            r.policy
+        );
+    }
+}
+
+#[test]
+fn pressure_is_signalled_to_every_policy_at_the_same_point() {
+    let s = scenario("pressure");
+    check_structure(s);
+    assert!(s.notes.iter().any(|n| n.contains("pressure source")));
+    for r in &s.results {
+        assert!(
+            r.series
+                .events
+                .iter()
+                .any(|e| e.label.starts_with("pressure: critical")),
+            "{}: the signal is marked",
+            r.policy
+        );
+        assert!(r.metric("rate_before") > 0.0 && r.metric("rate_after") > 0.0);
+    }
+    // The seed policies do not listen: QEMU 2024 destroys nothing.
+    let q24 = result(s, PolicyKind::Qemu2024);
+    assert_eq!(q24.metric("final_idle"), q24.metric("created"));
+}
+
+#[test]
+fn the_json_report_round_trips() {
+    let r = report();
+    let text = r.to_json();
+    let back = Report::from_json(&text).expect("the report parses back");
+    // (Compared as a bool: the Debug of a whole report is pages long.)
+    assert!(
+        &back == r,
+        "the report read back differs from the one written"
+    );
+    assert_eq!(back.to_json(), text);
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["quick"], true);
+    assert!(value["machine"]["max_map_count"].as_u64().is_some());
+    assert_eq!(value["scenarios"][0]["results"][4]["policy"], "tidepool");
+}
+
+#[test]
+fn the_html_report_is_self_contained_with_four_plots_per_scenario() {
+    let r = report();
+    let dir = std::env::temp_dir().join(format!("tidepool-lab-test-{}", std::process::id()));
+    let (json, html) = r.write(&dir).unwrap();
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(std::fs::metadata(&json).unwrap().len() > 100);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert_eq!(page.matches("<svg").count(), 4 * r.scenarios.len());
+    for p in PolicyKind::ALL {
+        assert!(page.contains(p.name()), "{p} is named");
+    }
+    for s in &r.scenarios {
+        assert!(page.contains(&format!("id=\"{}\"", s.id)));
+    }
+    // Nothing to fetch: no scripts, no external resources.
+    assert!(!page.contains("<script"));
+    assert!(!page.contains("src=\"http"));
+    assert!(!page.contains("href=\"http"));
+}
