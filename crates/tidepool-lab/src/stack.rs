@@ -13,9 +13,6 @@ use std::hint::black_box;
 use corosensei::stack::{DefaultStack, Stack, StackPointer};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use tidepool::stack::PooledStack;
-use tidepool::OwnedPooled;
-
-use crate::policy::tidepool::GuardedStacks;
 
 /// A stack, whoever made it.
 pub enum LabStack {
@@ -24,9 +21,6 @@ pub enum LabStack {
     Fresh(DefaultStack),
     /// Lent by a tidepool `StackPool`; goes back to it when dropped.
     Pooled(PooledStack),
-    /// Lent by a plain tidepool `Pool` of guarded stacks; goes back to it
-    /// when dropped.
-    Tidepool(OwnedPooled<GuardedStacks>),
 }
 
 impl std::fmt::Debug for LabStack {
@@ -34,7 +28,6 @@ impl std::fmt::Debug for LabStack {
         let kind = match self {
             LabStack::Fresh(_) => "Fresh",
             LabStack::Pooled(_) => "Pooled",
-            LabStack::Tidepool(_) => "Tidepool",
         };
         f.debug_struct("LabStack")
             .field("kind", &kind)
@@ -51,7 +44,6 @@ unsafe impl Stack for LabStack {
         match self {
             LabStack::Fresh(s) => s.base(),
             LabStack::Pooled(s) => s.base(),
-            LabStack::Tidepool(s) => (**s).base(),
         }
     }
 
@@ -60,7 +52,6 @@ unsafe impl Stack for LabStack {
         match self {
             LabStack::Fresh(s) => s.limit(),
             LabStack::Pooled(s) => s.limit(),
-            LabStack::Tidepool(s) => Stack::limit(&**s),
         }
     }
 }

@@ -969,7 +969,10 @@ fn drain_takes_parked_threads_caches_too() {
     assert_eq!((s.idle, s.idle_depot, s.destroyed), (0, 0, 12));
     assert_eq!(s.reclaimed, 0, "drain is not counted as reclaim");
     for id in helper_ids {
-        assert!(ledger.is_destroyed(id), "helper's cached object {id} destroyed");
+        assert!(
+            ledger.is_destroyed(id),
+            "helper's cached object {id} destroyed"
+        );
     }
     // The helper's cache was taken while it was alive: it works on, creating
     // afresh, and its exit gives back what it cached since.
@@ -983,7 +986,11 @@ fn drain_takes_parked_threads_caches_too() {
     assert_eq!((s.created, s.live, s.idle, s.idle_cached()), (13, 0, 1, 1));
     helper.exit();
     let s = pool.stats();
-    assert_eq!((s.idle, s.idle_depot), (1, 1), "exit gave the new cache back");
+    assert_eq!(
+        (s.idle, s.idle_depot),
+        (1, 1),
+        "exit gave the new cache back"
+    );
     drop(pool);
     ledger.assert_all_accounted();
 }

@@ -204,7 +204,11 @@ fn spike_then_idle_falls_to_the_working_set_within_two_intervals() {
     // Second whole interval: destroyed at its end, exactly the 200.
     let before: HashSet<u64> = r.ledger.existing_ids();
     let used = r.use_n(16);
-    assert_eq!(r.end_interval(), 200, "idle through two intervals: destroyed");
+    assert_eq!(
+        r.end_interval(),
+        200,
+        "idle through two intervals: destroyed"
+    );
     let s = r.stats();
     assert_eq!((s.reclaimed, s.destroyed, s.created), (200, 200, 216));
     assert_eq!((s.idle, s.idle_depot, s.idle_purged), (16, 8, 0));
@@ -214,7 +218,11 @@ fn spike_then_idle_falls_to_the_working_set_within_two_intervals() {
     assert_eq!(alive, used.iter().copied().collect::<HashSet<_>>());
     assert_eq!(before.difference(&alive).count(), 200);
     for id in r.ledger.destroyed_ids() {
-        assert_eq!(r.ledger.purges_of(id), 1, "object {id}: purged once, then destroyed");
+        assert_eq!(
+            r.ledger.purges_of(id),
+            1,
+            "object {id}: purged once, then destroyed"
+        );
     }
     assert_consistent(&s, &r.ledger);
 
@@ -225,7 +233,11 @@ fn spike_then_idle_falls_to_the_working_set_within_two_intervals() {
     }
     let s = r.stats();
     assert_eq!((s.created, s.destroyed, s.reclaimed), (216, 200, 200));
-    assert_eq!(r.ledger.counts().purged, 200, "objects in use are never purged");
+    assert_eq!(
+        r.ledger.counts().purged,
+        200,
+        "objects in use are never purged"
+    );
     r.finish();
 }
 
@@ -239,13 +251,20 @@ fn steady_load_over_many_intervals_never_destroys_or_recreates() {
         assert_eq!(ids.len(), 40);
         assert_eq!(r.end_interval(), 0, "interval {i}");
         let s = r.stats();
-        assert_eq!((s.created, s.destroyed, s.reclaimed), (40, 0, 0), "interval {i}");
+        assert_eq!(
+            (s.created, s.destroyed, s.reclaimed),
+            (40, 0, 0),
+            "interval {i}"
+        );
         assert_eq!((s.idle, s.idle_depot), (40, 32), "interval {i}");
         assert_eq!(s.working_set, 40, "interval {i}");
     }
     let s = r.stats();
     assert_eq!(s.reclaim_passes, 50);
-    assert_eq!(s.caches_taken, 0, "the thread used its cache every interval");
+    assert_eq!(
+        s.caches_taken, 0,
+        "the thread used its cache every interval"
+    );
     assert_eq!(r.ledger.counts().purged, 0);
     assert_eq!(s.hits, 50 * 40 - 40);
     r.finish();
@@ -278,7 +297,10 @@ fn periodic_load_keeps_its_peak_only_if_it_recurs_within_two_intervals() {
     }
     assert_eq!(reclaimed, [0, 0, 56, 0, 0, 56, 0, 0, 56, 0, 0, 56]);
     let s = r.stats();
-    assert_eq!((s.created, s.destroyed, s.reclaimed), (64 + 3 * 56, 4 * 56, 4 * 56));
+    assert_eq!(
+        (s.created, s.destroyed, s.reclaimed),
+        (64 + 3 * 56, 4 * 56, 4 * 56)
+    );
     assert_eq!(s.idle, 8, "the quiet intervals' working set stays");
     r.finish();
 }
@@ -355,7 +377,10 @@ fn min_idle_floor_holds_for_passes_trim_pressure_and_prefill() {
     // thread's cache (donated after the tick); pass 3 destroys down to 20.
     assert_eq!(reclaimed, [0, 0, 80, 0, 0]);
     let s = r.stats();
-    assert_eq!((s.idle, s.idle_depot, s.reclaimed, s.caches_taken), (20, 20, 80, 1));
+    assert_eq!(
+        (s.idle, s.idle_depot, s.reclaimed, s.caches_taken),
+        (20, 20, 80, 1)
+    );
 
     // Trim and pressure respect the floor too.
     r.use_n(60); // 40 created; cache 8, depot 52
@@ -388,10 +413,18 @@ fn medium_pressure_destroys_what_sat_unused_through_this_interval_and_the_last()
     r.use_n(16);
     assert_eq!(r.end_interval(), 0);
     r.use_n(216); // spike: cache 8, depot 208
-    assert_eq!(r.pool.pressure(Level::Medium), 0, "everything was used this interval");
+    assert_eq!(
+        r.pool.pressure(Level::Medium),
+        0,
+        "everything was used this interval"
+    );
     assert_eq!(r.end_interval(), 0);
     r.use_n(16); // 200 unused this interval, but the last interval used all
-    assert_eq!(r.pool.pressure(Level::Medium), 0, "the last interval used them");
+    assert_eq!(
+        r.pool.pressure(Level::Medium),
+        0,
+        "the last interval used them"
+    );
     assert_eq!(r.end_interval(), 0);
     // Mid-interval, before any use: the 200 sat unused through the last
     // interval and all of this one so far.
@@ -423,7 +456,11 @@ fn steady_load_recreates_nothing_after_medium_pressure() {
     assert_eq!((s.idle, s.idle_depot), (16, 8));
     // The 8 left in the depot were used in this very interval.
     for i in 0..4 {
-        assert_eq!(r.end_interval(), 0, "pass {i} after the signal destroys nothing");
+        assert_eq!(
+            r.end_interval(),
+            0,
+            "pass {i} after the signal destroys nothing"
+        );
         r.use_n(16);
     }
     let s = r.stats();
@@ -448,9 +485,17 @@ fn steady_load_recreates_nothing_after_trim() {
     assert_eq!(r.end_interval(), 0);
     r.pool.trim(); // starts a trim period
     r.use_n(16);
-    assert_eq!(r.pool.trim(), 200, "the spike objects sat unused since the last trim");
+    assert_eq!(
+        r.pool.trim(),
+        200,
+        "the spike objects sat unused since the last trim"
+    );
     for i in 0..4 {
-        assert_eq!(r.end_interval(), 0, "pass {i} after the trim destroys nothing");
+        assert_eq!(
+            r.end_interval(),
+            0,
+            "pass {i} after the trim destroys nothing"
+        );
         r.use_n(16);
     }
     let s = r.stats();
@@ -476,7 +521,10 @@ fn critical_pressure_drains_to_min_idle_and_takes_every_cache() {
     assert_eq!(r.pool.pressure(Level::Critical), 52, "56 idle, 4 kept");
     let s = r.stats();
     assert_eq!((s.idle, s.idle_depot, s.idle_cached()), (4, 4, 0));
-    assert_eq!((s.pressure_critical, s.caches_taken, s.reclaimed), (1, 2, 52));
+    assert_eq!(
+        (s.pressure_critical, s.caches_taken, s.reclaimed),
+        (1, 2, 52)
+    );
     assert_eq!(s.destroyed, 52);
     assert_consistent(&s, &r.ledger);
 
@@ -568,7 +616,11 @@ fn a_pass_after_the_hold_lifts_it() {
     assert_eq!((s.idle, s.idle_depot, s.idle_cached()), (20, 12, 8));
     worker.exit();
     let s = r.stats();
-    assert_eq!((s.idle, s.idle_depot), (20, 20), "its exit gave the cache back");
+    assert_eq!(
+        (s.idle, s.idle_depot),
+        (20, 20),
+        "its exit gave the cache back"
+    );
     r.finish();
 }
 
@@ -583,11 +635,18 @@ fn idle_thread_cache_is_taken_back_after_two_passes_and_the_thread_resumes() {
     let worker = Worker::spawn();
     let first = worker.use_n(&r.pool, 6);
     let s = r.stats();
-    assert_eq!((s.created, s.idle, s.idle_depot, s.idle_cached()), (6, 6, 0, 6));
+    assert_eq!(
+        (s.created, s.idle, s.idle_depot, s.idle_cached()),
+        (6, 6, 0, 6)
+    );
 
     // Pass 1 records the worker's counts; pass 2 sees them unchanged.
     assert_eq!(r.end_interval(), 0);
-    assert_eq!(r.stats().caches_taken, 0, "one pass is not a whole interval");
+    assert_eq!(
+        r.stats().caches_taken,
+        0,
+        "one pass is not a whole interval"
+    );
     assert_eq!(r.end_interval(), 0);
     let s = r.stats();
     assert_eq!(s.caches_taken, 1);
@@ -669,7 +728,10 @@ fn busy_then_idle_thread_cache_comes_back_busy_one_stays() {
     assert_eq!(reclaimed, [0, 0, 5, 0]);
     let s = r.stats();
     assert_eq!(s.caches_taken, 1, "main's cache, busy, is never taken");
-    assert_eq!((s.created, s.reclaimed, s.idle, s.idle_cached()), (10, 5, 5, 5));
+    assert_eq!(
+        (s.created, s.reclaimed, s.idle, s.idle_cached()),
+        (10, 5, 5, 5)
+    );
     worker.exit();
     r.finish();
 }

@@ -91,7 +91,7 @@ impl PolicyKind {
                 "seed 001: QEMU 2021 'resize pool periodically instead of limiting size'"
             }
             PolicyKind::Qemu2024 => "seed 000: QEMU 2024 'cap per-thread local pool size'",
-            PolicyKind::Tidepool => "tidepool::stack::StackPool, library defaults",
+            PolicyKind::Tidepool => "tidepool::stack::StackPool: library defaults, reclaim interval scaled like QEMU 2021's period",
         }
     }
 

@@ -8,66 +8,35 @@
 //! The only setting the lab makes is the reclaim interval, scaled by
 //! `--time-scale` exactly as QEMU 2021's resize period is.
 
-use std::sync::Arc;
-
-use tidepool::stack::{GuardedStack, MapBudget, StackError};
-use tidepool::{Manage, Pool};
+use tidepool::stack::StackPool;
 
 use crate::policy::{Counts, Local, Policy, PolicyEnv, PolicyKind, StackFailure};
 use crate::stack::LabStack;
 
-/// Maps tidepool's guarded stacks for a plain [`tidepool::Pool`].
-///
-/// A stand-in for `tidepool::stack::StackPool` while its builder has no
-/// `reclaim_interval` (the lab must scale the period like QEMU 2021's): the
-/// same stacks ([`GuardedStack`]), the same caps as `StackPool`'s defaults
-/// (the map-count budget as `max_live` and `max_idle`), tidepool's reclaim
-/// and pressure response; without `StackPool`'s purge of idle pages and its
-/// drain-and-retry on `ENOMEM`.
-#[derive(Debug)]
-pub struct GuardedStacks {
-    usable_size: usize,
-}
-
-impl Manage for GuardedStacks {
-    type Item = GuardedStack;
-    type Error = StackError;
-
-    fn create(&self) -> Result<GuardedStack, StackError> {
-        GuardedStack::new(self.usable_size)
-    }
-}
-
-/// tidepool's pool of stacks.
+/// tidepool's stack pool.
 #[derive(Debug)]
 pub struct Tidepool {
-    pool: Arc<Pool<GuardedStacks>>,
+    pool: StackPool,
 }
 
 impl Tidepool {
-    /// A pool of `env.stack_size`-byte stacks reclaiming every
-    /// `env.reclaim_interval`, capped by the map-count budget.
+    /// A stack pool of `env.stack_size`-byte stacks reclaiming every
+    /// `env.reclaim_interval`; every other setting is the library's default
+    /// (caps from this process's map-count budget).
     ///
     /// # Errors
     ///
     /// If tidepool refuses the settings.
     pub fn new(env: &PolicyEnv) -> Result<Self, String> {
-        let budget = MapBudget::with_max_map_count(env.max_map_count as usize).stacks();
-        let pool = Pool::builder(GuardedStacks {
-            usable_size: env.stack_size,
-        })
-        .max_live(budget.max(1))
-        .max_idle(budget.max(tidepool::DEFAULT_BATCH_SIZE))
-        .reclaim_interval(env.reclaim_interval)
-        .build()
-        .map_err(|e| e.to_string())?;
-        Ok(Tidepool {
-            pool: Arc::new(pool),
-        })
+        let pool = StackPool::builder(env.stack_size)
+            .reclaim_interval(env.reclaim_interval)
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Tidepool { pool })
     }
 
     /// The pool, for its own statistics.
-    pub fn pool(&self) -> &Pool<GuardedStacks> {
+    pub fn pool(&self) -> &StackPool {
         &self.pool
     }
 }
@@ -84,7 +53,7 @@ impl Policy for Tidepool {
     }
 
     fn counts(&self) -> Counts {
-        let stats = self.pool.stats();
+        let stats = self.pool.stats().pool;
         Counts {
             created: stats.created,
             destroyed: stats.destroyed + stats.detached,
@@ -93,14 +62,14 @@ impl Policy for Tidepool {
 }
 
 struct TidepoolLocal<'a> {
-    pool: &'a Arc<Pool<GuardedStacks>>,
+    pool: &'a StackPool,
 }
 
 impl Local for TidepoolLocal<'_> {
     fn get(&mut self) -> Result<LabStack, StackFailure> {
         self.pool
-            .get_owned()
-            .map(LabStack::Tidepool)
+            .get()
+            .map(LabStack::Pooled)
             .map_err(|e| StackFailure {
                 message: e.to_string(),
             })

@@ -76,6 +76,11 @@ pub(crate) fn spec(settings: &Settings) -> Spec {
          every policy's run; the seed policies have no pressure response, as in QEMU"
             .to_owned(),
     ];
+    notes.push(format!(
+        "tidepool's pressure hold is the library default, {:?}, in real time (not scaled: it follows \
+         PSI's 2 s trigger window); while it lasts, stacks given back beyond min_idle are destroyed",
+        tidepool::Config::default().pressure_hold()
+    ));
     if interval > settings.interval() {
         notes.push(format!(
             "periods here are {interval:?} for every periodic policy, not {:?}, so the windows around \

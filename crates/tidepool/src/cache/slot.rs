@@ -232,7 +232,10 @@ impl<'a, T> LocalSlot<'a, T> {
     /// pooled objects), which could re-enter the pool on this thread and
     /// borrow the cache a second time.
     #[inline(always)]
-    pub(crate) fn with_cache<R>(&self, f: impl FnOnce(&mut LocalCache<T>) -> R) -> Result<R, Revoked> {
+    pub(crate) fn with_cache<R>(
+        &self,
+        f: impl FnOnce(&mut LocalCache<T>) -> R,
+    ) -> Result<R, Revoked> {
         self.with_cache_taking((), |cache, ()| f(cache))
             .map_err(|()| Revoked)
     }

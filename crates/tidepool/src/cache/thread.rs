@@ -89,9 +89,12 @@ pub(crate) fn watch(pool: Weak<dyn ThreadExit>) -> bool {
         .try_with(|guard| {
             let mut pools = guard.pools.borrow_mut();
             // Forget pools that are gone, so the list stays as long as the
-            // number of live pools this thread has used.
+            // number of live pools this thread has used; a pool re-claimed
+            // after a revocation or a pressure hold is already listed.
             pools.retain(|p| p.strong_count() > 0);
-            pools.push(pool);
+            if !pools.iter().any(|p| Weak::ptr_eq(p, &pool)) {
+                pools.push(pool);
+            }
         })
         .is_ok()
 }

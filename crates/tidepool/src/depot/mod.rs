@@ -206,8 +206,8 @@ impl<T> Depot<T> {
         let mut shelves = self.shelves.lock();
         let limit = shelves.lw_trim.min(shelves.objects.saturating_sub(floor));
         let taken = shelves.take_oldest(limit, |_| true);
+        shelves.forget_reclaimed(taken.iter().map(Vec::len).sum());
         shelves.lw_trim = shelves.objects;
-        shelves.forget_reclaimed();
         taken
     }
 
@@ -232,7 +232,10 @@ impl<T> Depot<T> {
         let idle_all_interval = last - reclaimed;
         shelves.lw_prev = idle_all_interval;
         shelves.lw_cur = shelves.objects;
-        shelves.lw_trim = shelves.lw_trim.min(shelves.objects);
+        shelves.lw_trim = shelves
+            .lw_trim
+            .saturating_sub(reclaimed)
+            .min(shelves.objects);
         // Purged batches are the oldest, so the oldest `idle_all_interval`
         // objects are the purged ones plus these.
         let unpurged = idle_all_interval.saturating_sub(shelves.purged);
@@ -247,7 +250,7 @@ impl<T> Depot<T> {
         let mut shelves = self.shelves.lock();
         let limit = shelves.unused().min(shelves.objects.saturating_sub(floor));
         let taken = shelves.take_oldest(limit, |_| true);
-        shelves.forget_reclaimed();
+        shelves.forget_reclaimed(taken.iter().map(Vec::len).sum());
         taken
     }
 
@@ -257,7 +260,7 @@ impl<T> Depot<T> {
         let mut shelves = self.shelves.lock();
         let limit = shelves.objects.saturating_sub(floor);
         let taken = shelves.take_oldest(limit, |_| true);
-        shelves.forget_reclaimed();
+        shelves.forget_reclaimed(taken.iter().map(Vec::len).sum());
         taken
     }
 
@@ -341,12 +344,14 @@ impl<T> Shelves<T> {
         self.lw_prev.min(self.lw_cur).min(self.objects)
     }
 
-    /// After objects were taken for destruction, no mark may count more
-    /// objects than are left.
-    fn forget_reclaimed(&mut self) {
-        self.lw_trim = self.lw_trim.min(self.objects);
-        self.lw_cur = self.lw_cur.min(self.objects);
-        self.lw_prev = self.lw_prev.min(self.objects);
+    /// `removed` objects were taken for destruction, oldest first: they are
+    /// the ones the low-water marks counted as unused, so each mark drops
+    /// by as much (the objects left were used, and must not be counted as
+    /// unused in their place).
+    fn forget_reclaimed(&mut self, removed: usize) {
+        for mark in [&mut self.lw_trim, &mut self.lw_cur, &mut self.lw_prev] {
+            *mark = mark.saturating_sub(removed).min(self.objects);
+        }
     }
 
     /// Removes objects from batches matching `pick`, oldest first, up to

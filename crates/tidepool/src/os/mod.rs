@@ -32,9 +32,9 @@
 pub(crate) mod event;
 pub(crate) mod membarrier;
 
+use crate::sync::process::{AtomicU64, Ordering};
 use std::io;
 use std::ptr::{self, NonNull};
-use crate::sync::process::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// Which system call of [`map_guarded`] failed.

@@ -13,8 +13,8 @@
 //! never holds the last reference: the pool's objects are destroyed by the
 //! pool's own drop, on the dropping thread, before it returns.
 
-use std::io;
 use crate::sync::process::{fence, AtomicBool, Ordering};
+use std::io;
 use std::sync::{Arc, OnceLock, Weak};
 
 use std::time::Duration;
@@ -136,6 +136,11 @@ pub(crate) fn register(pool: Weak<dyn Background>) -> Arc<Handle> {
 
 pub(crate) fn notify(level: Level) {
     let mut registry = REGISTRY.lock();
+    // With no pool to tell, there is nothing to do; a pool built later must
+    // not inherit a stale signal.
+    if !registry.started {
+        return;
+    }
     registry.pending = registry.pending.max(Some(level));
     drop(registry);
     wake();

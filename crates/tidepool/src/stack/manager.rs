@@ -1,8 +1,8 @@
 //! The [`Manage`] impl behind a [`StackPool`](super::StackPool): maps,
 //! purges and unmaps guarded stacks.
 
-use std::fmt;
 use crate::sync::atomic::{AtomicU64, Ordering};
+use std::fmt;
 
 use crate::stack::{GuardedStack, StackError};
 use crate::Manage;

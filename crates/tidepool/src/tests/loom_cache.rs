@@ -19,9 +19,9 @@
 //!   a thread's exit is argued in the `implementation` notes and exercised by
 //!   `tests/stress.rs` rather than model-checked.
 
+use crate::sync::process::{AtomicU64, Ordering::Relaxed};
 use std::collections::HashSet;
 use std::convert::Infallible;
-use crate::sync::process::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use loom::thread;
