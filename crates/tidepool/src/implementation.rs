@@ -3,7 +3,8 @@
 //! This module holds no code; it is a page of design notes next to the code
 //! they describe. The source folders follow the same layers:
 //! `cache/` (thread caches) → `depot/` (the shared, bounded store) →
-//! the manager (the OS, for stacks).
+//! `reclaim/` and `pressure/` (sizing the pool over time) → `os/` (the
+//! kernel: mmap for stacks, eventfd and poll for the reclaimer, membarrier).
 //!
 //! # Layers
 //!
@@ -36,10 +37,13 @@
 //! Finding the slot: every thread gets a small id (recycled smallest first),
 //! kept in a constant-initialised thread-local; a pool keeps its slots in
 //! buckets of doubling size indexed by id (`SlotTable`). A hit is: read the
-//! id, one leading-zeros count and one pointer load to find the slot, one load
-//! to check the slot is ours, then `Vec::pop`/`push` and a single-writer
+//! id, one leading-zeros count and one pointer load to find the slot, a plain
+//! store marking the owner busy, one load to check the slot is still ours,
+//! `Vec::pop`/`push`, a plain store clearing busy, and a single-writer
 //! counter bump. No lock, no atomic read-modify-write, no allocation (each
-//! batch is allocated once with room for `batch_size`).
+//! batch is allocated once with room for `batch_size`). About 150
+//! instructions for a whole get + put round trip, guard included
+//! (`bin/callgrind.sh`).
 //!
 //! Owner-only state (`LocalCache`) is its own type behind a `LocalSlot`
 //! handle, which is `!Send` and made only after checking that the slot is
@@ -61,6 +65,46 @@
 //! A donation that would pass `max_idle` is refused whole and the donor
 //! destroys that batch after unlocking (QEMU 2024's global pool does the same,
 //! with 128-object batches and a cap derived from `vm.max_map_count`).
+//!
+//! ## Taking back a live thread's cache (`cache/slot.rs`)
+//!
+//! A thread that stops using a pool but lives on would keep its two batches
+//! forever, and critical memory pressure wants every idle object now. So
+//! another thread (the reclaimer, a pressure response, `drain`) may take a
+//! cache from its live owner. A slot is in one of five states:
+//!
+//! ```text
+//! UNCLAIMED ──claim──► ACTIVE ──revoke──► REVOKING ──owner idle──► REVOKED
+//!                        ▲                    │ owner busy             │
+//!                        │                    ▼                        │
+//!                        └──── claim ───── FLUSH ◄─── (re-)claim ──────┘
+//! ```
+//!
+//! The owner brackets each cache access with plain stores to its `busy`
+//! flag and a compiler fence; the revoker stores `REVOKING`, runs one
+//! `membarrier(2)` for all the slots it revokes, then reads `busy`. The
+//! barrier forces, on every running thread, the full fence the owner
+//! skipped, so either the owner sees `REVOKING` and keeps off, or the
+//! revoker sees `busy` and leaves a `FLUSH` request for the owner's next
+//! access instead of touching the cache (folly's asymmetric fences; the loom
+//! models replace the pair with two `SeqCst` fences and fail if the owner's
+//! is dropped). Without `membarrier` (non-Linux, seccomp), revokers only
+//! leave flush requests.
+//!
+//! ## Reclaim and pressure (`reclaim/`, `pressure/`)
+//!
+//! The depot keeps the low-water marks of its idle count over the current
+//! and the previous reclaim interval. At each boundary (run lazily by the
+//! first thread to visit the depot after it, or by the process-wide
+//! reclaimer thread for pools nobody touches) it purges what sat unused
+//! through the last interval and destroys what sat unused through the last
+//! two, never below `min_idle`; thread caches untouched for a whole interval
+//! are taken back. Memory pressure (PSI triggers, cgroup v1 notifications,
+//! `pressure::notify`) reaches pools through the reclaimer thread: `Medium`
+//! reclaims to the working set now, `Critical` drains to `min_idle`, caches
+//! included, and holds the depot's cap at `min_idle` for `pressure_hold`.
+//! See the [`reclaim`](crate::reclaim) and [`pressure`](crate::pressure)
+//! module docs.
 //!
 //! # Accounting
 //!
@@ -102,9 +146,13 @@
 //! once for the same slot: while an exiting thread flushes, it holds a strong
 //! reference, so the drop waits for it (and then runs on that thread); once
 //! the pool is gone, the exiting thread's `upgrade` fails and it touches
-//! nothing. No other thread can be in the middle of a `get` or `put` when the
-//! pool drops: a borrowed guard borrows the pool and an owned guard holds an
-//! `Arc` of it. So every object is destroyed exactly once.
+//! nothing. The reclaimer thread reaches a pool through a handle that the
+//! pool's drop closes first, waiting out a pass in progress, so the
+//! reclaimer never holds the last reference. No other thread can be in the
+//! middle of a `get` or `put` when the pool drops: a borrowed guard borrows
+//! the pool and an owned guard holds an `Arc` of it. So every object is
+//! destroyed exactly once, and by the time `drop(pool)` returns (unless a
+//! thread is exiting at that very moment).
 //!
 //! # Panics
 //!
@@ -118,8 +166,12 @@
 //!
 //! # Prior art
 //!
-//! * Bonwick & Adams, *Magazines and Vmem* (USENIX 2001): the two-magazine
-//!   cache and the depot with its working-set filter (`trim`).
+//! * Bonwick & Adams, *Magazines and Vmem* (USENIX 2001), and illumos
+//!   `kmem.c`: the two-magazine cache, the depot, the low-water working-set
+//!   filter and its 15 s period.
+//! * Linux `membarrier(2)`, folly's asymmetric fences: taking a cache from a
+//!   live thread without slowing the thread down.
+//! * Xen blkback (2019): shrink hard, for a short window, under pressure.
 //! * QEMU `util/qemu-coroutine.c` (2024): batches, a global pool capped from
 //!   `vm.max_map_count`, at most two batches per thread.
 //! * FreeBSD UMA and `vfs_subr.c`: per-CPU buckets; counters kept off the hot

@@ -387,7 +387,7 @@ impl<M: Manage> Shared<M> {
 
     /// Destroys the depot's objects and every thread cache it can take.
     pub(crate) fn drain(&self) -> usize {
-        let caches = self.revoke_all_caches();
+        let caches = self.take_caches_remote();
         let depot = self.depot.take_down_to(0);
         self.destroy(caches.into_iter().chain(depot).flatten())
     }

@@ -5,7 +5,7 @@
 //! # States
 //!
 //! ```text
-//!            claim                  revoke_all (remote), owner not busy
+//!            claim                  revoke_remote, owner not busy
 //! UNCLAIMED ───────► ACTIVE ──────► REVOKING ─────────────► REVOKED
 //!     ▲   ▲            ▲ ▲             │ owner busy              │
 //!     │   │            │ └─────────────┼──── FLUSH ◄─────────────┘
@@ -70,7 +70,7 @@ pub(crate) struct Slot<T> {
 // SAFETY: `Slot` is shared between threads only through `&Slot`, and the one
 // field that is not already `Sync`, `cache`, is accessed only by the owning
 // thread (through a `LocalSlot`, which is `!Send` and made only by the
-// owner), by a revoker that has won the protocol above (`revoke_all`), or
+// owner), by a revoker that has won the protocol above (`revoke_remote`), or
 // through `&mut Slot`. Objects move between threads through it, hence
 // `T: Send`.
 unsafe impl<T: Send> Sync for Slot<T> {}
@@ -113,7 +113,7 @@ impl<T> Slot<T> {
     /// flush instead (`FLUSH`): its owner hands its cache to the depot at its
     /// next access. Callers must not run two of these on one slot at once
     /// (the pool serialises them under its reclaim lock).
-    pub(crate) fn revoke_all<'a>(slots: impl IntoIterator<Item = &'a Self>) -> Vec<Vec<T>>
+    pub(crate) fn revoke_remote<'a>(slots: impl IntoIterator<Item = &'a Self>) -> Vec<Vec<T>>
     where
         T: 'a,
     {

@@ -35,7 +35,7 @@
 //!
 //! There is no thread per pool. The first thread to visit the depot after
 //! an interval boundary runs the pass (a clock read per depot visit, i.e.
-//! per batch); the process-wide reclaimer thread ([`reclaimer`]) runs it for
+//! per batch); the process-wide reclaimer thread runs it for
 //! pools nobody touches, takes back idle thread caches, and delivers memory
 //! pressure ([`crate::pressure`]). The reclaimer starts with the first pool
 //! that has it on ([`background`](crate::Builder::background)) and sleeps,

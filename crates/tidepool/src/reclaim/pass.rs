@@ -114,7 +114,7 @@ impl<M: Manage> Shared<M> {
             state.seen_ops[tid] = ops;
         });
         self.reclaim.caches_taken.add(quiet.len() as u64);
-        let taken = Slot::revoke_all(quiet);
+        let taken = Slot::revoke_remote(quiet);
         let tick = self.depot.tick(intervals, self.config.min_idle);
         self.reclaim.passes.add(1);
         drop(state);
@@ -156,7 +156,7 @@ impl<M: Manage> Shared<M> {
                     }
                 });
                 self.reclaim.caches_taken.add(owned.len() as u64);
-                let taken = Slot::revoke_all(owned);
+                let taken = Slot::revoke_remote(owned);
                 drop(state);
                 // The depot's cap is `min_idle` now: what does not fit goes.
                 let refused: Vec<_> = taken
@@ -198,7 +198,7 @@ impl<M: Manage> Shared<M> {
 
     /// Takes back every thread cache it can reach now (the caller's, and
     /// those of owners outside an access; busy owners are asked to flush).
-    pub(crate) fn revoke_all_caches(&self) -> Vec<Vec<M::Item>> {
+    pub(crate) fn take_caches_remote(&self) -> Vec<Vec<M::Item>> {
         let _state = self.reclaim.lock.lock();
         let mut owned = Vec::new();
         self.slots.for_each(|_, slot| {
@@ -206,7 +206,7 @@ impl<M: Manage> Shared<M> {
                 owned.push(slot);
             }
         });
-        Slot::revoke_all(owned)
+        Slot::revoke_remote(owned)
     }
 
     /// For the reclaimer thread: runs a due pass and says when to come back
