@@ -231,8 +231,9 @@ impl<M: Manage> Builder<M> {
         self
     }
 
-    /// How long critical memory pressure holds idle objects at `min_idle`
-    /// (default [`DEFAULT_PRESSURE_HOLD`]).
+    /// How long critical memory pressure holds the depot at `min_idle`
+    /// (default [`DEFAULT_PRESSURE_HOLD`]); thread caches keep working, at
+    /// most two batches each.
     pub fn pressure_hold(mut self, hold: Duration) -> Self {
         self.config.pressure_hold = hold;
         self

@@ -99,16 +99,12 @@ impl<M: Manage> Shared<M> {
 
     /// This thread's cache, claimed (or re-claimed after a revocation) now
     /// if need be. `None` while the thread's thread-locals are being
-    /// destroyed, and while a critical-pressure hold lasts (then this
-    /// thread's cache, if any, is handed back first).
+    /// destroyed.
     #[cold]
     fn claim_local(this: &Arc<Self>) -> Option<LocalSlot<'_, M::Item>> {
-        if this.holding() {
-            if let Some(slot) = this.local() {
-                this.donate_or_destroy(slot.release());
-            }
-            return None;
-        }
+        // Lifts a critical-pressure hold that is over (a clock read only
+        // while one is on).
+        this.holding();
         let tid = thread::current_tid_or_register()?;
         let slot = this.slots.get_or_alloc(tid);
         // SAFETY: `tid` is this thread's own id, not released (we are not in

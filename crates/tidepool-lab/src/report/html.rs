@@ -261,7 +261,7 @@ fn scenario(h: &mut String, s: &ScenarioReport, max_map_count: u64) {
         if let Some(f) = &r.first_failure {
             let _ = write!(
                 h,
-                "<p class=\"fail\">{}: {} failed creation(s); the first at {:.0} ms with {} VMAs: {}</p>",
+                "<p class=\"fail\">{}: {} failed creation(s) over all repeats; the first at {:.0} ms with {} VMAs: {}</p>",
                 r.policy,
                 r.failures,
                 f.t_ms,

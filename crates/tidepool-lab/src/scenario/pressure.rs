@@ -78,7 +78,8 @@ pub(crate) fn spec(settings: &Settings) -> Spec {
     ];
     notes.push(format!(
         "tidepool's pressure hold is the library default, {:?}, in real time (not scaled: it follows \
-         PSI's 2 s trigger window); while it lasts, stacks given back beyond min_idle are destroyed",
+         PSI's 2 s trigger window); while it lasts, the depot is held at min_idle and each \
+         thread keeps at most the two batches it caches",
         tidepool::Config::default().pressure_hold()
     ));
     if interval > settings.interval() {

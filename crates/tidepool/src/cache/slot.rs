@@ -4,14 +4,14 @@
 //!
 //! # States
 //!
-//! ```text
-//!            claim                  revoke_remote, owner not busy
-//! UNCLAIMED ───────► ACTIVE ──────► REVOKING ─────────────► REVOKED
-//!     ▲   ▲            ▲ ▲             │ owner busy              │
-//!     │   │            │ └─────────────┼──── FLUSH ◄─────────────┘
-//!     │   │  exit      │   claim       ▼       │ claim (owner flushes)
-//!     │   └────────────┴───────────────────────┘
-//! ```
+//! | from | to | by | when |
+//! |---|---|---|---|
+//! | `UNCLAIMED` | `ACTIVE` | owner | first use ([`LocalSlot::claim`]) |
+//! | `ACTIVE`, `FLUSH` | `REVOKING` | remote | [`Slot::revoke_remote`] |
+//! | `REVOKING` | `REVOKED` | remote | owner not busy after the barrier: cache taken |
+//! | `REVOKING` | `FLUSH` | remote | owner busy, or no barrier available |
+//! | `REVOKED`, `FLUSH` | `ACTIVE` | owner | its next access (`FLUSH`: it hands its batches to the depot) |
+//! | any but `REVOKING` | `UNCLAIMED` | owner | thread exit ([`LocalSlot::release`]) |
 //!
 //! * `UNCLAIMED`: no live thread owns the slot; its cache is empty.
 //! * `ACTIVE`: the thread whose id indexes the slot owns it; only it touches

@@ -7,11 +7,15 @@
 //!   instead of waiting for the end of the interval: idle objects that sat
 //!   unused through this interval and the last are destroyed.
 //! * [`Level::Critical`]: each pool drains to `min_idle`, thread caches
-//!   included, and holds idle objects there for
+//!   included, and holds the depot there for
 //!   [`pressure_hold`](crate::Builder::pressure_hold): while the hold lasts,
-//!   objects given back beyond `min_idle` are destroyed instead of cached.
-//!   Xen's blkback does the same ("aggressive shrinking"): with it, swap
-//!   traffic under pressure fell from 185k to 3k pages with no I/O cost.
+//!   batches given back to the depot beyond `min_idle` are destroyed instead
+//!   of kept. Threads go on caching what they use right now (at most two
+//!   batches each, refilled only by their own gets), so the pool cannot grow
+//!   back while throughput stays close to normal. Xen's blkback does the
+//!   same ("aggressive shrinking" of the idle pool for a short window): with
+//!   it, swap traffic under pressure fell from 185k to 3k pages with no I/O
+//!   cost.
 //!
 //! # Sources
 //!
