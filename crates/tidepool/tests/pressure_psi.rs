@@ -63,7 +63,10 @@ fn own_v1_memory_cgroup() -> PathBuf {
         .find_map(|line| {
             let mut parts = line.splitn(3, ':');
             let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-            controllers.split(',').any(|c| c == "memory").then_some(path)
+            controllers
+                .split(',')
+                .any(|c| c == "memory")
+                .then_some(path)
         })
         .unwrap_or_else(|| {
             refused(
@@ -75,7 +78,10 @@ fn own_v1_memory_cgroup() -> PathBuf {
     if !dir.join("memory.limit_in_bytes").exists() {
         refused(
             step,
-            format!("{} has no memory.limit_in_bytes (is the v1 memory hierarchy mounted?)", dir.display()),
+            format!(
+                "{} has no memory.limit_in_bytes (is the v1 memory hierarchy mounted?)",
+                dir.display()
+            ),
         );
     }
     dir
@@ -95,7 +101,8 @@ impl Load {
     fn cgroup(tag: &str) -> Self {
         let parent = own_v1_memory_cgroup();
         let cgroup = parent.join(format!("tidepool-test-{tag}-{}", std::process::id()));
-        let file = std::env::temp_dir().join(format!("tidepool-thrash-{tag}-{}", std::process::id()));
+        let file =
+            std::env::temp_dir().join(format!("tidepool-thrash-{tag}-{}", std::process::id()));
         if cgroup.exists() {
             let _ = fs::remove_dir(&cgroup);
         }
@@ -160,7 +167,10 @@ impl Load {
             if start.elapsed() > Duration::from_secs(10) {
                 refused(
                     "move the load process into the child cgroup",
-                    format!("pid {pid} not in {}/cgroup.procs after 10 s", self.cgroup.display()),
+                    format!(
+                        "pid {pid} not in {}/cgroup.procs after 10 s",
+                        self.cgroup.display()
+                    ),
                 );
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -361,7 +371,11 @@ fn cgroup_v1_low_pressure_fires_under_real_memory_pressure() {
         passes.set(passes.get() + 1);
         let start = Instant::now();
         while pool.stats().reclaim_passes != passes.get() {
-            assert!(start.elapsed() < PATIENCE, "pass {} never ran", passes.get());
+            assert!(
+                start.elapsed() < PATIENCE,
+                "pass {} never ran",
+                passes.get()
+            );
             std::thread::yield_now();
         }
     };
@@ -372,7 +386,10 @@ fn cgroup_v1_low_pressure_fires_under_real_memory_pressure() {
     use_n(16);
     end_interval();
     let before = pool.stats();
-    assert_eq!((before.idle, before.reclaimed, before.pressure_medium), (216, 0, 0));
+    assert_eq!(
+        (before.idle, before.reclaimed, before.pressure_medium),
+        (216, 0, 0)
+    );
 
     pressure::watch(Box::new(listener));
     assert_eq!(status_of(&name).expect("listed once watched").error, None);

@@ -106,7 +106,11 @@ impl Workers {
 }
 
 fn spike(interval_ms: u64, sample_ms: u64, duration_ms: u64) {
-    let tide = pool(Duration::from_millis(interval_ms), 0, Duration::from_secs(2));
+    let tide = pool(
+        Duration::from_millis(interval_ms),
+        0,
+        Duration::from_secs(2),
+    );
     let never = pool(Duration::from_secs(3600), 0, Duration::from_secs(2));
     let workers = Workers::spawn(vec![Arc::clone(&tide), Arc::clone(&never)]);
     workers.burst(PER_THREAD);

@@ -4,7 +4,6 @@
 //! [`PooledStack`] is one (it holds an `Arc` of its pool and goes back to it
 //! on drop), and so is a detached [`GuardedStack`] (unmapped on drop).
 
-use std::num::NonZeroUsize;
 use std::ptr::NonNull;
 
 use corosensei::stack::{Stack, StackPointer, MIN_STACK_SIZE, STACK_ALIGNMENT};
@@ -16,8 +15,7 @@ use crate::stack::{GuardedStack, PooledStack};
 const _: () = assert!(STACK_ALIGNMENT <= 4096 && MIN_STACK_SIZE <= 4096);
 
 fn pointer(p: NonNull<u8>) -> StackPointer {
-    // SAFETY: a `NonNull` address is not zero.
-    unsafe { NonZeroUsize::new_unchecked(p.as_ptr() as usize) }
+    p.addr()
 }
 
 // SAFETY: `base` is the top of the mapping and `limit` its bottom, guard
