@@ -528,51 +528,61 @@ fn critical_pressure_drains_to_min_idle_and_takes_every_cache() {
     assert_eq!(s.destroyed, 52);
     assert_consistent(&s, &r.ledger);
 
-    // The worker works on during the hold (without its cache).
+    // The worker works on during the hold: it re-claims its cache (empty
+    // now), takes the 4 kept in the depot, creates 2, and caches all 6
+    // again (threads keep caching during a hold; only the depot is capped).
     let ids = worker.use_n(&r.pool, 6);
     assert_eq!(ids.len(), 6);
     let s = r.stats();
-    assert_eq!((s.idle, s.idle_depot, s.idle_cached()), (4, 4, 0));
-    assert_eq!((s.created, s.destroyed), (56 + 2, 52 + 2));
+    assert_eq!((s.idle, s.idle_depot, s.idle_cached()), (6, 0, 6));
+    assert_eq!((s.created, s.destroyed), (56 + 2, 52));
     worker.exit();
+    // Its exit hands its two batches (4 and 2) to the depot, capped at
+    // min_idle = 4 during the hold: whichever is offered first fits, the
+    // other is refused whole and destroyed.
+    let s = r.stats();
+    assert_eq!(s.idle, s.idle_depot, "{s:?}");
+    assert!(s.idle_depot == 2 || s.idle_depot == 4, "{s:?}");
+    assert_eq!(s.destroyed, 58 - s.idle, "{s:?}");
     r.finish();
 }
 
-/// During the hold, objects given back beyond `min_idle` are destroyed and
-/// no thread caches; after it, caching resumes.
+/// During the hold, the depot is capped at `min_idle`: batches donated
+/// beyond it are destroyed, while each thread goes on caching at most two
+/// batches. After the hold, the depot keeps what it is given again.
 #[test]
-fn critical_hold_destroys_puts_beyond_min_idle_then_caching_resumes() {
+fn critical_hold_caps_the_depot_at_min_idle_then_caching_resumes() {
     let r = rig(4);
     r.use_n(50);
     assert_eq!(r.pool.pressure(Level::Critical), 46);
     let s = r.stats();
     assert_eq!((s.created, s.idle, s.idle_depot), (50, 4, 4));
-
-    // During the hold: 10 gets take the 4 reserved, create 6; the 10 puts
-    // keep 4 (the cap is min_idle) and destroy 6.
-    r.clock.advance(HOLD / 2);
-    let ids = r.use_n(10);
-    assert_eq!(ids.len(), 10);
-    let s = r.stats();
-    assert_eq!((s.created, s.destroyed), (56, 52));
-    assert_eq!((s.idle, s.idle_depot, s.idle_cached()), (4, 4, 0));
     assert_eq!(s.caches_taken, 1, "the caller's own cache, at the signal");
-    // Again: it is not a one-off.
-    r.use_n(10);
-    let s = r.stats();
-    assert_eq!((s.created, s.destroyed, s.idle), (62, 58, 4));
 
-    // After the hold: caching resumes, nothing given back is destroyed.
-    r.clock.advance(HOLD);
-    let destroyed = r.stats().destroyed;
-    r.use_n(10);
+    // During the hold: 20 gets take the 4 kept and create 16; the 20 puts
+    // fill the cache (8) and donate 3 batches of 4: the first fits under
+    // the cap of 4, the other two (8 objects) are destroyed.
+    r.clock.advance(HOLD / 2);
+    r.use_n(20);
     let s = r.stats();
-    assert_eq!(s.destroyed, destroyed, "no put destroyed after the hold");
-    assert_eq!((s.created, s.idle), (68, 10));
-    assert_eq!(s.idle_cached(), 6, "the thread caches again");
+    assert_eq!((s.created, s.destroyed), (66, 54));
+    assert_eq!((s.idle, s.idle_depot, s.idle_cached()), (12, 4, 8));
+    // Again: it is not a one-off. 12 idle are reused, 8 created, 8
+    // destroyed.
+    r.use_n(20);
+    let s = r.stats();
+    assert_eq!((s.created, s.destroyed), (74, 62));
+    assert_eq!((s.idle, s.idle_depot, s.idle_cached()), (12, 4, 8));
+
+    // After the hold: the depot keeps all it is given.
+    r.clock.advance(HOLD);
+    r.use_n(20);
+    let s = r.stats();
+    assert_eq!(s.destroyed, 62, "no donation destroyed after the hold");
+    assert_eq!((s.created, s.idle, s.idle_depot), (82, 20, 12));
     // And reuses without creating.
-    r.use_n(10);
-    assert_eq!(r.stats().created, 68);
+    r.use_n(20);
+    assert_eq!(r.stats().created, 82);
     assert_consistent(&r.stats(), &r.ledger);
     r.finish();
 }
@@ -588,16 +598,22 @@ fn a_second_critical_signal_renews_the_hold() {
     // Past the first hold's end, within the second's.
     r.clock.advance(HOLD * 3 / 4);
     let d = r.stats().destroyed;
-    r.use_n(5);
+    assert_eq!(d, 20);
+    // 20 created; 8 cached, 3 batches donated and refused (cap 0).
+    r.use_n(20);
     let s = r.stats();
-    assert_eq!(s.destroyed, d + 5, "still holding at min_idle = 0");
-    assert_eq!(s.idle, 0);
-    // Past the second hold's end.
+    assert_eq!(
+        s.destroyed,
+        d + 12,
+        "still holding the depot at min_idle = 0"
+    );
+    assert_eq!((s.idle, s.idle_depot), (8, 0));
+    // Past the second hold's end: 8 reused, 12 created, all kept.
     r.clock.advance(HOLD);
-    r.use_n(5);
+    r.use_n(20);
     let s = r.stats();
-    assert_eq!(s.destroyed, d + 5, "the hold is over");
-    assert_eq!(s.idle, 5);
+    assert_eq!(s.destroyed, d + 12, "the hold is over");
+    assert_eq!((s.idle, s.idle_depot), (20, 12));
     assert_eq!(s.pressure_critical, 2);
     r.finish();
 }
