@@ -109,16 +109,23 @@ pub(crate) mod process {
 pub(crate) struct OwnerCounter(atomic::AtomicU64);
 
 impl OwnerCounter {
-    /// Adds one. Only the owning thread may call this.
+    /// Adds one, publishing the owner's earlier writes to whoever reads the
+    /// new value with [`read_acquire`](OwnerCounter::read_acquire). Only the
+    /// owning thread may call this.
     #[inline(always)]
-    pub(crate) fn bump_local(&self) {
-        use atomic::Ordering::Relaxed;
-        self.0.store(self.0.load(Relaxed) + 1, Relaxed);
+    pub(crate) fn bump_release(&self) {
+        use atomic::Ordering::{Relaxed, Release};
+        self.0.store(self.0.load(Relaxed) + 1, Release);
     }
 
     #[inline]
     pub(crate) fn read(&self) -> u64 {
         self.0.load(atomic::Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn read_acquire(&self) -> u64 {
+        self.0.load(atomic::Ordering::Acquire)
     }
 }
 

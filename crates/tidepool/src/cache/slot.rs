@@ -8,8 +8,8 @@
 //! |---|---|---|---|
 //! | `UNCLAIMED` | `ACTIVE` | owner | first use ([`LocalSlot::claim`]) |
 //! | `ACTIVE`, `FLUSH` | `REVOKING` | remote | [`Slot::revoke_remote`] |
-//! | `REVOKING` | `REVOKED` | remote | owner not busy after the barrier: cache taken |
-//! | `REVOKING` | `FLUSH` | remote | owner busy, or no barrier available |
+//! | `REVOKING` | `REVOKED` | remote | owner outside an access after the barrier: cache taken |
+//! | `REVOKING` | `FLUSH` | remote | owner inside an access, or no barrier available |
 //! | `REVOKED`, `FLUSH` | `ACTIVE` | owner | its next access (`FLUSH`: it hands its batches to the depot) |
 //! | any but `REVOKING` | `UNCLAIMED` | owner | thread exit ([`LocalSlot::release`]) |
 //!
@@ -20,25 +20,32 @@
 //!   the owner keeps off and waits in its slow path.
 //! * `REVOKED`: the cache was taken (it is empty); the owner re-claims it
 //!   before its next access.
-//! * `FLUSH`: the owner was busy when asked; it hands its cache to the depot
+//! * `FLUSH`: the owner was inside an access when asked; it hands its cache to the depot
 //!   at its next access.
 //!
 //! # The asymmetric fence
 //!
-//! Every owner access is bracketed: `busy = 1`, compiler fence, check
-//! `state == ACTIVE`, touch the cache, `busy = 0` (`Release`). A remote
-//! revoker stores `REVOKING`, runs one process-wide barrier
+//! Every owner access is bracketed. On entry the owner stores its operation
+//! count (`gets + returns`) into `entered`, runs a compiler fence, and checks
+//! `state == ACTIVE`; every access ends by bumping `gets` or `returns`
+//! (`Release`), or, if it counts nothing, by storing `OUTSIDE` into
+//! `entered`. So the owner is inside an access exactly when
+//! `entered == gets + returns`, and the end of an access costs nothing
+//! beyond the counter bump the statistics need anyway.
+//!
+//! A remote revoker stores `REVOKING`, runs one process-wide barrier
 //! ([`heavy_fence`](crate::sync::heavy_fence), `membarrier(2)`), then reads
-//! `busy`. The barrier guarantees that either the owner's check sees
-//! `REVOKING`, or the revoker sees `busy == 1`; so the revoker takes the cache
-//! only when the owner is outside its access and cannot start a new one. The
-//! owner's fast path pays two plain stores and a compiler fence; no atomic
-//! read-modify-write, no hardware fence.
+//! `entered` and the counters (`Acquire`). The barrier guarantees that either
+//! the owner's check sees `REVOKING`, or the revoker sees the owner's entry;
+//! so the revoker takes the cache only when the owner is outside its access
+//! and cannot start a new one. The owner's fast path pays one plain store,
+//! a compiler fence and the counter bump; no atomic read-modify-write, no
+//! hardware fence.
 
 use std::marker::PhantomData;
 
 use super::local::LocalCache;
-use crate::sync::atomic::{AtomicU8, Ordering};
+use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use crate::sync::{heavy_fence, light_fence, yield_now, OwnerCounter, UnsafeCell};
 
 const UNCLAIMED: u8 = 0;
@@ -46,6 +53,21 @@ const ACTIVE: u8 = 1;
 const REVOKING: u8 = 2;
 const REVOKED: u8 = 3;
 const FLUSH: u8 = 4;
+
+/// `entered` after an access that counted nothing: the owner is outside.
+const OUTSIDE: u64 = u64::MAX;
+
+/// What an access counts when it ends; the count is also what tells a
+/// revoker the owner is out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tally {
+    /// An object handed out.
+    Get,
+    /// An object given back.
+    Return,
+    /// Neither (slow-path bookkeeping).
+    Nothing,
+}
 
 /// The cache was revoked by another thread while the owner was not looking;
 /// the owner must re-claim it ([`LocalSlot::claim`]).
@@ -58,8 +80,10 @@ pub(crate) struct Revoked;
 pub(crate) struct Slot<T> {
     /// One of the states above.
     state: AtomicU8,
-    /// 1 while the owner touches the cache; written only by the owner.
-    busy: AtomicU8,
+    /// `gets + returns` when the owner last entered an access, or `OUTSIDE`;
+    /// written only by the owner. Inside an access iff
+    /// `entered == gets + returns`.
+    entered: AtomicU64,
     cache: UnsafeCell<LocalCache<T>>,
     /// Objects handed out by this slot's owners (hits and misses).
     gets: OwnerCounter,
@@ -79,7 +103,7 @@ impl<T> Default for Slot<T> {
     fn default() -> Self {
         Self {
             state: AtomicU8::new(UNCLAIMED),
-            busy: AtomicU8::new(0),
+            entered: AtomicU64::new(OUTSIDE),
             cache: UnsafeCell::new(LocalCache::new()),
             gets: OwnerCounter::default(),
             returns: OwnerCounter::default(),
@@ -130,21 +154,25 @@ impl<T> Slot<T> {
         if revoking.is_empty() {
             return Vec::new();
         }
-        // One barrier for all of them: after it, an owner that was not busy
+        // One barrier for all of them: after it, an owner that was not inside an access
         // cannot start an access without seeing `REVOKING`.
         let fenced = heavy_fence();
         let mut taken = Vec::new();
         for slot in revoking {
-            // Pairs with the owner's `Release` store of `busy = 0`: its
-            // writes to the cache happen before our reads.
-            if !fenced || slot.busy.load(Ordering::Acquire) != 0 {
+            // `entered` first: if it shows an entry, the counters it was
+            // computed from are visible too (the owner stores it `Release`).
+            // The `Acquire` loads pair with the owner's `Release` ends of
+            // access: its writes to the cache happen before our reads.
+            let entered = slot.entered.load(Ordering::Acquire);
+            let ops = slot.gets.read_acquire() + slot.returns.read_acquire();
+            if !fenced || entered == ops {
                 slot.state.store(FLUSH, Ordering::Release);
                 continue;
             }
             // SAFETY: the state is `REVOKING` (we stored it), and after the
-            // barrier the owner was not busy: it is outside `with_cache` and
-            // any access it starts sees a state other than `ACTIVE` and keeps
-            // off until we store `REVOKED`. Only one revoker runs per slot.
+            // barrier the owner was not inside an access: any access it
+            // starts sees a state other than `ACTIVE` and keeps off until we
+            // store `REVOKED`. Only one revoker runs per slot.
             let batches = slot.cache.with_mut(|cache| unsafe { (*cache).take_all() });
             // Pairs with the owner's `Acquire` in `claim`: our writes to the
             // cache happen before its next access.
@@ -232,66 +260,78 @@ impl<'a, T> LocalSlot<'a, T> {
     /// pooled objects), which could re-enter the pool on this thread and
     /// borrow the cache a second time.
     #[inline(always)]
-    pub(crate) fn with_cache<R>(
-        &self,
-        f: impl FnOnce(&mut LocalCache<T>) -> R,
-    ) -> Result<R, Revoked> {
-        self.with_cache_taking((), |cache, ()| f(cache))
+    pub(crate) fn with_cache<R>(&self, f: impl FnOnce(&mut LocalCache<T>) -> R) -> Result<R, Revoked> {
+        self.access((), |cache, ()| (f(cache), Tally::Nothing))
             .map_err(|()| Revoked)
     }
 
-    /// [`with_cache`](LocalSlot::with_cache) for a closure that consumes
-    /// `arg`: if the slot was revoked, `arg` comes back untouched.
+    /// One bracketed access (see the module docs): runs `f` on the cache and
+    /// ends by counting what `f` says. If the slot was revoked, `f` does not
+    /// run and `arg` comes back untouched.
     #[inline(always)]
-    pub(crate) fn with_cache_taking<A, R>(
+    fn access<A, R>(
         &self,
         arg: A,
-        f: impl FnOnce(&mut LocalCache<T>, A) -> R,
+        f: impl FnOnce(&mut LocalCache<T>, A) -> (R, Tally),
     ) -> Result<R, A> {
         let slot = self.slot;
-        slot.busy.store(1, Ordering::Relaxed);
+        // `Release`: a revoker that reads this entry also sees the counter
+        // values it was computed from.
+        let ops = slot.gets.read() + slot.returns.read();
+        slot.entered.store(ops, Ordering::Release);
         light_fence();
         if slot.state.load(Ordering::Relaxed) != ACTIVE {
-            slot.busy.store(0, Ordering::Relaxed);
+            // `Release` so that a revoker reading this sees our last access.
+            slot.entered.store(OUTSIDE, Ordering::Release);
             return Err(arg);
         }
         // SAFETY:
         // * The state is `ACTIVE`, which only this thread stores (see `new`),
-        //   and we are marked busy: a revoker that stores `REVOKING` from now
-        //   on sees `busy == 1` after its barrier and keeps off; one that
-        //   stored it before, we would have seen above. So no other thread
-        //   touches the cache until `busy` is cleared.
+        //   and our entry is published: a revoker that stores `REVOKING` from
+        //   now on sees `entered == gets + returns` after its barrier and
+        //   keeps off; one that stored it before, we would have seen above.
+        //   So no other thread touches the cache until the access ends.
         // * A `LocalSlot` cannot leave this thread, and `f` is crate code that
         //   does not call back into user code, so this thread cannot re-enter
         //   and alias the borrow while `f` runs.
-        let out = slot.cache.with_mut(|cache| f(unsafe { &mut *cache }, arg));
-        // Pairs with the revoker's `Acquire` load of `busy`.
-        slot.busy.store(0, Ordering::Release);
+        let (out, tally) = slot.cache.with_mut(|cache| f(unsafe { &mut *cache }, arg));
+        // The end of the access, `Release`: pairs with the revoker's
+        // `Acquire` loads, so our writes to the cache happen before its reads.
+        match tally {
+            Tally::Get => slot.gets.bump_release(),
+            Tally::Return => slot.returns.bump_release(),
+            Tally::Nothing => slot.entered.store(OUTSIDE, Ordering::Release),
+        }
         Ok(out)
     }
 
     /// Takes an idle object from the cache and counts a get.
     #[inline(always)]
     pub(crate) fn pop(&self) -> Option<T> {
-        let item = self.with_cache(LocalCache::pop).ok().flatten()?;
-        self.slot.gets.bump_local();
-        Some(item)
+        self.access((), |cache, ()| match cache.pop() {
+            Some(item) => (Some(item), Tally::Get),
+            None => (None, Tally::Nothing),
+        })
+        .ok()
+        .flatten()
     }
 
     /// Caches `item` and counts a return, or gives it back if both batches
     /// are full or the slot was revoked.
     #[inline(always)]
     pub(crate) fn push(&self, item: T, batch_size: usize) -> Result<(), T> {
-        self.with_cache_taking(item, |cache, item| cache.push(item, batch_size))
-            .and_then(|pushed| pushed)?;
-        self.slot.returns.bump_local();
-        Ok(())
+        self.access(item, |cache, item| match cache.push(item, batch_size) {
+            Ok(()) => (Ok(()), Tally::Return),
+            Err(back) => (Err(back), Tally::Nothing),
+        })
+        .and_then(|pushed| pushed)
     }
 
-    /// Counts a get served without the cache (a fresh object, a slot-less
-    /// path).
+    /// Counts a get served without the cache (a fresh object). `Release`,
+    /// like every change of the counters: a revoker that sees it must also
+    /// see the accesses before it.
     pub(crate) fn count_get(&self) {
-        self.slot.gets.bump_local();
+        self.slot.gets.bump_release();
     }
 
     /// Gives the slot up at thread exit: empties the cache and lets the next

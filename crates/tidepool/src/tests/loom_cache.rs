@@ -138,7 +138,7 @@ fn finish(pool: Arc<Pool<Ledger>>) {
 fn run_model(name: &str, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(2);
+        builder.preemption_bound = Some(3);
     }
     builder.max_branches = 100_000;
     let made = LEDGERS_MADE.load(Relaxed);
