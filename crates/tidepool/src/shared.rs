@@ -221,56 +221,38 @@ impl<M: Manage> Shared<M> {
 
     // === put ===
 
-    #[inline(always)]
+    #[inline]
     pub(crate) fn put(this: &Arc<Self>, item: M::Item) {
         if std::thread::panicking() {
             return this.discard(item);
         }
-        let Some(item) = this.recycle(item) else {
+        let Some(mut item) = this.recycle(item) else {
             return;
         };
-        let item = match this.local() {
-            Some(slot) => match slot.push(item, this.config.batch_size) {
+        if let Some(slot) = this.local() {
+            match slot.push(item, this.config.batch_size) {
                 Ok(()) => return,
-                Err(back) => back,
-            },
-            None => item,
-        };
+                Err(back) => item = back,
+            }
+        }
         Self::put_slow(this, item)
     }
 
     /// Runs the manager's `recycle`; destroys the object if it says no, or
     /// if it panics (the panic then continues).
-    #[inline(always)]
-    fn recycle(&self, item: M::Item) -> Option<M::Item> {
-        /// Holds the object while `recycle` runs; destroys it if that unwinds.
-        struct Unwinding<'a, M: Manage> {
-            shared: &'a Shared<M>,
-            item: Option<M::Item>,
-        }
-        impl<M: Manage> Drop for Unwinding<'_, M> {
-            fn drop(&mut self) {
-                if let Some(item) = self.item.take() {
-                    self.shared.counters.discarded.add(1);
-                    let _ = self.shared.destroy_quiet(Some(item));
-                }
+    #[inline]
+    fn recycle(&self, mut item: M::Item) -> Option<M::Item> {
+        match catch_unwind(AssertUnwindSafe(|| self.manager.recycle(&mut item))) {
+            Ok(true) => Some(item),
+            Ok(false) => {
+                self.discard(item);
+                None
             }
-        }
-
-        let mut guard = Unwinding {
-            shared: self,
-            item: Some(item),
-        };
-        let keep = match guard.item.as_mut() {
-            Some(item) => self.manager.recycle(item),
-            None => unreachable!("just stored"),
-        };
-        let item = guard.item.take()?;
-        if keep {
-            Some(item)
-        } else {
-            self.discard(item);
-            None
+            Err(panic) => {
+                self.counters.discarded.add(1);
+                let _ = self.destroy_quiet(Some(item));
+                resume_unwind(panic)
+            }
         }
     }
 

@@ -260,7 +260,10 @@ impl<'a, T> LocalSlot<'a, T> {
     /// pooled objects), which could re-enter the pool on this thread and
     /// borrow the cache a second time.
     #[inline(always)]
-    pub(crate) fn with_cache<R>(&self, f: impl FnOnce(&mut LocalCache<T>) -> R) -> Result<R, Revoked> {
+    pub(crate) fn with_cache<R>(
+        &self,
+        f: impl FnOnce(&mut LocalCache<T>) -> R,
+    ) -> Result<R, Revoked> {
         self.access((), |cache, ()| (f(cache), Tally::Nothing))
             .map_err(|()| Revoked)
     }
