@@ -38,9 +38,12 @@ struct Cfg {
 impl Cfg {
     fn build(self) -> (P, Arc<Ledger>) {
         let (manager, ledger) = Counting::new();
+        // Exact counts: no process-wide reclaimer, whose real memory-pressure
+        // signals (or 15 s passes) would rightly change them mid-test.
         let mut b = Pool::builder(manager)
             .batch_size(self.batch)
-            .max_idle(self.max_idle);
+            .max_idle(self.max_idle)
+            .background(false);
         if let Some(n) = self.max_live {
             b = b.max_live(n);
         }

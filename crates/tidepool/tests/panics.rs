@@ -15,9 +15,11 @@ type P = Pool<Counting>;
 
 fn pool(batch: usize, max_idle: usize) -> (P, Arc<Ledger>) {
     let (manager, ledger) = Counting::new();
+    // Exact counts: no process-wide reclaimer (see tests/model.rs).
     let pool = Pool::builder(manager)
         .batch_size(batch)
         .max_idle(max_idle)
+        .background(false)
         .build()
         .unwrap();
     (pool, ledger)
@@ -29,6 +31,7 @@ fn pool_live(batch: usize, max_idle: usize, max_live: usize) -> (P, Arc<Ledger>)
         .batch_size(batch)
         .max_idle(max_idle)
         .max_live(max_live)
+        .background(false)
         .build()
         .unwrap();
     (pool, ledger)

@@ -119,6 +119,7 @@ fn pool(batch: usize, max_idle: usize) -> (Arc<Pool<Reentrant>>, Arc<Book>) {
         })
         .batch_size(batch)
         .max_idle(max_idle)
+        .background(false)
         .build()
         .unwrap(),
     );

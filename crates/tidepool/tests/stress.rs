@@ -18,7 +18,12 @@ type P = Pool<Counting>;
 
 fn pool(batch: usize, max_idle: usize, max_live: Option<usize>) -> (Arc<P>, Arc<Ledger>) {
     let (manager, ledger) = Counting::new();
-    let mut b = Pool::builder(manager).batch_size(batch).max_idle(max_idle);
+    // Exact counts: no process-wide reclaimer (see tests/model.rs). Cache
+    // take-backs still happen here, from the workers' own `drain` calls.
+    let mut b = Pool::builder(manager)
+        .batch_size(batch)
+        .max_idle(max_idle)
+        .background(false);
     if let Some(n) = max_live {
         b = b.max_live(n);
     }
@@ -404,6 +409,77 @@ fn guards_dropped_in_tls_destructors_are_returned() {
     assert_eq!(s.hits, 1, "{s:?}");
     assert_eq!((s.live, s.idle, s.idle_depot), (0, 2, 2), "{s:?}");
     assert_eq!(Arc::strong_count(&pool), 1);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+/// Caches taken from live, busy owners, natively (the loom models check the
+/// protocol; this runs it on real cores): workers hammer the pool while
+/// another thread keeps taking every cache back (`drain`) and signalling
+/// critical pressure. No object may be held twice, and every count must
+/// balance at the end.
+#[test]
+fn caches_taken_from_busy_owners() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tidepool::pressure::Level;
+
+    let (pool, ledger) = pool(4, 64, None);
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..3)
+        .map(|k| {
+            let pool = Arc::clone(&pool);
+            let ledger = Arc::clone(&ledger);
+            thread::spawn(move || {
+                let mut rng = Rng::new(seed() ^ k);
+                for _ in 0..20_000 {
+                    let n = 1 + rng.below(12);
+                    let guards: Vec<_> = (0..n).map(|_| pool.get().unwrap()).collect();
+                    for g in &guards {
+                        ledger.check_out(g.id());
+                    }
+                    for g in guards {
+                        ledger.check_in(g.id());
+                    }
+                }
+            })
+        })
+        .collect();
+    let taker = {
+        let pool = Arc::clone(&pool);
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            let mut rounds = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                if rounds % 4 == 3 {
+                    pool.pressure(Level::Critical);
+                } else {
+                    pool.drain();
+                }
+                rounds += 1;
+                thread::yield_now();
+            }
+            rounds
+        })
+    };
+    for w in workers {
+        w.join().expect("worker panicked");
+    }
+    stop.store(true, Ordering::Relaxed);
+    let rounds = taker.join().unwrap();
+    assert!(rounds > 0);
+
+    let s = pool.stats();
+    let c = ledger.counts();
+    assert_eq!(ledger.in_use(), 0);
+    assert_eq!(s.live, 0, "{s:?}");
+    assert_eq!(s.existing(), s.idle, "{s:?}");
+    assert!(s.caches_taken > 0, "the taker found caches to take: {s:?}");
+    assert_eq!(
+        (c.created, c.destroyed, c.detached),
+        (s.created, s.destroyed, s.detached)
+    );
+    assert_eq!(s.hits + s.misses, c.recycle_calls + c.discards + c.detached);
+    ledger.assert_no_errors();
     drop(pool);
     ledger.assert_all_accounted();
 }
