@@ -57,6 +57,9 @@ fn purge_releases_all_but_the_kept_top_and_the_stack_is_reusable() {
         .keep_resident(keep)
         .batch_size(4)
         .max_idle(64)
+        // Exact residency: no process-wide reclaimer purging or
+        // draining on its own (a real pressure signal would).
+        .background(false)
         .build()
         .unwrap();
     let stacks: Vec<_> = (0..16).map(|_| pool.get().unwrap()).collect();
@@ -100,6 +103,9 @@ fn keep_resident_zero_releases_every_page() {
     let pool = StackPool::builder(8 * PAGE)
         .batch_size(1)
         .max_idle(4)
+        // Exact residency: no process-wide reclaimer purging or
+        // draining on its own (a real pressure signal would).
+        .background(false)
         .build()
         .unwrap();
     let stacks: Vec<_> = (0..3).map(|_| pool.get().unwrap()).collect();
@@ -118,6 +124,9 @@ fn purge_lowers_the_process_rss() {
     let pool = StackPool::builder(usable)
         .batch_size(8)
         .max_idle(64)
+        // Exact residency: no process-wide reclaimer purging or
+        // draining on its own (a real pressure signal would).
+        .background(false)
         .build()
         .unwrap();
     let stacks: Vec<_> = (0..64).map(|_| pool.get().unwrap()).collect();
