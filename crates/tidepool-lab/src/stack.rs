@@ -6,7 +6,7 @@
 //! `PROT_NONE` as the guard (corosensei's [`DefaultStack`] does exactly
 //! this), costing two VMAs. tidepool's is a [`PooledStack`] from a
 //! [`StackPool`](tidepool::stack::StackPool): the same layout, mapped by the
-//! library. Both run the same [`Request`] code.
+//! library. Both run the same request code ([`InFlight`]).
 
 use std::hint::black_box;
 
