@@ -268,15 +268,11 @@ impl<'a, T> LocalSlot<'a, T> {
             .map_err(|()| Revoked)
     }
 
-    /// One bracketed access (see the module docs): runs `f` on the cache and
-    /// ends by counting what `f` says. If the slot was revoked, `f` does not
-    /// run and `arg` comes back untouched.
+    /// The start of a bracketed access (see the module docs): publishes the
+    /// entry, then checks the state. `false` (and the owner is outside
+    /// again) if the slot is not claimed by this thread.
     #[inline(always)]
-    fn access<A, R>(
-        &self,
-        arg: A,
-        f: impl FnOnce(&mut LocalCache<T>, A) -> (R, Tally),
-    ) -> Result<R, A> {
+    fn enter(&self) -> bool {
         let slot = self.slot;
         // `Release`: a revoker that reads this entry also sees the counter
         // values it was computed from.
@@ -286,48 +282,101 @@ impl<'a, T> LocalSlot<'a, T> {
         if slot.state.load(Ordering::Relaxed) != ACTIVE {
             // `Release` so that a revoker reading this sees our last access.
             slot.entered.store(OUTSIDE, Ordering::Release);
-            return Err(arg);
+            return false;
         }
-        // SAFETY:
-        // * The state is `ACTIVE`, which only this thread stores (see `new`),
-        //   and our entry is published: a revoker that stores `REVOKING` from
-        //   now on sees `entered == gets + returns` after its barrier and
-        //   keeps off; one that stored it before, we would have seen above.
-        //   So no other thread touches the cache until the access ends.
-        // * A `LocalSlot` cannot leave this thread, and `f` is crate code that
-        //   does not call back into user code, so this thread cannot re-enter
-        //   and alias the borrow while `f` runs.
-        let (out, tally) = slot.cache.with_mut(|cache| f(unsafe { &mut *cache }, arg));
-        // The end of the access, `Release`: pairs with the revoker's
-        // `Acquire` loads, so our writes to the cache happen before its reads.
+        true
+    }
+
+    /// The end of a bracketed access, `Release`: pairs with the revoker's
+    /// `Acquire` loads, so our writes to the cache happen before its reads.
+    #[inline(always)]
+    fn leave(&self, tally: Tally) {
+        let slot = self.slot;
         match tally {
             Tally::Get => slot.gets.bump_release(),
             Tally::Return => slot.returns.bump_release(),
             Tally::Nothing => slot.entered.store(OUTSIDE, Ordering::Release),
         }
+    }
+
+    /// One bracketed access: runs `f` on the cache and ends by counting what
+    /// `f` says. If the slot was revoked, `f` does not run and `arg` comes
+    /// back untouched.
+    #[inline(always)]
+    fn access<A, R>(
+        &self,
+        arg: A,
+        f: impl FnOnce(&mut LocalCache<T>, A) -> (R, Tally),
+    ) -> Result<R, A> {
+        if !self.enter() {
+            return Err(arg);
+        }
+        // SAFETY: entered just above; left just below.
+        let (out, tally) = unsafe { self.in_access(|cache| f(cache, arg)) };
+        self.leave(tally);
         Ok(out)
     }
+
+    /// Runs `f` on the cache.
+    ///
+    /// # Safety
+    ///
+    /// Only between an [`enter`](Self::enter) that returned `true` and the
+    /// matching [`leave`](Self::leave).
+    #[inline(always)]
+    unsafe fn in_access<R>(&self, f: impl FnOnce(&mut LocalCache<T>) -> R) -> R {
+        // SAFETY: the caller has entered (see `enter`), so:
+        // * The state is `ACTIVE`, which only this thread stores (see `new`),
+        //   and our entry is published: a revoker that stores `REVOKING` from
+        //   now on sees `entered == gets + returns` after its barrier and
+        //   keeps off; one that stored it before, `enter` saw.
+        //   So no other thread touches the cache until the access ends.
+        // * A `LocalSlot` cannot leave this thread, and `f` is crate code that
+        //   does not call back into user code, so this thread cannot re-enter
+        //   and alias the borrow while `f` runs.
+        self.slot.cache.with_mut(|cache| f(unsafe { &mut *cache }))
+    }
+
+    // `pop` and `push` are the fast path and spell the bracket out instead of
+    // going through `access`: moving the object through `access`'s
+    // `Result<(R, Tally), A>` layers keeps it in memory as a 24-byte blob,
+    // which LLVM copies as 8 + 16 bytes. On the put side that 16-byte load of
+    // the guard's `ptr, len` straddles the caller's fresh 8-byte store of
+    // `len` (a store-forwarding stall); on the get side it adds a stack hop.
+    // Together that was about +6 ns per round trip (tidepool-bench
+    // `core_roundtrip`: 24.5 ns against 18.5 ns with the bracket spelled out).
 
     /// Takes an idle object from the cache and counts a get.
     #[inline(always)]
     pub(crate) fn pop(&self) -> Option<T> {
-        self.access((), |cache, ()| match cache.pop() {
-            Some(item) => (Some(item), Tally::Get),
-            None => (None, Tally::Nothing),
-        })
-        .ok()
-        .flatten()
+        if !self.enter() {
+            return None;
+        }
+        // SAFETY: entered just above; left just below.
+        let item = unsafe { self.in_access(LocalCache::pop) };
+        self.leave(if item.is_some() {
+            Tally::Get
+        } else {
+            Tally::Nothing
+        });
+        item
     }
 
     /// Caches `item` and counts a return, or gives it back if both batches
     /// are full or the slot was revoked.
     #[inline(always)]
     pub(crate) fn push(&self, item: T, batch_size: usize) -> Result<(), T> {
-        self.access(item, |cache, item| match cache.push(item, batch_size) {
-            Ok(()) => (Ok(()), Tally::Return),
-            Err(back) => (Err(back), Tally::Nothing),
-        })
-        .and_then(|pushed| pushed)
+        if !self.enter() {
+            return Err(item);
+        }
+        // SAFETY: entered just above; left just below.
+        let pushed = unsafe { self.in_access(|cache| cache.push(item, batch_size)) };
+        self.leave(if pushed.is_ok() {
+            Tally::Return
+        } else {
+            Tally::Nothing
+        });
+        pushed
     }
 
     /// Counts a get served without the cache (a fresh object). `Release`,
