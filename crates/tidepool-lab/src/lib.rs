@@ -14,6 +14,7 @@
 
 pub mod machine;
 pub mod policy;
+pub mod pressure_source;
 pub mod procfs;
 pub mod report;
 pub mod scenario;
@@ -23,6 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use machine::Machine;
 pub use policy::PolicyKind;
+pub use pressure_source::PressureSource;
 pub use report::Report;
 pub use scenario::{Progress, ScenarioKind, Settings, Silent};
 
@@ -45,8 +47,23 @@ impl Options {
     }
 }
 
-/// Runs the scenarios and returns the report.
+/// Runs the scenarios and returns the report. The pressure scenario's
+/// signal comes from [`PressureSource::default_for`] the settings: manual
+/// for `--quick`, else real PSI where the kernel allows it.
 pub fn run(options: &Options, progress: &dyn Progress) -> Report {
+    let source = PressureSource::default_for(options.settings.quick);
+    run_with_pressure_source(options, source, progress)
+}
+
+/// [`run`], with the pressure scenario's signal from `pressure` (see
+/// [`pressure_source`]).
+pub fn run_with_pressure_source(
+    options: &Options,
+    pressure: PressureSource,
+    progress: &dyn Progress,
+) -> Report {
+    let _lab = pressure_source::begin(pressure);
+    let progress = pressure_source::Tracking::new(progress);
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -55,7 +72,10 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Report {
     let scenarios = options
         .scenarios
         .iter()
-        .map(|kind| kind.run(s, progress))
+        .map(|&kind| match kind {
+            ScenarioKind::Pressure => scenario::pressure::run(s, &progress),
+            _ => kind.run(s, &progress),
+        })
         .collect();
     let mut notes = vec![format!(
         "time scaled: every 15 s period (QEMU 2021's resize timer, tidepool's reclaim interval) is \

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tidepool_lab::report::table;
-use tidepool_lab::{Options, PolicyKind, Progress, ScenarioKind, Settings};
+use tidepool_lab::{Options, PolicyKind, PressureSource, Progress, ScenarioKind, Settings};
 
 /// Reproduces the seeds' findings on this machine: tidepool against the
 /// QEMU coroutine pool policies, on their workloads, on real stacks.
@@ -42,6 +42,13 @@ struct RunArgs {
     /// Measured repeats per policy (default 3, 1 with --quick).
     #[arg(long)]
     repeats: Option<usize>,
+    /// Where the pressure scenario's signal comes from: `real` (PSI under
+    /// page-cache thrash in a 64 MiB cgroup: needs root, a cgroup v1 memory
+    /// controller and PSI; the scenario fails if refused), `manual`
+    /// (`tidepool::pressure::notify`), or `auto` (real, else manual, saying
+    /// why). Default: auto, manual with --quick.
+    #[arg(long, value_enum)]
+    pressure_source: Option<PressureSource>,
     /// Write report.json and report.html into this directory.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -144,8 +151,11 @@ fn main() -> ExitCode {
         options.settings.policies.len(),
         Duration::from_secs(15).div_f64(options.settings.time_scale)
     );
+    let pressure = args
+        .pressure_source
+        .unwrap_or_else(|| PressureSource::default_for(args.quick));
     let bars = Bars::new(args.quiet);
-    let report = tidepool_lab::run(&options, &bars);
+    let report = tidepool_lab::run_with_pressure_source(&options, pressure, &bars);
     drop(bars);
     println!("{}", table::render(&report));
     if let Some(dir) = &args.out {
@@ -158,6 +168,13 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
+    }
+    let refused = tidepool_lab::pressure_source::refusals(&report);
+    if !refused.is_empty() {
+        for r in refused {
+            eprintln!("{r}");
+        }
+        return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
 }

@@ -2,12 +2,16 @@
 //! pressure scenarios, every policy, as the CLI runs them; checked for
 //! structure and for invariants that hold whatever the machine's speed.
 //! (map-count has its own test binary: it uses up this process's VMAs.)
+//! The quick runs use the manual pressure source; one test runs the
+//! pressure scenario again with `auto` (real PSI where the kernel allows).
 
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use tidepool_lab::policy::qemu_2024::COROUTINE_POOL_BATCH_MAX_SIZE;
+use tidepool_lab::pressure_source::{MANUAL_LABEL, REAL_LABEL};
 use tidepool_lab::report::{PolicyResult, ScenarioReport};
-use tidepool_lab::{Options, PolicyKind, Report, ScenarioKind, Settings, Silent};
+use tidepool_lab::{Options, PolicyKind, PressureSource, Report, ScenarioKind, Settings, Silent};
 
 fn report() -> &'static Report {
     static REPORT: OnceLock<Report> = OnceLock::new();
@@ -189,7 +193,12 @@ fn spike_then_idle_shows_who_keeps_the_burst() {
 fn pressure_is_signalled_to_every_policy_at_the_same_point() {
     let s = scenario("pressure");
     check_structure(s);
-    assert!(s.notes.iter().any(|n| n.contains("pressure source")));
+    // --quick: the manual source, and the report says so.
+    assert_eq!(s.params["pressure source"], MANUAL_LABEL);
+    assert!(s
+        .notes
+        .iter()
+        .any(|n| n.starts_with("pressure source: manual")));
     for r in &s.results {
         assert!(
             r.series
@@ -200,10 +209,81 @@ fn pressure_is_signalled_to_every_policy_at_the_same_point() {
             r.policy
         );
         assert!(r.metric("rate_before") > 0.0 && r.metric("rate_after") > 0.0);
+        // Each run's signal is recorded: manual, never timed out.
+        assert_eq!(r.metric("signal_real"), 0.0, "{}", r.policy);
+        assert_eq!(r.metric("signal_timeout"), 0.0, "{}", r.policy);
+        assert_eq!(r.metric("psi_ms"), 0.0, "{}", r.policy);
+        let note = format!("signal, {} (0/", r.policy);
+        assert!(
+            s.notes
+                .iter()
+                .any(|n| n.starts_with(&note) && n.contains(MANUAL_LABEL)),
+            "{}: a note says which source delivered the signal",
+            r.policy
+        );
+    }
+    // Only tidepool's pool receives it (the seed policies do not listen).
+    let tp = result(s, PolicyKind::Tidepool);
+    assert!(tp.metric("pool_ms") > 0.0);
+    assert!(tp.metric("pool_ms") < 15_000.0);
+    for p in [PolicyKind::None, PolicyKind::Qemu2021, PolicyKind::Qemu2024] {
+        assert_eq!(result(s, p).metric("pool_ms"), 0.0, "{p}");
     }
     // The seed policies do not listen: QEMU 2024 destroys nothing.
     let q24 = result(s, PolicyKind::Qemu2024);
     assert_eq!(q24.metric("final_idle"), q24.metric("created"));
+}
+
+/// `--pressure-source auto`, tidepool only: a real PSI signal from
+/// page-cache thrash in a 64 MiB cgroup where the kernel allows it (it
+/// arrives within seconds), else the manual source with the reason. Run
+/// after the shared quick report, so no other lab run shares the process
+/// (the thrash, the PSI trigger and the reclaimer are process-wide).
+#[test]
+fn pressure_auto_source_is_real_or_says_why_not() {
+    let _ = report();
+    let mut settings = Settings::new(true);
+    settings.policies = vec![PolicyKind::Tidepool];
+    let options = Options {
+        scenarios: vec![ScenarioKind::Pressure],
+        settings,
+    };
+    let started = Instant::now();
+    let r = tidepool_lab::run_with_pressure_source(&options, PressureSource::Auto, &Silent);
+    let took = started.elapsed();
+    let s = r.scenario("pressure").expect("the pressure scenario ran");
+    let source = s.params["pressure source"].as_str();
+    assert!(
+        source == REAL_LABEL || source == MANUAL_LABEL,
+        "source: {source}"
+    );
+    let tp = result(s, PolicyKind::Tidepool);
+    assert_eq!(tp.failures, 0);
+    let note = s
+        .notes
+        .iter()
+        .find(|n| n.starts_with("signal, tidepool"))
+        .expect("a note on tidepool's signal");
+    if source == REAL_LABEL {
+        assert_eq!(tp.metric("signal_real"), 1.0, "{note}");
+        assert_eq!(tp.metric("signal_timeout"), 0.0, "{note}");
+        // The signal arrived at the pool, and the run moved on.
+        assert!(tp.metric("pool_ms") > 0.0, "{note}");
+        assert!(tp.metric("wait_ms") < 15_000.0, "{note}");
+        assert!(note.contains(REAL_LABEL), "{note}");
+        assert!(note.contains("Stats::pressure_critical rose"), "{note}");
+    } else {
+        assert_eq!(tp.metric("signal_real"), 0.0);
+        assert!(
+            s.notes
+                .iter()
+                .any(|n| n.contains("fell back to it because")),
+            "auto says why it did not use the real source: {:?}",
+            s.notes
+        );
+        assert!(tp.metric("pool_ms") > 0.0, "{note}");
+    }
+    assert!(took < Duration::from_secs(60), "took {took:?}");
 }
 
 #[test]
