@@ -32,8 +32,7 @@
 //! the pressure scenario's runs through a per-thread record of the lab run
 //! ([`begin`]): the source chosen, the policy being run ([`Tracking`], a
 //! [`Progress`] that notes it), and one [`SignalRecord`] per measured run,
-//! written by a controller thread that joins each run's worker threads (see
-//! [`worker`]).
+//! written by a controller thread that joins each run's worker threads.
 
 use std::cell::RefCell;
 use std::fmt;
