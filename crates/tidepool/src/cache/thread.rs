@@ -90,7 +90,7 @@ pub(crate) fn watch(pool: Weak<dyn ThreadExit>) -> bool {
             let mut pools = guard.pools.borrow_mut();
             // Forget pools that are gone, so the list stays as long as the
             // number of live pools this thread has used; a pool re-claimed
-            // after a revocation or a pressure hold is already listed.
+            // after its cache was taken back is already listed.
             pools.retain(|p| p.strong_count() > 0);
             if !pools.iter().any(|p| Weak::ptr_eq(p, &pool)) {
                 pools.push(pool);

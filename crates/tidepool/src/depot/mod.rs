@@ -154,8 +154,7 @@ impl<T> Depot<T> {
         Ok(shelves.empty.pop().unwrap_or_default())
     }
 
-    /// Takes one object: for threads with no cache (exiting ones, or any
-    /// thread during a critical-pressure hold).
+    /// Takes one object: for threads with no cache (exiting ones).
     pub(crate) fn take_one(&self) -> Option<T> {
         let mut shelves = self.shelves.lock();
         let newest = shelves.full.last_mut()?;

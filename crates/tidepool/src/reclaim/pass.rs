@@ -19,8 +19,8 @@ pub(crate) struct ReclaimShared {
     pub(crate) clock: Arc<dyn Clock>,
     /// When the next interval pass is due, in clock nanoseconds.
     next_pass: AtomicU64,
-    /// Until when critical pressure holds idle objects at `min_idle`, in
-    /// clock nanoseconds; 0 when there is no hold.
+    /// Until when critical pressure holds the depot at `min_idle`, in clock
+    /// nanoseconds; 0 when there is no hold.
     hold_until: AtomicU64,
     /// Serialises passes, pressure responses and cache take-backs (two
     /// revokers must never work on one slot at once).
