@@ -6,7 +6,6 @@
 //! pressure scenario again with `auto` (real PSI where the kernel allows).
 
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use tidepool_lab::policy::qemu_2024::COROUTINE_POOL_BATCH_MAX_SIZE;
 use tidepool_lab::pressure_source::{MANUAL_LABEL, REAL_LABEL};
@@ -248,9 +247,7 @@ fn pressure_auto_source_is_real_or_says_why_not() {
         scenarios: vec![ScenarioKind::Pressure],
         settings,
     };
-    let started = Instant::now();
     let r = tidepool_lab::run_with_pressure_source(&options, PressureSource::Auto, &Silent);
-    let took = started.elapsed();
     let s = r.scenario("pressure").expect("the pressure scenario ran");
     let source = s.params["pressure source"].as_str();
     assert!(
@@ -283,7 +280,6 @@ fn pressure_auto_source_is_real_or_says_why_not() {
         );
         assert!(tp.metric("pool_ms") > 0.0, "{note}");
     }
-    assert!(took < Duration::from_secs(60), "took {took:?}");
 }
 
 #[test]
