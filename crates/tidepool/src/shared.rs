@@ -124,12 +124,17 @@ impl<M: Manage> Shared<M> {
 
     /// Gives `batches` to the depot; destroys what it refuses.
     fn donate_or_destroy(&self, batches: Vec<Vec<M::Item>>) {
-        let refused: Vec<Vec<M::Item>> = batches
+        self.destroy(self.donate_all(batches).into_iter().flatten());
+    }
+
+    /// Gives `batches` to the depot; returns the ones it refuses, for the
+    /// caller to destroy outside the lock.
+    pub(crate) fn donate_all(&self, batches: Vec<Vec<M::Item>>) -> Vec<Vec<M::Item>> {
+        batches
             .into_iter()
             .filter(|batch| !batch.is_empty())
             .filter_map(|batch| self.depot.donate(batch).err())
-            .collect();
-        self.destroy(refused.into_iter().flatten());
+            .collect()
     }
 
     // === get ===
@@ -479,11 +484,7 @@ impl<M: Manage> ThreadExit for Shared<M> {
         };
         // SAFETY: we run on thread `tid`, in its TLS destructor, before its id
         // is freed.
-        let batches = unsafe { LocalSlot::new(slot) }.release();
-        let refused: Vec<Vec<M::Item>> = batches
-            .into_iter()
-            .filter_map(|batch| self.depot.donate(batch).err())
-            .collect();
+        let refused = self.donate_all(unsafe { LocalSlot::new(slot) }.release());
         // A panic cannot leave a TLS destructor (it would abort); the objects
         // are destroyed and counted all the same.
         let _ = self.destroy_quiet(refused.into_iter().flatten());

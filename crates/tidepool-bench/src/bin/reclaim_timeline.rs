@@ -157,7 +157,12 @@ fn pressure_latency(reps: usize) {
             if s.pressure_critical > before.pressure_critical && s.idle as usize == MIN_IDLE {
                 break;
             }
-            assert!(t.elapsed() < Duration::from_secs(30), "no response: {s:?}");
+            // A bound on the wait, not a speed check: a pool that never
+            // responds must end the benchmark with a message, not hang it.
+            if t.elapsed() > Duration::from_secs(30) {
+                eprintln!("no response to the pressure signal after 30 s: {s:?}");
+                std::process::exit(1);
+            }
             std::thread::yield_now();
         }
         let took = t.elapsed();

@@ -120,9 +120,7 @@ impl<M: Manage> Shared<M> {
         drop(state);
 
         // Outside every lock: managers run here.
-        let refused = taken
-            .into_iter()
-            .filter_map(|batch| self.depot.donate(batch).err());
+        let refused = self.donate_all(taken);
         let reclaimed = self.destroy(tick.reclaim.into_iter().chain(refused).flatten());
         self.reclaim.reclaimed.add(reclaimed as u64);
         self.purge_batches(tick.purge);
@@ -149,20 +147,12 @@ impl<M: Manage> Shared<M> {
                     .hold_until
                     .store(until.max(1), Ordering::Relaxed);
                 self.depot.set_cap(floor);
-                let mut owned = Vec::new();
-                self.slots.for_each(|_, slot| {
-                    if slot.is_owned() {
-                        owned.push(slot);
-                    }
-                });
+                let owned = self.owned_slots();
                 self.reclaim.caches_taken.add(owned.len() as u64);
                 let taken = Slot::revoke_remote(owned);
                 drop(state);
                 // The depot's cap is `min_idle` now: what does not fit goes.
-                let refused: Vec<_> = taken
-                    .into_iter()
-                    .filter_map(|batch| self.depot.donate(batch).err())
-                    .collect();
+                let refused = self.donate_all(taken);
                 let rest = self.depot.take_down_to(floor);
                 self.destroy(refused.into_iter().chain(rest).flatten())
             }
@@ -200,13 +190,18 @@ impl<M: Manage> Shared<M> {
     /// those of owners outside an access; busy owners are asked to flush).
     pub(crate) fn take_caches_remote(&self) -> Vec<Vec<M::Item>> {
         let _state = self.reclaim.lock.lock();
+        Slot::revoke_remote(self.owned_slots())
+    }
+
+    /// Every thread cache that some thread owns right now.
+    fn owned_slots(&self) -> Vec<&Slot<M::Item>> {
         let mut owned = Vec::new();
         self.slots.for_each(|_, slot| {
             if slot.is_owned() {
                 owned.push(slot);
             }
         });
-        Slot::revoke_remote(owned)
+        owned
     }
 
     /// For the reclaimer thread: runs a due pass and says when to come back

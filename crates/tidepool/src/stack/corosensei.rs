@@ -40,11 +40,11 @@ unsafe impl Stack for GuardedStack {
 unsafe impl Stack for PooledStack {
     #[inline]
     fn base(&self) -> StackPointer {
-        pointer(self.top())
+        Stack::base(&**self)
     }
 
     #[inline]
     fn limit(&self) -> StackPointer {
-        pointer(GuardedStack::limit(self))
+        Stack::limit(&**self)
     }
 }
