@@ -9,29 +9,20 @@
 //! `SIGSEGV` (not by `SIGABRT` with a "stack overflow" message).
 #![cfg(target_os = "linux")]
 
-use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, Output};
+mod common;
 
+use std::os::unix::process::ExitStatusExt;
+
+use common::child::{self, is_child as am_child, ChildOutput};
 use tidepool::stack::StackPool;
 
-const CHILD: &str = "TIDEPOOL_STACK_GUARD_CHILD";
-
-/// Is this process the child for test `name`?
-fn am_child(name: &str) -> bool {
-    std::env::var(CHILD).as_deref() == Ok(name)
-}
-
 /// Runs test `name` of this binary in a child process, as the child.
-fn run_child(name: &str) -> Output {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env(CHILD, name)
-        .output()
-        .unwrap()
+fn run_child(name: &str) -> ChildOutput {
+    child::spawn(name, child::TIMEOUT, &[])
 }
 
-fn assert_killed_by_sigsegv_after(out: &Output, last_step: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
+fn assert_killed_by_sigsegv_after(out: &ChildOutput, last_step: &str) {
+    let stderr = &out.stderr;
     assert!(
         stderr.contains(last_step),
         "the child did not get as far as {last_step:?}; status {:?}, stderr:\n{stderr}",
@@ -39,7 +30,7 @@ fn assert_killed_by_sigsegv_after(out: &Output, last_step: &str) {
     );
     assert!(!stderr.contains("CHILD: survived"), "{stderr}");
     assert_eq!(
-        out.status.signal(),
+        out.status.and_then(|s| s.signal()),
         Some(libc::SIGSEGV),
         "status {:?}, stderr:\n{stderr}",
         out.status

@@ -86,6 +86,40 @@ fn bad_settings_are_errors_naming_the_setting() {
 }
 
 #[test]
+fn settings_that_cannot_work_together_are_refused_by_the_stack_builder_too() {
+    use std::time::Duration;
+    let e = StackPool::builder(PAGE)
+        .max_live(4)
+        .min_idle(5)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "min_idle");
+    let e = StackPool::builder(PAGE)
+        .max_live(4)
+        .batch_size(8)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "batch_size");
+    let e = StackPool::builder(PAGE)
+        .reclaim_interval(Duration::MAX)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "reclaim_interval");
+    let e = StackPool::builder(PAGE)
+        .pressure_hold(Duration::MAX)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "pressure_hold");
+    // The map-count budget gives max_live; a reserve above it cannot be had.
+    let e = StackPool::builder(PAGE)
+        .map_budget(MapBudget::with_max_map_count(5000 + 2 * 20))
+        .min_idle(21)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "min_idle");
+}
+
+#[test]
 fn caps_default_to_the_map_count_budget() {
     let os = MapBudget::from_os();
     let pool = StackPool::new(PAGE).unwrap();

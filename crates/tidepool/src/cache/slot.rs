@@ -44,6 +44,15 @@
 
 use std::marker::PhantomData;
 
+/// For tests: whether this thread is inside a bracketed access, so a test
+/// allocator can check that nothing allocates there.
+#[cfg(all(test, not(loom)))]
+pub(crate) mod probe {
+    std::thread_local! {
+        pub(crate) static INSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+}
+
 use super::local::LocalCache;
 use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use crate::sync::{heavy_fence, light_fence, yield_now, OwnerCounter, UnsafeCell};
@@ -284,6 +293,8 @@ impl<'a, T> LocalSlot<'a, T> {
             slot.entered.store(OUTSIDE, Ordering::Release);
             return false;
         }
+        #[cfg(all(test, not(loom)))]
+        probe::INSIDE.with(|inside| inside.set(true));
         true
     }
 
@@ -291,6 +302,8 @@ impl<'a, T> LocalSlot<'a, T> {
     /// `Acquire` loads, so our writes to the cache happen before its reads.
     #[inline(always)]
     fn leave(&self, tally: Tally) {
+        #[cfg(all(test, not(loom)))]
+        probe::INSIDE.with(|inside| inside.set(false));
         let slot = self.slot;
         match tally {
             Tally::Get => slot.gets.bump_release(),
