@@ -48,6 +48,7 @@
 #![cfg_attr(loom, allow(dead_code))]
 
 mod cache;
+mod callbacks;
 mod config;
 mod depot;
 mod error;
@@ -70,7 +71,8 @@ mod tests;
 
 pub use config::{
     Builder, Config, ConfigError, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IDLE, DEFAULT_PRESSURE_HOLD,
-    DEFAULT_RECLAIM_INTERVAL, MAX_BATCH_SIZE, MIN_RECLAIM_INTERVAL,
+    DEFAULT_RECLAIM_INTERVAL, MAX_BATCH_SIZE, MAX_CACHE_BYTES, MAX_PRESSURE_HOLD,
+    MAX_RECLAIM_INTERVAL, MIN_RECLAIM_INTERVAL,
 };
 pub use error::Error;
 pub use guard::{OwnedPooled, Pooled};

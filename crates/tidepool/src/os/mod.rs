@@ -4,9 +4,15 @@
 //!   else in the crate calls `mmap`, `mprotect`, `madvise`, `munmap` or
 //!   `mincore` (the workspace `clippy.toml` refuses them elsewhere; only
 //!   this file allows them).
-//! * [`event`]: `eventfd(2)` and `poll(2)`, for the reclaimer thread.
+//! * [`event`]: `eventfd(2)` and `poll(2)`, for the reclaimer thread (and a
+//!   wake-up descriptor a forked child replaces).
+//! * [`fork`]: `pthread_atfork(3)`, so locks and the reclaimer survive
+//!   `fork(2)`.
 //! * [`membarrier`]: `membarrier(2)`, the heavy half of the asymmetric fence
 //!   that lets another thread take an idle thread cache.
+//!
+//! Nothing here imports the rest of the crate beyond the `sync` facade: the
+//! OS is the bottom layer.
 //!
 //! The submodules state their own (smaller) contracts at their tops.
 //!
@@ -30,6 +36,7 @@
 //! Failures that cannot be reported to anyone (an `munmap` from a `Drop`)
 //! are counted in [`unmap_failures`] instead of panicking.
 pub(crate) mod event;
+pub(crate) mod fork;
 pub(crate) mod membarrier;
 
 use crate::sync::process::{AtomicU64, Ordering};
