@@ -364,9 +364,9 @@ impl<M: Manage> Builder<M> {
     pub fn build(self) -> Result<Pool<M>, ConfigError> {
         let item_size = std::mem::size_of::<M::Item>();
         let mut config = self.config;
-        config.batch_size = self.batch_size.unwrap_or_else(|| {
-            default_batch_size(item_size, config.max_live, config.max_idle)
-        });
+        config.batch_size = self
+            .batch_size
+            .unwrap_or_else(|| default_batch_size(item_size, config.max_live, config.max_idle));
         let config = config.validate(item_size)?;
         Ok(Pool::from_parts(self.manager, config, self.clock))
     }

@@ -548,6 +548,7 @@ fn a_panicking_lazy_pass_loses_no_object_and_no_max_live_place() {
         matches!(got, Ok(Ok(_))),
         "the get itself succeeded; the pass's panic is the reclaimer's business"
     );
+    assert_eq!(s.callback_panics, 1, "{s:?}");
     // Both places of max_live can be had at once.
     let a = pool.get().expect("first place");
     let b = pool.get().expect("second place: no place was lost");
@@ -588,6 +589,7 @@ fn a_panicking_destroy_in_a_reclaim_pass_loses_no_object() {
     let s = consistent(&pool, &ledger);
     assert_eq!((s.created, s.destroyed, s.idle), (4, 2, 2), "{s:?}");
     assert_eq!(s.idle_purged, 2, "the other two were purged and put back");
+    assert_eq!(s.callback_panics, 1, "{s:?}");
     drop(pool);
     ledger.assert_all_accounted();
 }

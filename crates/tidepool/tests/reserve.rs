@@ -162,5 +162,10 @@ fn default_batch_of_big_items() {
         largest / 1024,
         pool.config().batch_size()
     );
-    assert!(pool.config().batch_size() >= 1);
+    assert_eq!(
+        pool.config().batch_size(),
+        2,
+        "two batches of two 1 MiB items fill MAX_CACHE_BYTES"
+    );
+    assert_eq!(Pool::new(ByValue).config().batch_size(), 2);
 }

@@ -90,19 +90,18 @@ fn assert_reclaimer_serves_new_pools() {
     held_ledger.assert_all_accounted();
 }
 
+/// Code a test hands to a [`Hooked`] manager.
+type Hook = Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>;
+
 /// A [`Counting`] manager that runs a hook (once) at the end of a `destroy`:
 /// user code doing pool things inside a callback the reclaimer runs.
 struct Hooked {
     inner: Counting,
-    hook: Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>,
+    hook: Hook,
 }
 
 impl Hooked {
-    fn new() -> (
-        Self,
-        Arc<Ledger>,
-        Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>,
-    ) {
+    fn new() -> (Self, Arc<Ledger>, Hook) {
         let (inner, ledger) = Counting::new();
         let hook = Arc::new(Mutex::new(None));
         let me = Self {
@@ -138,11 +137,7 @@ impl Manage for Hooked {
     }
 }
 
-fn hooked_pool() -> (
-    Arc<Pool<Hooked>>,
-    Arc<Ledger>,
-    Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>,
-) {
+fn hooked_pool() -> (Arc<Pool<Hooked>>, Arc<Ledger>, Hook) {
     let (manager, ledger, hook) = Hooked::new();
     let pool = Pool::builder(manager)
         .batch_size(2)
@@ -189,7 +184,8 @@ fn reclaimer_survives_a_destroy_that_builds_a_background_pool() {
     child::run(
         "reclaimer_survives_a_destroy_that_builds_a_background_pool",
         || {
-            static BUILT: Mutex<Vec<Pool<fn() -> u8>>> = Mutex::new(Vec::new());
+            type Zeros = Pool<fn() -> u8>;
+            static BUILT: Mutex<Vec<Zeros>> = Mutex::new(Vec::new());
             fn zero() -> u8 {
                 0
             }
@@ -232,6 +228,10 @@ fn reclaimer_survives_a_panicking_destroy() {
         });
         assert_eq!((s.created, s.destroyed), (12, 12), "{s:#?}");
         assert_balanced(&s);
+        assert_eq!(s.callback_panics, 2, "counted, contained: {s:#?}");
+        let status = tidepool::reclaim::status();
+        assert!(status.running, "{status:?}");
+        assert_eq!(status.restarts, 0, "never died: {status:?}");
         assert_reclaimer_serves_new_pools();
         drop(pool);
         ledger.assert_all_accounted();
@@ -257,7 +257,9 @@ fn reclaimer_survives_a_panicking_purge() {
             s.idle == 0
         });
         assert_eq!((s.created, s.destroyed), (12, 12), "{s:#?}");
+        assert_eq!(s.callback_panics, 1, "{s:#?}");
         assert!(ledger.counts().purged >= 1);
+        assert!(tidepool::reclaim::status().running);
         assert_reclaimer_serves_new_pools();
         drop(pool);
         ledger.assert_all_accounted();
@@ -473,8 +475,9 @@ mod fork {
                 drop(inherited);
                 inherited_ledger.assert_all_accounted();
                 let reads = || quiet_clock.reclaimer_reads.load(SeqCst);
-            let last = settle(reads);
-            go_tx.write_all(&[1]).unwrap();
+                let last = settle(reads);
+                let rounds = tidepool::reclaim::status().rounds;
+                go_tx.write_all(&[1]).unwrap();
                 let waited = forked.wait(Duration::from_secs(50));
                 // Not a timing assertion: a wake-up the child caused near its
                 // end gets a moment to show before the count is read.
@@ -484,7 +487,13 @@ mod fork {
                     last,
                     "the parent's reclaimer was woken while the child ran"
                 );
+                assert_eq!(
+                    tidepool::reclaim::status().rounds,
+                    rounds,
+                    "the parent's reclaimer ran a round while the child ran"
+                );
                 assert_eq!(waited, Ok(()));
+                assert_eq!(tidepool::reclaim::status().restarts, 0);
                 assert_eq!(quiet.stats().destroyed, 0);
                 drop(quiet);
                 quiet_ledger.assert_all_accounted();
@@ -554,4 +563,105 @@ mod fork {
             ledger.assert_all_accounted();
         });
     }
+}
+
+// === other user code the reclaimer runs ===
+
+/// A clock that panics on the reclaimer thread once told to.
+#[derive(Default)]
+struct PanickingClock {
+    armed: std::sync::atomic::AtomicBool,
+}
+
+impl Clock for PanickingClock {
+    fn now(&self) -> Duration {
+        if std::thread::current().name() == Some("tidepool-reclaim") && self.armed.load(SeqCst) {
+            panic!("{}: clock", common::INJECTED);
+        }
+        SystemClock.now()
+    }
+}
+
+/// A user clock that panics on the reclaimer thread ends only that pool's
+/// tick: counted in the reclaimer's status, and other pools are served.
+#[test]
+fn a_panicking_clock_does_not_stop_the_reclaimer() {
+    child::run("a_panicking_clock_does_not_stop_the_reclaimer", || {
+        common::quiet_injected_panics();
+        let clock = Arc::new(PanickingClock::default());
+        let (manager, ledger) = Counting::new();
+        let pool = Arc::new(
+            Pool::builder(manager)
+                .batch_size(2)
+                .reclaim_interval(SHORT)
+                .clock(clock.clone())
+                .build()
+                .unwrap(),
+        );
+        fill(&pool, 6);
+        clock.armed.store(true, SeqCst);
+        let (status, ok) = wait_until(PATIENCE, tidepool::reclaim::status, |s| s.panics >= 1);
+        assert!(ok, "the clock's panic was not counted: {status:?}");
+        assert!(status.running, "{status:?}");
+        assert_reclaimer_serves_new_pools();
+        clock.armed.store(false, SeqCst);
+        drop(pool);
+        ledger.assert_all_accounted();
+    });
+}
+
+/// A pressure source whose `on_ready` panics.
+struct PanickingSource {
+    rx: std::os::unix::net::UnixStream,
+}
+
+impl pressure::Source for PanickingSource {
+    fn name(&self) -> String {
+        "panicking test source".to_owned()
+    }
+
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.rx.as_fd()
+    }
+
+    fn interest(&self) -> pressure::Interest {
+        pressure::Interest::Readable
+    }
+
+    fn on_ready(&mut self) -> std::io::Result<Option<Level>> {
+        panic!("{}: on_ready", common::INJECTED);
+    }
+}
+
+/// A source that panics is dropped and reported like a failing one; the
+/// reclaimer lives on.
+#[test]
+fn a_panicking_source_is_dropped_and_the_reclaimer_lives() {
+    child::run(
+        "a_panicking_source_is_dropped_and_the_reclaimer_lives",
+        || {
+            use std::io::Write;
+            common::quiet_injected_panics();
+            let (manager, ledger) = Counting::new();
+            let pool = Pool::builder(manager).build().unwrap();
+            let (mut tx, rx) = std::os::unix::net::UnixStream::pair().unwrap();
+            pressure::watch(Box::new(PanickingSource { rx }));
+            tx.write_all(&[1]).unwrap();
+            let (statuses, ok) = wait_until(PATIENCE, pressure::sources, |all| {
+                all.iter()
+                    .any(|s| s.name == "panicking test source" && s.error.is_some())
+            });
+            assert!(ok, "{statuses:?}");
+            let st = statuses
+                .iter()
+                .find(|s| s.name == "panicking test source")
+                .unwrap();
+            assert!(st.error.as_deref().unwrap().contains("panicked"), "{st:?}");
+            assert!(tidepool::reclaim::status().running);
+            assert_reclaimer_serves_new_pools();
+            drop(pool);
+            ledger.assert_all_accounted();
+        },
+    );
 }

@@ -267,7 +267,11 @@ impl<'a, T> LocalSlot<'a, T> {
                 }
             }
             // Outside the bracket: room for a batch in each half.
-            let mut fresh = || reuse.pop().unwrap_or_else(|| Vec::with_capacity(batch_size));
+            let mut fresh = || {
+                reuse
+                    .pop()
+                    .unwrap_or_else(|| Vec::with_capacity(batch_size))
+            };
             let halves = (fresh(), fresh());
             match self.access(halves, |cache, (loaded, spare)| {
                 (cache.install(loaded, spare), Tally::Nothing)
@@ -299,7 +303,9 @@ impl<'a, T> LocalSlot<'a, T> {
     /// Installs an empty batch with room for a whole batch as the spare;
     /// gives it back if the cache was revoked meanwhile.
     pub(crate) fn install_spare(&self, empty: Vec<T>) -> Result<(), Vec<T>> {
-        let replaced = self.access(empty, |cache, empty| (cache.install_spare(empty), Tally::Nothing))?;
+        let replaced = self.access(empty, |cache, empty| {
+            (cache.install_spare(empty), Tally::Nothing)
+        })?;
         // Unallocated (see `take_spare`); dropped outside the bracket anyway.
         drop(replaced);
         Ok(())

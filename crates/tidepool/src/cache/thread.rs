@@ -212,7 +212,7 @@ mod fork_safety {
     }
 
     extern "C" fn release() {
-        let _ = HELD.try_with(|held| held.borrow_mut().take());
+        drop(HELD.try_with(|held| held.borrow_mut().take()));
     }
 }
 

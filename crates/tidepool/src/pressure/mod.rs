@@ -45,11 +45,11 @@ mod cgroup_v1;
 #[cfg(target_os = "linux")]
 mod psi;
 
+pub use crate::reclaim::signal::{Interest, Level, Source, SourceStatus};
 #[cfg(target_os = "linux")]
 pub use cgroup_v1::CgroupV1Pressure;
 #[cfg(target_os = "linux")]
 pub use psi::{PsiTrigger, Stall};
-pub use crate::reclaim::signal::{Interest, Level, Source, SourceStatus};
 
 use std::io;
 

@@ -115,11 +115,11 @@ extern "C" fn prepare() {
 }
 
 extern "C" fn parent() {
-    let _ = HELD.try_with(|held| held.borrow_mut().take());
+    drop(HELD.try_with(|held| held.borrow_mut().take()));
 }
 
 extern "C" fn child() {
     GENERATION.fetch_add(1, Ordering::AcqRel);
     super::scheduler::forget_after_fork();
-    let _ = HELD.try_with(|held| held.borrow_mut().take());
+    drop(HELD.try_with(|held| held.borrow_mut().take()));
 }

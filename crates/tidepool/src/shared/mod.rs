@@ -42,6 +42,10 @@ use crate::{Config, Error, Manage, Stats};
 
 pub(crate) use pass::ReclaimShared;
 
+/// This thread's cache, and the batches of a flush request the depot
+/// refused.
+type Claimed<'a, T> = (LocalSlot<'a, T>, Vec<Vec<T>>);
+
 /// Everything a pool's threads share. [`Pool`](crate::Pool) is an `Arc` of
 /// this; thread caches point back at it weakly for the thread-exit hand-off.
 pub(crate) struct Shared<M: Manage> {
@@ -135,7 +139,7 @@ impl<M: Manage> Shared<M> {
     /// (for the caller to destroy once it is safe to). `None` while the
     /// thread's thread-locals are being destroyed.
     #[cold]
-    fn claim_local(this: &Arc<Self>) -> Option<(LocalSlot<'_, M::Item>, Vec<Vec<M::Item>>)> {
+    fn claim_local(this: &Arc<Self>) -> Option<Claimed<'_, M::Item>> {
         // Lifts a critical-pressure hold that is over (a clock read only
         // while one is on).
         this.holding();

@@ -312,7 +312,10 @@ impl<M: Manage> Shared<M> {
             }
         }
         let refused = self.depot.restore_purged(batches);
-        self.destroy_all(broken.into_iter().chain(refused.into_iter().flatten()), caught);
+        self.destroy_all(
+            broken.into_iter().chain(refused.into_iter().flatten()),
+            caught,
+        );
         purged
     }
 
