@@ -4,23 +4,54 @@ use std::convert::Infallible;
 
 /// Creates, recycles and destroys the objects of a [`Pool`](crate::Pool).
 ///
-/// The pool calls these methods outside of every lock it owns and never while
-/// it holds a thread cache borrowed, so a manager may itself use the pool (or
-/// other pools) freely.
+/// # When and where the pool calls these
+///
+/// Never while it holds a lock of its own (its depot, its reclaim state, the
+/// process-wide registry) and never while it has a thread cache borrowed:
+/// it collects the work under the lock, releases it, then calls. So a
+/// manager may itself use the pool (or other pools) freely from any method:
+/// `get` and `put`, `trim` or `drain`, drop the last handle of its own pool,
+/// or build new pools. Every call site is in one file of the crate,
+/// `callbacks.rs`.
+///
+/// `recycle` runs on the thread that drops the guard; `create` on the thread
+/// that calls `get` or `prefill`; `purge` and `destroy` on whichever thread
+/// does the work: the caller of an operation, a thread exiting, the thread
+/// dropping the pool, or the process-wide reclaimer thread.
 ///
 /// # Panics
 ///
-/// A panic in any method leaves the pool consistent and its counts right:
+/// A panic in any method leaves the pool consistent and its counts right
+/// (`live + idle == created - destroyed - detached`):
 ///
 /// * `create` panicking creates nothing and counts nothing; the panic reaches
-///   the caller of [`Pool::get`](crate::Pool::get).
-/// * `recycle` panicking destroys the object (through [`Manage::destroy`]) and
-///   the panic continues from the guard's `drop`.
-/// * `purge` panicking destroys that object; the others are purged and the
-///   first panic is resumed from [`Pool::purge`](crate::Pool::purge).
-/// * `destroy` panicking still counts the object as destroyed (it was handed
-///   over); when the pool destroys a whole batch, the rest of the batch is
-///   destroyed before the first panic is resumed.
+///   the caller of [`Pool::get`](crate::Pool::get), and the `max_live` place
+///   it had reserved is given back.
+/// * `recycle`, `purge` and `destroy` run under `catch_unwind`, and the
+///   operation they are part of finishes: every other object is destroyed,
+///   purged or put back as it would have been. An object whose `recycle` or
+///   `purge` panicked is destroyed (it may be half-updated); an object whose
+///   `destroy` panicked is counted as destroyed (it was handed over). Either
+///   way it is never handed out again, and the panic is counted in
+///   [`Stats::callback_panics`](crate::Stats::callback_panics).
+/// * Then the first panic is **resumed** where the caller can take it: from
+///   the guard's drop, [`Pool::trim`](crate::Pool::trim),
+///   [`drain`](crate::Pool::drain), [`purge`](crate::Pool::purge),
+///   [`reclaim`](crate::Pool::reclaim), [`pressure`](crate::Pool::pressure),
+///   [`prefill`](crate::Pool::prefill) (unless that thread is already
+///   unwinding).
+/// * It is **contained** where nobody can: on the reclaimer thread, in a
+///   reclaim pass the pool runs by itself at the end of a `get` or `put`
+///   slow path (the `get` or `put` succeeds), while a thread exits, and in
+///   the pool's drop: counted, reported once per pool through the `log`
+///   crate (`log::warn!`; no logger is needed), never resumed. A pool's drop
+///   and a thread's exit never unwind, even from a thread-local destructor.
+///
+/// The manager's own `Drop` runs in the pool's drop and is contained the
+/// same way. One case is left to the manager: a guard dropped by a
+/// thread-local destructor that runs before tidepool's own (the order of
+/// thread-local destructors is not specified) is an ordinary put, and a
+/// `recycle` panic there unwinds out of that destructor, which aborts.
 ///
 /// # Examples
 ///
@@ -60,6 +91,9 @@ pub trait Manage: Send + Sync + 'static {
     type Error: std::error::Error + Send + Sync + 'static;
 
     /// Makes a new object. Called only when no idle object is at hand.
+    ///
+    /// Every object is later destroyed exactly once ([`destroy`](Manage::destroy)),
+    /// unless taken out with `detach`.
     fn create(&self) -> Result<Self::Item, Self::Error>;
 
     /// Resets `item` before it is reused. Returning `false` destroys it
