@@ -43,7 +43,7 @@ use std::io;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
-use crate::reclaim::signal::{Interest, Level, Source};
+use crate::signal::{Interest, Level, Source};
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::SharedCounter;
 use crate::Manage;

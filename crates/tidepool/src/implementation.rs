@@ -15,13 +15,17 @@
 //!    │     ▲                           reclaimer thread (scheduler.rs), fork.rs;
 //!    │     │ feeds                     never reaches into a pool's depot or caches
 //!    │   pressure/                     PSI, cgroup v1: sources that feed reclaim
-//!    └─► callbacks.rs                  every call into user code
+//!    ├─► callbacks.rs                  every call into user code
+//!    └─► signal.rs                     what pressure is (Level, Source): shared
+//!                                      by reclaim and pressure
 //!  os/                                 the kernel: mmap for stacks, eventfd and poll,
 //!                                      pthread_atfork, membarrier (imports nothing
 //!                                      of the crate but the `sync` facade)
 //! ```
 //!
-//! `sync.rs` (atomics, cells, locks; loom under `cfg(loom)`) is used by all.
+//! `sync.rs` (atomics, cells, locks; loom under `cfg(loom)`) is used by all;
+//! its `heavy_fence` is `os/membarrier.rs`. The module graph has no cycle
+//! (the one `sync.rs` ↔ `os/` pair is a facade over a leaf file).
 //!
 //! # Layers
 //!

@@ -61,6 +61,7 @@ mod pool;
 pub mod pressure;
 pub mod reclaim;
 mod shared;
+mod signal;
 #[cfg(target_os = "linux")]
 pub mod stack;
 mod stats;

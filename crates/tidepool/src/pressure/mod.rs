@@ -45,7 +45,7 @@ mod cgroup_v1;
 #[cfg(target_os = "linux")]
 mod psi;
 
-pub use crate::reclaim::signal::{Interest, Level, Source, SourceStatus};
+pub use crate::signal::{Interest, Level, Source, SourceStatus};
 #[cfg(target_os = "linux")]
 pub use cgroup_v1::CgroupV1Pressure;
 #[cfg(target_os = "linux")]

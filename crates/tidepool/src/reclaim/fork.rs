@@ -87,18 +87,21 @@ pub(crate) fn gate() -> Option<RwLockReadGuard<'static, ()>> {
     (ON_RECLAIMER.try_with(Cell::get).unwrap_or(false)).then(|| GATE.read_recursive())
 }
 
-/// Installs the handlers, once per process.
-pub(crate) fn install() {
+/// Installs the handlers, once per process. Says why not, the first time
+/// that fails.
+pub(crate) fn install() -> Option<String> {
     static ONCE: Once = Once::new();
+    let mut failed = None;
     ONCE.call_once(|| {
         #[cfg(target_os = "linux")]
         if let Err(e) = crate::os::fork::at_fork(prepare, parent, child) {
-            crate::callbacks::warn(format_args!(
+            failed = Some(format!(
                 "tidepool: cannot install fork handlers ({e}); a forked child may \
                  inherit tidepool's registry locked"
             ));
         }
     });
+    failed
 }
 
 extern "C" fn prepare() {

@@ -69,13 +69,14 @@
 //! # Files
 //!
 //! * `clock.rs`: where the time comes from.
-//! * `signal.rs`: what a pressure signal is ([`Level`](crate::pressure::Level),
-//!   [`Source`](crate::pressure::Source)); the sources live in
-//!   [`crate::pressure`], which feeds this module.
 //! * `registry.rs`: the process-wide list of pools and sources.
 //! * `scheduler.rs`: the reclaimer thread, its deadlines and its
 //!   supervision.
 //! * `fork.rs`: what survives `fork(2)`, and how.
+//!
+//! What a pressure signal is ([`Level`](crate::pressure::Level),
+//! [`Source`](crate::pressure::Source)) is defined in `src/signal.rs`, below
+//! both this module and [`crate::pressure`], whose sources feed this one.
 //!
 //! What a pass does to one pool is the pool's own business
 //! (`shared/pass.rs`): this module never reaches into a pool's depot or
@@ -85,7 +86,6 @@ mod clock;
 pub(crate) mod fork;
 pub(crate) mod registry;
 pub(crate) mod scheduler;
-pub(crate) mod signal;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 

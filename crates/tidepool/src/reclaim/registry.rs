@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use super::signal::{Level, Source, SourceStatus};
+use crate::signal::{Level, Source, SourceStatus};
 
 /// A pool the reclaimer looks after.
 pub(crate) trait Background: Send + Sync {
@@ -87,6 +87,9 @@ pub(crate) struct Registry {
     pub(crate) default_sources: Option<DefaultSources>,
     /// The default sources were opened in this generation.
     pub(crate) defaults_opened: bool,
+    /// Reports made under the lock, emitted by [`unlock`] once it is
+    /// released (the logger is user code).
+    pub(crate) reports: Vec<String>,
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
@@ -99,6 +102,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     generation: 0,
     default_sources: None,
     defaults_opened: false,
+    reports: Vec::new(),
 });
 
 /// Signalled when a tick ends, for `close`.
@@ -107,6 +111,15 @@ static TICK_DONE: Condvar = Condvar::new();
 /// The registry, locked.
 pub(crate) fn lock() -> MutexGuard<'static, Registry> {
     REGISTRY.lock()
+}
+
+/// Releases the registry lock, then emits the reports made under it.
+pub(crate) fn unlock(mut registry: MutexGuard<'static, Registry>) {
+    let reports = std::mem::take(&mut registry.reports);
+    drop(registry);
+    for report in reports {
+        crate::callbacks::warn(format_args!("{report}"));
+    }
 }
 
 impl Registry {
@@ -173,7 +186,7 @@ impl Registry {
     }
 
     /// Records a source (under its `name`, taken before the lock), or why
-    /// it could not be had. Returns whether it is to be watched.
+    /// it could not be had.
     pub(crate) fn add_source(&mut self, name: String, source: io::Result<Box<dyn Source>>) {
         match source {
             Ok(source) => {
@@ -186,7 +199,7 @@ impl Registry {
                 self.incoming.push(Watched { source, status });
             }
             Err(error) => {
-                crate::callbacks::warn(format_args!(
+                self.reports.push(format!(
                     "tidepool: memory-pressure source {name} unavailable, continuing \
                      without it: {error}"
                 ));
@@ -201,14 +214,17 @@ impl Registry {
 
     /// In a forked child, before its first reclaimer starts: the parent's
     /// sources belong to the parent's reclaimer (their descriptors are
-    /// shared with it), and its pending level was the parent's.
-    pub(crate) fn reset_for(&mut self, generation: u64) {
-        // Dropping them closes the child's copies of the descriptors.
-        self.incoming.clear();
+    /// shared with it), and its pending level was the parent's. Returns the
+    /// sources not yet handed over, for the caller to drop (closing the
+    /// child's copies of their descriptors) once it has released the lock:
+    /// a source's `Drop` is user code.
+    #[must_use = "drop the sources outside the lock"]
+    pub(crate) fn reset_for(&mut self, generation: u64) -> Vec<Watched> {
         self.statuses.clear();
         self.pending = None;
         self.defaults_opened = false;
         self.generation = generation;
+        std::mem::take(&mut self.incoming)
     }
 }
 

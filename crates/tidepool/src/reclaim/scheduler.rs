@@ -32,9 +32,9 @@ use std::time::Duration;
 
 use super::fork;
 use super::registry::{self, Background, DefaultSources, Registry, Ticket, Watched};
-use super::signal::{Level, Source, SourceStatus};
 use super::ReclaimerStatus;
 use crate::callbacks;
+use crate::signal::{Level, Source, SourceStatus};
 use crate::sync::process::{AtomicBool, AtomicU64, Ordering};
 
 /// A reclaimer thread of the current fork generation is alive.
@@ -55,8 +55,9 @@ pub(crate) fn register(pool: Weak<dyn Background>, defaults: DefaultSources) -> 
     let mut registry = registry::lock();
     registry.default_sources.get_or_insert(defaults);
     let ticket = registry.add_pool(pool);
-    start_if_needed(&mut registry);
-    drop(registry);
+    let stale = start_if_needed(&mut registry);
+    registry::unlock(registry);
+    drop(stale);
     wake();
     ticket
 }
@@ -75,9 +76,10 @@ pub(crate) fn notify(level: Level) {
     if registry.pool_count() == 0 {
         return;
     }
-    start_if_needed(&mut registry);
+    let stale = start_if_needed(&mut registry);
     registry.pending = registry.pending.max(Some(level));
-    drop(registry);
+    registry::unlock(registry);
+    drop(stale);
     wake();
 }
 
@@ -87,7 +89,7 @@ pub(crate) fn watch(source: Box<dyn Source>) {
     let name = callbacks::source_name(&*source);
     let mut registry = registry::lock();
     registry.add_source(name, Ok(source));
-    drop(registry);
+    registry::unlock(registry);
     wake();
 }
 
@@ -107,7 +109,10 @@ pub(crate) fn ensure_running() {
 
 #[cold]
 fn ensure_running_slow() {
-    start_if_needed(&mut registry::lock());
+    let mut registry = registry::lock();
+    let stale = start_if_needed(&mut registry);
+    registry::unlock(registry);
+    drop(stale);
 }
 
 /// Wakes the thread for a new round (starting it if it is missing).
@@ -140,15 +145,22 @@ pub(crate) fn forget_after_fork() {
 }
 
 /// Starts the thread unless it runs or there is nothing for it to do.
-fn start_if_needed(registry: &mut Registry) {
+/// Returns sources a forked child inherited and does not watch, for the
+/// caller to drop after releasing the lock.
+#[must_use = "drop the sources outside the lock"]
+fn start_if_needed(registry: &mut Registry) -> Vec<Watched> {
     if RUNNING.load(Ordering::Acquire) || registry.pool_count() == 0 {
-        return;
+        return Vec::new();
     }
-    fork::install();
+    if let Some(report) = fork::install() {
+        registry.reports.push(report);
+    }
     let generation = fork::generation();
-    if registry.generation != generation {
-        registry.reset_for(generation);
-    }
+    let stale = if registry.generation != generation {
+        registry.reset_for(generation)
+    } else {
+        Vec::new()
+    };
     if !registry.defaults_opened {
         registry.defaults_opened = true;
         if std::env::var_os("TIDEPOOL_PRESSURE").is_none_or(|v| v != "manual") {
@@ -158,7 +170,7 @@ fn start_if_needed(registry: &mut Registry) {
     #[cfg(target_os = "linux")]
     if let Err(error) = WAKER.open() {
         // `wait` then naps on a short timer instead.
-        callbacks::warn(format_args!(
+        registry.reports.push(format!(
             "tidepool: no eventfd for the reclaimer ({error}); it polls every 100 ms"
         ));
     }
@@ -173,13 +185,14 @@ fn start_if_needed(registry: &mut Registry) {
         Err(error) => {
             RUNNING.store(false, Ordering::Release);
             if !SPAWN_REPORTED.swap(true, Ordering::Relaxed) {
-                callbacks::warn(format_args!(
+                registry.reports.push(format!(
                     "tidepool: cannot start the reclaimer thread ({error}); reclaim runs \
                      only on depot visits until a later attempt succeeds"
                 ));
             }
         }
     }
+    stale
 }
 
 /// Opens the default sources: tidepool's own code (PSI, cgroup files), so
@@ -254,7 +267,7 @@ fn run(generation: u64) {
 #[cfg(target_os = "linux")]
 fn wait(sources: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> {
     use crate::os::event::PollFor;
-    use crate::reclaim::signal::Interest;
+    use crate::signal::Interest;
 
     let mut failed: Vec<(usize, String)> = Vec::new();
     let mut fired = None;
@@ -310,13 +323,14 @@ fn wait(sources: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> 
         let watched = sources.remove(i);
         let mut registry = registry::lock();
         if let Some(status) = registry.statuses.get_mut(watched.status) {
-            callbacks::warn(format_args!(
+            let report = format!(
                 "tidepool: memory-pressure source {} stopped ({why}); no longer watched",
                 status.name
-            ));
+            );
             status.error = Some(why);
+            registry.reports.push(report);
         }
-        drop(registry);
+        registry::unlock(registry);
         // The source's own drop is user code: outside the lock.
         drop(watched);
     }

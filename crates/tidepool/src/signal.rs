@@ -1,8 +1,8 @@
-//! What memory pressure is, as reclaim consumes it: a [`Level`], and the
-//! [`Source`] trait a signal implements so that the reclaimer can wait on
-//! it. The sources themselves (PSI, cgroup v1) live in
-//! [`crate::pressure`], which feeds reclaim and re-exports these types;
-//! reclaim never imports them.
+//! What memory pressure is: a [`Level`], and the [`Source`] trait a signal
+//! implements so that the reclaimer can wait on it. The vocabulary shared
+//! by [`crate::reclaim`], which consumes signals, and [`crate::pressure`],
+//! whose sources (PSI, cgroup v1) feed it and which re-exports these types;
+//! reclaim never names the sources themselves.
 
 use std::fmt;
 use std::io;
