@@ -513,7 +513,7 @@ tidepool_status tidepool_buf_put(struct tidepool_pool *pool, void *buf);
  * call. On success `*out` is the new pool.
  *
  * The callbacks may be called from any thread, concurrently (see
- * [`tidepool_destroy_fn`] for which), never while tidepool holds a lock of
+ * `tidepool_destroy_fn` for which), never while tidepool holds a lock of
  * its own, so they may call tidepool themselves. They must not unwind
  * (C++ exceptions, `longjmp` out).
  *

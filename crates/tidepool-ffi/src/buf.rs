@@ -52,7 +52,8 @@ struct BufHeader {
 }
 
 const HEADER: usize = size_of::<BufHeader>();
-const _: () = assert!(HEADER <= MIN_ALIGN * 2 && MIN_ALIGN % std::mem::align_of::<BufHeader>() == 0);
+const _: () =
+    assert!(HEADER <= MIN_ALIGN * 2 && MIN_ALIGN % std::mem::align_of::<BufHeader>() == 0);
 
 /// A pooled buffer: its header (the buffer follows it).
 pub(crate) struct Buf(NonNull<BufHeader>);
@@ -182,7 +183,9 @@ impl BufKind {
         unsafe {
             (*(*header).guard.get()).write(guard);
             (*header).state.store(LIVE, Ordering::Release);
-            Ok(NonNull::new_unchecked(header.cast::<u8>().add(HEADER).cast()))
+            Ok(NonNull::new_unchecked(
+                header.cast::<u8>().add(HEADER).cast(),
+            ))
         }
     }
 

@@ -186,7 +186,10 @@ impl tidepool_config {
         };
         unused("object_size", kind == Kind::Obj && self.object_size != 0)?;
         unused("align", kind != Kind::Buf && self.align != 0)?;
-        unused("keep_resident", kind != Kind::Stack && self.keep_resident != 0)?;
+        unused(
+            "keep_resident",
+            kind != Kind::Stack && self.keep_resident != 0,
+        )?;
         unused("ctx", kind != Kind::Obj && !self.ctx.is_null())?;
         unused("create", kind != Kind::Obj && self.create.is_some())?;
         unused("destroy", kind != Kind::Obj && self.destroy.is_some())?;
@@ -305,7 +308,9 @@ mod tests {
         assert_eq!(common.batch_size, None);
         assert_eq!(common.max_live, Some(None));
         assert!(!common.background);
-        let err = tidepool_config { flags: 6, ..c }.common(Kind::Buf).unwrap_err();
+        let err = tidepool_config { flags: 6, ..c }
+            .common(Kind::Buf)
+            .unwrap_err();
         assert!(err.message.contains("`flags`"), "{}", err.message);
     }
 

@@ -25,7 +25,7 @@
 //! |---|---|---|
 //! | buffer | a 32-byte header just below the buffer | pointer − 32 |
 //! | stack | a 64-byte header at the top of the stack | `tidepool_stack.top` |
-//! | object | the process-wide live set ([`crate::live`]) | the object's address |
+//! | object | the process-wide live set (`live.rs`) | the object's address |
 //!
 //! Buffer and object guards borrow their pool for `'static`
 //! (`Pooled<'static, _>`): no reference count moves on `get` or `put`. That

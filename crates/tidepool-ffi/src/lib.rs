@@ -91,7 +91,9 @@ pub use pool::{
 };
 pub use stack::{tidepool_stack, tidepool_stack_get, tidepool_stack_pool_new, tidepool_stack_put};
 pub use stats::tidepool_stats;
-pub use status::{tidepool_last_error, tidepool_last_error_copy, tidepool_status, tidepool_status_name};
+pub use status::{
+    tidepool_last_error, tidepool_last_error_copy, tidepool_status, tidepool_status_name,
+};
 
 /// The size of the first version of [`tidepool_config`] (it ends after
 /// `destroy`); the header defines `TIDEPOOL_CONFIG_SIZE_VER0` the same way.

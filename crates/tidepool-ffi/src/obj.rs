@@ -154,11 +154,10 @@ impl Manage for ObjManager {
             return Err(ObjError::Failed(rc));
         }
         let obj = NonNull::new(out).ok_or(ObjError::Null)?;
-        live::insert(obj, self.id, State::Idle)
-            .map_err(|(pool, _)| ObjError::AlreadyPooled {
-                obj: obj.as_ptr() as usize,
-                pool,
-            })?;
+        live::insert(obj, self.id, State::Idle).map_err(|(pool, _)| ObjError::AlreadyPooled {
+            obj: obj.as_ptr() as usize,
+            pool,
+        })?;
         self.created.fetch_add(1, Ordering::Relaxed);
         Ok(Obj(obj))
     }
@@ -204,7 +203,9 @@ impl ObjKind {
         let missing = |field: &str| {
             Error::new(
                 TIDEPOOL_ERR_CONFIG,
-                format_args!("invalid tidepool setting `{field}`: object pools need one (it is NULL)"),
+                format_args!(
+                    "invalid tidepool setting `{field}`: object pools need one (it is NULL)"
+                ),
             )
         };
         let create = config.create.ok_or_else(|| missing("create"))?;
@@ -261,7 +262,8 @@ impl ObjKind {
     }
 
     fn adopt(&self, obj: *mut c_void) -> Result {
-        let obj = NonNull::new(obj).ok_or_else(|| Error::new(TIDEPOOL_ERR_NULL, "object is NULL"))?;
+        let obj =
+            NonNull::new(obj).ok_or_else(|| Error::new(TIDEPOOL_ERR_NULL, "object is NULL"))?;
         if let Err((pool, live)) = live::insert(obj, self.id, State::Live(None)) {
             return Err(Error::new(
                 TIDEPOOL_ERR_ALREADY_POOLED,
@@ -278,7 +280,8 @@ impl ObjKind {
     }
 
     fn put(&self, obj: *mut c_void) -> Result {
-        let obj = NonNull::new(obj).ok_or_else(|| Error::new(TIDEPOOL_ERR_NULL, "object is NULL"))?;
+        let obj =
+            NonNull::new(obj).ok_or_else(|| Error::new(TIDEPOOL_ERR_NULL, "object is NULL"))?;
         let guard = live::take_back(obj, self.id).map_err(|e| match e {
             PutError::Foreign => Error::new(
                 TIDEPOOL_ERR_FOREIGN,
@@ -365,7 +368,7 @@ impl ObjKind {
 /// call. On success `*out` is the new pool.
 ///
 /// The callbacks may be called from any thread, concurrently (see
-/// [`tidepool_destroy_fn`] for which), never while tidepool holds a lock of
+/// `tidepool_destroy_fn` for which), never while tidepool holds a lock of
 /// its own, so they may call tidepool themselves. They must not unwind
 /// (C++ exceptions, `longjmp` out).
 ///

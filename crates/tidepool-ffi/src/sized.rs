@@ -65,7 +65,10 @@ pub(crate) unsafe fn read_in<T: SizedStruct>(src: *const T) -> Result<T> {
     let ours = size_of::<T>();
     let known = T::VERSIONS.contains(&size) || size == ours;
     if !known && size <= ours {
-        return Err(size_error::<T>(size, "is not the size of any version of it"));
+        return Err(size_error::<T>(
+            size,
+            "is not the size of any version of it",
+        ));
     }
     if size > ours {
         // SAFETY: the caller's struct is `size` bytes long.
@@ -159,7 +162,14 @@ mod tests {
         let old: [u64; 2] = [16, 7];
         // SAFETY: 16 readable bytes, aligned.
         let got = unsafe { read_in(old.as_ptr().cast::<Demo>()) }.unwrap();
-        assert_eq!(got, Demo { size: 16, a: 7, b: 0 });
+        assert_eq!(
+            got,
+            Demo {
+                size: 16,
+                a: 7,
+                b: 0
+            }
+        );
     }
 
     #[test]

@@ -77,7 +77,10 @@ mod linux {
     }
 
     const HEADER: usize = size_of::<StackHeader>();
-    const _: () = assert!(HEADER == 64, "the header must fit in the 64 bytes C is told about");
+    const _: () = assert!(
+        HEADER == 64,
+        "the header must fit in the 64 bytes C is told about"
+    );
 
     /// Lendings so far, process-wide: every lending gets a new generation.
     static GEN: AtomicU64 = AtomicU64::new(0);

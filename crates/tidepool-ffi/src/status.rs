@@ -284,10 +284,8 @@ mod tests {
         let got = unsafe { CStr::from_ptr(buf.as_ptr()) };
         assert_eq!(got.to_bytes(), &full.as_bytes()[..7]);
         // SAFETY: a length query writes nothing.
-        assert_eq!(
-            unsafe { tidepool_last_error_copy(std::ptr::null_mut(), 0) },
-            full.len()
-        );
+        let len = unsafe { tidepool_last_error_copy(std::ptr::null_mut(), 0) };
+        assert_eq!(len, full.len());
     }
 
     #[test]

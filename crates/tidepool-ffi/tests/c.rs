@@ -41,14 +41,20 @@ fn static_lib() -> PathBuf {
 
 /// Compiles one C file into an executable in this test's scratch directory.
 fn compile(source: &str, name: &str) -> PathBuf {
+    compile_path(&Path::new(env!("CARGO_MANIFEST_DIR")).join(source), name)
+}
+
+fn compile_path(source: &Path, name: &str) -> PathBuf {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
     let output = Command::new(&cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-g", "-pthread"])
+        .args([
+            "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-g", "-pthread",
+        ])
         .arg("-I")
         .arg(crate_dir.join("include"))
-        .arg(crate_dir.join(source))
+        .arg(source)
         .arg("-o")
         .arg(&out)
         .arg(static_lib())
@@ -57,7 +63,8 @@ fn compile(source: &str, name: &str) -> PathBuf {
         .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}`: {e}"));
     assert!(
         output.status.success(),
-        "compiling {source} failed:\n{}",
+        "compiling {} failed:\n{}",
+        source.display(),
         String::from_utf8_lossy(&output.stderr)
     );
     out
@@ -234,11 +241,40 @@ fn coroutine_stack_overflow_hits_the_guard_page() {
         r.stderr
     );
     // It got onto the pooled stack and was recursing when the guard stopped it.
-    assert!(r.stdout.contains("recursing on a pooled stack"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("recursing on a pooled stack"),
+        "{}",
+        r.stdout
+    );
     assert!(!r.stdout.contains("survived"), "{}", r.stdout);
 }
 
 /// `SIGSEGV` on Linux (every architecture Rust supports there).
 fn libc_sigsegv() -> i32 {
     11
+}
+
+/// The README's C quick start compiles with the warnings on and runs.
+#[test]
+fn readme_c_snippet_compiles_and_runs() {
+    let readme_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let readme = std::fs::read_to_string(&readme_path).expect("read README.md");
+    let section = readme
+        .split("### C\n")
+        .nth(1)
+        .expect("README has a `### C` section");
+    let snippet = section
+        .split("```c\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the C section has a ```c block");
+    let program = format!(
+        "#include <stdio.h>\n#include \"tidepool.h\"\n\nint main(void) {{\n{snippet}\
+         \n    return tidepool_pool_destroy(stacks) == TIDEPOOL_OK ? 0 : 1;\n}}\n"
+    );
+    let source = Path::new(env!("CARGO_TARGET_TMPDIR")).join("readme_snippet.c");
+    std::fs::write(&source, program).expect("write the snippet");
+    let exe = compile_path(&source, "readme_snippet");
+    let r = run(&exe, &[]);
+    assert!(r.status.success(), "{}{}", r.stdout, r.stderr);
 }
