@@ -5,8 +5,8 @@
 //! the suite, and a crash is a failed case, not a dead test runner).
 //!
 //! The compiler is `$CC`, else `cc`. The library is found next to this test
-//! binary (`target/<profile>/libtidepool_ffi.a`), wherever the target
-//! directory is.
+//! binary (`<target>/<profile>/deps/libtidepool_ffi.a`), wherever the
+//! target directory is.
 #![cfg(target_os = "linux")]
 
 use std::os::unix::process::ExitStatusExt;
@@ -15,21 +15,29 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-const TIMEOUT: Duration = Duration::from_secs(120);
+const TIMEOUT: Duration = Duration::from_secs(90);
 
-/// `libtidepool_ffi.a` of this build: the test binary lives in
-/// `<target>/<profile>/deps/`, the library in `<target>/<profile>/`.
+/// `libtidepool_ffi.a` of this build. The test binary lives in
+/// `<target>/<profile>/deps/`; `cargo test` writes the library there too
+/// (`cargo build` also copies it up to `<target>/<profile>/`, where an older
+/// copy may linger), so the newest candidate wins.
 fn static_lib() -> PathBuf {
     let exe = std::env::current_exe().expect("path of the test binary");
     let deps = exe.parent().expect("deps directory");
-    let candidates = [
-        deps.parent().map(|p| p.join("libtidepool_ffi.a")),
-        Some(deps.join("libtidepool_ffi.a")),
-    ];
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir(deps)
+        .expect("read the deps directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.starts_with("libtidepool_ffi") && name.ends_with(".a")
+        })
+        .collect();
+    candidates.extend(deps.parent().map(|p| p.join("libtidepool_ffi.a")));
     candidates
         .into_iter()
-        .flatten()
-        .find(|p| p.is_file())
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max()
+        .map(|(_, p)| p)
         .unwrap_or_else(|| {
             panic!(
                 "libtidepool_ffi.a not found next to {}; cargo builds it with this test \
