@@ -54,13 +54,13 @@ mod error;
 mod guard;
 pub mod implementation;
 mod manage;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 mod os;
 mod pool;
 pub mod pressure;
 pub mod reclaim;
 mod shared;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 pub mod stack;
 mod stats;
 mod sync;

@@ -4,7 +4,7 @@
 use crate::sync::atomic::{AtomicU64, Ordering};
 use std::fmt;
 
-use crate::stack::{GuardedStack, StackError};
+use crate::stack::{GuardedStack, MapBudget, StackError};
 use crate::Manage;
 
 /// Makes the stacks of a [`StackPool`](super::StackPool), all of one size.
@@ -21,16 +21,23 @@ pub struct StackManager {
     guard_size: usize,
     usable_size: usize,
     keep_resident: usize,
+    budget: Option<MapBudget>,
     purge_failures: AtomicU64,
     reclaim_retries: AtomicU64,
 }
 
 impl StackManager {
-    pub(crate) fn new(guard_size: usize, usable_size: usize, keep_resident: usize) -> Self {
+    pub(crate) fn new(
+        guard_size: usize,
+        usable_size: usize,
+        keep_resident: usize,
+        budget: Option<MapBudget>,
+    ) -> Self {
         Self {
             guard_size,
             usable_size,
             keep_resident,
+            budget,
             purge_failures: AtomicU64::new(0),
             reclaim_retries: AtomicU64::new(0),
         }
@@ -50,6 +57,11 @@ impl StackManager {
     /// resident (page-rounded, at most `usable_size`).
     pub fn keep_resident(&self) -> usize {
         self.keep_resident
+    }
+
+    /// The map-count budget the pool's caps came from, if any.
+    pub(crate) fn budget(&self) -> Option<MapBudget> {
+        self.budget
     }
 
     /// Purges whose `madvise` failed (the stack stayed resident, and

@@ -141,10 +141,9 @@ mod pool;
 mod registry;
 mod stats;
 
-pub use budget::{
-    mapped_vmas, BudgetSource, MapBudget, FALLBACK_MAX_MAP_COUNT, MAX_MAP_COUNT_PATH,
-    RESERVED_VMAS, VMAS_PER_STACK,
-};
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub use budget::{mapped_vmas, MAX_MAP_COUNT_PATH};
+pub use budget::{BudgetSource, MapBudget, FALLBACK_MAX_MAP_COUNT, RESERVED_VMAS, VMAS_PER_STACK};
 pub use builder::StackPoolBuilder;
 pub use error::StackError;
 pub use manager::StackManager;
