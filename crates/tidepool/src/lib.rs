@@ -51,6 +51,8 @@ mod cache;
 mod config;
 mod depot;
 mod error;
+#[cfg(feature = "metrics")]
+mod export;
 mod guard;
 pub mod implementation;
 mod manage;
