@@ -70,6 +70,13 @@ mod sync;
 #[cfg(test)]
 mod tests;
 
+/// The README's Rust snippets, compiled and run as doctests, so the README
+/// cannot drift from the API (its other blocks are marked `sh`, `toml`, `c`
+/// or `text`). They use both features and the `stack` module.
+#[cfg(all(doctest, unix, feature = "corosensei", feature = "metrics"))]
+#[doc = include_str!("../../../README.md")]
+mod readme {}
+
 pub use config::{
     Builder, Config, ConfigError, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IDLE, DEFAULT_PRESSURE_HOLD,
     DEFAULT_RECLAIM_INTERVAL, MAX_BATCH_SIZE, MIN_RECLAIM_INTERVAL,

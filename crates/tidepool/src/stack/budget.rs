@@ -20,7 +20,7 @@
 
 use std::fmt;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::Read;
 use std::path::Path;
 
 /// VMAs (kernel memory areas) one guarded stack costs: its `PROT_NONE`
@@ -175,7 +175,7 @@ fn read_number(path: &Path) -> Option<usize> {
 ///
 /// Opening or reading the file failed (no `/proc`).
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub fn mapped_vmas() -> io::Result<usize> {
+pub fn mapped_vmas() -> std::io::Result<usize> {
     let mut file = File::open("/proc/self/maps")?;
     let mut buf = [0u8; 4096];
     let mut lines = 0;
@@ -183,7 +183,7 @@ pub fn mapped_vmas() -> io::Result<usize> {
         match file.read(&mut buf) {
             Ok(0) => return Ok(lines),
             Ok(n) => lines += buf[..n].iter().filter(|&&b| b == b'\n').count(),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }

@@ -12,7 +12,8 @@ use crate::Manage;
 /// * `create` maps `guard_size + usable_size` bytes and protects the guard
 ///   ([`GuardedStack`]); a failure is explained by [`StackError`].
 /// * `purge` releases the pages of an idle stack below its top
-///   `keep_resident` bytes (`madvise(MADV_DONTNEED)`), keeping the mapping.
+///   `keep_resident` bytes (`madvise`: `MADV_DONTNEED` on Linux, `MADV_FREE`
+///   elsewhere), keeping the mapping.
 /// * `destroy` unmaps it.
 ///
 /// Built by [`StackPoolBuilder`](super::StackPoolBuilder); reach it with
@@ -88,7 +89,7 @@ impl Manage for StackManager {
     }
 
     fn purge(&self, stack: &mut GuardedStack) {
-        // `madvise(MADV_DONTNEED)` on our own writable private memory only
+        // `madvise` on our own writable private memory only
         // fails if the process locked it (`mlockall`): then the stack just
         // stays resident. It is still whole and fit for reuse.
         if stack.release_below(self.keep_resident).is_err() {
