@@ -114,9 +114,10 @@ impl StackPool {
 
     /// Releases the memory of idle stacks in the depot while keeping them
     /// mapped and pooled ([`Manage::purge`](crate::Manage::purge)): each
-    /// gives back its pages below the top `keep_resident` bytes
-    /// (`madvise`: see [Per OS](super#per-os)), costing nothing until reused. Returns how
-    /// many were purged. Stacks in thread caches are hot and left alone.
+    /// gives back its pages below the top `keep_resident` bytes (`madvise`:
+    /// see [Per OS](super#per-os)), costing nothing until reused. Returns
+    /// how many were purged. Stacks in thread caches are hot and left
+    /// alone.
     ///
     /// This also happens by itself: every reclaim interval (default 15 s,
     /// [`StackPoolBuilder::reclaim_interval`](super::StackPoolBuilder::reclaim_interval))
