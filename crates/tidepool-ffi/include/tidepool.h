@@ -150,7 +150,7 @@ enum tidepool_status
      */
     TIDEPOOL_ERR_BUSY = -16,
     /**
-     * Not available on this platform (stack pools outside Linux).
+     * Not available on this platform (stack pools outside Unix).
      */
     TIDEPOOL_ERR_UNSUPPORTED = -17,
     /**
@@ -253,7 +253,7 @@ typedef struct tidepool_config {
     /**
      * Cap on objects in existence, live or idle; past it `get` fails with
      * `TIDEPOOL_ERR_EXHAUSTED`. Default (0): no cap for buffers and
-     * objects; for stacks, the map-count budget,
+     * objects; for stacks on Linux and Android, the map-count budget,
      * `(vm.max_map_count - 5000) / 2`. `SIZE_MAX`: no cap, for stacks too.
      */
     size_t max_live;
@@ -755,14 +755,15 @@ tidepool_status tidepool_thread_exit(void);
 /**
  * Builds a pool of guarded stacks with `config->object_size` usable
  * bytes each (rounded up to whole pages; 64 of them are tidepool's, at
- * the top). By default the pool never holds more stacks than the
- * process's map-count budget allows, and a kernel refusal is an error,
- * never an abort. On success `*out` is the new pool.
+ * the top). By default (on Linux and Android) the pool never holds more
+ * stacks than the process's map-count budget allows; everywhere, a
+ * kernel refusal is an error, never an abort. On success `*out` is the
+ * new pool.
  *
  * # Errors
  *
  * `TIDEPOOL_ERR_NULL`, `TIDEPOOL_ERR_STRUCT_SIZE`, `TIDEPOOL_ERR_CONFIG`
- * (naming the field), `TIDEPOOL_ERR_UNSUPPORTED` outside Linux.
+ * (naming the field), `TIDEPOOL_ERR_UNSUPPORTED` outside Unix.
  *
  * # Safety
  *

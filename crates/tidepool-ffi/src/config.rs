@@ -78,7 +78,7 @@ pub struct tidepool_config {
     pub max_idle: usize,
     /// Cap on objects in existence, live or idle; past it `get` fails with
     /// `TIDEPOOL_ERR_EXHAUSTED`. Default (0): no cap for buffers and
-    /// objects; for stacks, the map-count budget,
+    /// objects; for stacks on Linux and Android, the map-count budget,
     /// `(vm.max_map_count - 5000) / 2`. `SIZE_MAX`: no cap, for stacks too.
     pub max_live: usize,
     /// A reserve of idle objects that reclaim and memory pressure never go

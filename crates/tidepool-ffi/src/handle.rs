@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 
 use crate::buf::BufKind;
 use crate::obj::ObjKind;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 use crate::stack::StackKind;
 use crate::stats::tidepool_stats;
 use crate::status::tidepool_status::*;
@@ -45,7 +45,7 @@ impl std::fmt::Debug for tidepool_pool {
 
 /// What a pool holds.
 pub(crate) enum Kind {
-    #[cfg(target_os = "linux")]
+    #[cfg(unix)]
     Stack(StackKind),
     Buf(BufKind),
     Obj(ObjKind),
@@ -54,7 +54,7 @@ pub(crate) enum Kind {
 impl Kind {
     fn name(&self) -> &'static str {
         match self {
-            #[cfg(target_os = "linux")]
+            #[cfg(unix)]
             Kind::Stack(_) => "a stack pool",
             Kind::Buf(_) => "a buffer pool",
             Kind::Obj(_) => "an object pool",
@@ -190,7 +190,7 @@ impl tidepool_pool {
         }
     }
 
-    #[cfg(target_os = "linux")]
+    #[cfg(unix)]
     #[inline]
     pub(crate) fn stack(&'static self) -> Result<&'static StackKind> {
         match &self.kind {
@@ -204,7 +204,7 @@ impl tidepool_pool {
 impl Kind {
     pub(crate) fn stats(&self) -> tidepool_stats {
         match self {
-            #[cfg(target_os = "linux")]
+            #[cfg(unix)]
             Kind::Stack(s) => s.stats(),
             Kind::Buf(b) => b.stats(),
             Kind::Obj(o) => o.stats(),
@@ -218,8 +218,8 @@ impl Kind {
 
     pub(crate) fn trim(&self) -> usize {
         match self {
-            #[cfg(target_os = "linux")]
-            Kind::Stack(s) => s.pool.pool().trim(),
+            #[cfg(unix)]
+            Kind::Stack(s) => s.pool.trim(),
             Kind::Buf(b) => b.pool.trim(),
             Kind::Obj(o) => o.pool.trim(),
         }
@@ -227,8 +227,8 @@ impl Kind {
 
     pub(crate) fn reclaim(&self) -> usize {
         match self {
-            #[cfg(target_os = "linux")]
-            Kind::Stack(s) => s.pool.pool().reclaim(),
+            #[cfg(unix)]
+            Kind::Stack(s) => s.pool.reclaim(),
             Kind::Buf(b) => b.pool.reclaim(),
             Kind::Obj(o) => o.pool.reclaim(),
         }
@@ -236,7 +236,7 @@ impl Kind {
 
     pub(crate) fn purge(&self) -> usize {
         match self {
-            #[cfg(target_os = "linux")]
+            #[cfg(unix)]
             Kind::Stack(s) => s.pool.purge(),
             Kind::Buf(b) => b.pool.purge(),
             Kind::Obj(o) => o.pool.purge(),
@@ -245,7 +245,7 @@ impl Kind {
 
     pub(crate) fn drain(&self) -> usize {
         match self {
-            #[cfg(target_os = "linux")]
+            #[cfg(unix)]
             Kind::Stack(s) => s.pool.drain(),
             Kind::Buf(b) => b.pool.drain(),
             Kind::Obj(o) => o.drain(),
@@ -254,8 +254,8 @@ impl Kind {
 
     pub(crate) fn pressure(&self, level: tidepool::pressure::Level) -> usize {
         match self {
-            #[cfg(target_os = "linux")]
-            Kind::Stack(s) => s.pool.pool().pressure(level),
+            #[cfg(unix)]
+            Kind::Stack(s) => s.pool.pressure(level),
             Kind::Buf(b) => b.pool.pressure(level),
             Kind::Obj(o) => o.pressure(level),
         }
@@ -263,12 +263,8 @@ impl Kind {
 
     pub(crate) fn prefill(&self) -> Result<usize> {
         match self {
-            #[cfg(target_os = "linux")]
-            Kind::Stack(s) => s
-                .pool
-                .pool()
-                .prefill()
-                .map_err(|e| crate::stack::stack_error(e.into())),
+            #[cfg(unix)]
+            Kind::Stack(s) => s.pool.prefill().map_err(crate::stack::stack_error),
             Kind::Buf(b) => b.pool.prefill().map_err(|e| match e {
                 tidepool::Error::Create(e) => Error::new(TIDEPOOL_ERR_NO_MEMORY, e),
                 other => Error::new(TIDEPOOL_ERR_EXHAUSTED, other),

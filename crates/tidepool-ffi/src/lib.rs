@@ -25,7 +25,7 @@
 //!
 //! # The three kinds
 //!
-//! * **Stacks** (`tidepool_stack_pool_new`, Linux): `tidepool_stack_get`
+//! * **Stacks** (`tidepool_stack_pool_new`, every Unix): `tidepool_stack_get`
 //!   fills a `tidepool_stack` (`base`, `top`, `size`) for `makecontext` or
 //!   any fiber switch; a guard page sits below `base`. Backed by
 //!   [`tidepool::stack::StackPool`]: caps derived from `vm.max_map_count`,

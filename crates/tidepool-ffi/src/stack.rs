@@ -15,8 +15,8 @@
 //! stale struct for a stack lent again since (generation), and a double put
 //! (state, or a header zeroed by a purge).
 
-#[cfg(target_os = "linux")]
-pub(crate) use linux::*;
+#[cfg(unix)]
+pub(crate) use unix::*;
 
 use std::ffi::c_void;
 
@@ -44,8 +44,8 @@ pub struct tidepool_stack {
     pub _check: u64,
 }
 
-#[cfg(target_os = "linux")]
-mod linux {
+#[cfg(unix)]
+mod unix {
     use std::cell::UnsafeCell;
     use std::ffi::c_void;
     use std::hash::BuildHasher;
@@ -261,14 +261,15 @@ mod api {
 
     /// Builds a pool of guarded stacks with `config->object_size` usable
     /// bytes each (rounded up to whole pages; 64 of them are tidepool's, at
-    /// the top). By default the pool never holds more stacks than the
-    /// process's map-count budget allows, and a kernel refusal is an error,
-    /// never an abort. On success `*out` is the new pool.
+    /// the top). By default (on Linux and Android) the pool never holds more
+    /// stacks than the process's map-count budget allows; everywhere, a
+    /// kernel refusal is an error, never an abort. On success `*out` is the
+    /// new pool.
     ///
     /// # Errors
     ///
     /// `TIDEPOOL_ERR_NULL`, `TIDEPOOL_ERR_STRUCT_SIZE`, `TIDEPOOL_ERR_CONFIG`
-    /// (naming the field), `TIDEPOOL_ERR_UNSUPPORTED` outside Linux.
+    /// (naming the field), `TIDEPOOL_ERR_UNSUPPORTED` outside Unix.
     ///
     /// # Safety
     ///
@@ -283,7 +284,7 @@ mod api {
             let out = handle::out_ptr(out)?;
             // SAFETY: the caller's promise.
             let (config, common) = unsafe { config::read(config, config::Kind::Stack) }?;
-            #[cfg(target_os = "linux")]
+            #[cfg(unix)]
             {
                 let pool = handle::new_pool(|id| {
                     super::StackKind::build(&config, &common, id).map(handle::Kind::Stack)
@@ -292,12 +293,12 @@ mod api {
                 unsafe { out.write(pool) };
                 Ok(TIDEPOOL_OK)
             }
-            #[cfg(not(target_os = "linux"))]
+            #[cfg(not(unix))]
             {
                 let _ = (out, config, common);
                 Err(Error::new(
                     TIDEPOOL_ERR_UNSUPPORTED,
-                    "stack pools are built on Linux only",
+                    "stack pools need a Unix (mmap with a guard page)",
                 ))
             }
         })
@@ -340,19 +341,19 @@ mod api {
             };
             // SAFETY: the caller's promise.
             let pool = unsafe { handle::pool(pool) }?;
-            #[cfg(target_os = "linux")]
+            #[cfg(unix)]
             {
                 let lent = pool.stack()?.get()?;
                 // SAFETY: as above.
                 unsafe { out.write(lent) };
                 Ok(TIDEPOOL_OK)
             }
-            #[cfg(not(target_os = "linux"))]
+            #[cfg(not(unix))]
             {
                 let _ = pool;
                 Err(Error::new(
                     TIDEPOOL_ERR_UNSUPPORTED,
-                    "stack pools are built on Linux only",
+                    "stack pools need a Unix (mmap with a guard page)",
                 ))
             }
         })
@@ -389,17 +390,17 @@ mod api {
             }
             // SAFETY: non-null and readable per the contract.
             let lent = unsafe { stack.read() };
-            #[cfg(target_os = "linux")]
+            #[cfg(unix)]
             {
                 // SAFETY: the caller's promise about unmapped stacks.
                 unsafe { pool.stack()?.put(&lent) }
             }
-            #[cfg(not(target_os = "linux"))]
+            #[cfg(not(unix))]
             {
                 let _ = (pool, lent);
                 Err(Error::new(
                     TIDEPOOL_ERR_UNSUPPORTED,
-                    "stack pools are built on Linux only",
+                    "stack pools need a Unix (mmap with a guard page)",
                 ))
             }
         })

@@ -65,7 +65,7 @@ pub enum tidepool_status {
     /// `tidepool_pool_destroy` of a pool whose objects are not all back.
     /// The pool is left as it was.
     TIDEPOOL_ERR_BUSY = -16,
-    /// Not available on this platform (stack pools outside Linux).
+    /// Not available on this platform (stack pools outside Unix).
     TIDEPOOL_ERR_UNSUPPORTED = -17,
     /// A bug in tidepool: Rust code panicked. The panic was caught at the
     /// boundary; the message has it. The pool's counts stay exact.
