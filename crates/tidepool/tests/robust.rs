@@ -7,6 +7,7 @@
 //! otherwise decide the cases after it, and a hang or an abort must fail one
 //! case, not take the suite down. Nothing asserts on elapsed time: cases wait
 //! for a condition up to [`PATIENCE`] and then assert that it held.
+#![cfg(unix)]
 
 mod common;
 
@@ -389,7 +390,7 @@ fn a_short_interval_is_not_stuck_behind_a_long_one() {
 
 // === defect 6: fork ===
 
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 mod fork {
     use std::io::{Read, Write};
     use std::os::unix::net::UnixStream;

@@ -109,7 +109,7 @@ struct ThreadGuard {
 
 impl ThreadGuard {
     fn new() -> Self {
-        #[cfg(all(target_os = "linux", not(loom)))]
+        #[cfg(all(unix, not(loom)))]
         fork_safety::install();
         let tid = ids().lock().acquire();
         let _ = TID.try_with(|cell| cell.set(tid));
@@ -182,7 +182,7 @@ fn ids() -> &'static Mutex<Ids> {
 /// `fork(2)`: the id registry's lock is held across it, so a forked child
 /// inherits it unlocked and consistent (see `reclaim/fork.rs` for the
 /// contract).
-#[cfg(all(target_os = "linux", not(loom)))]
+#[cfg(all(unix, not(loom)))]
 mod fork_safety {
     use std::cell::RefCell;
     use std::sync::Once;

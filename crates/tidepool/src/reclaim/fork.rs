@@ -93,7 +93,7 @@ pub(crate) fn install() -> Option<String> {
     static ONCE: Once = Once::new();
     let mut failed = None;
     ONCE.call_once(|| {
-        #[cfg(target_os = "linux")]
+        #[cfg(unix)]
         if let Err(e) = crate::os::fork::at_fork(prepare, parent, child) {
             failed = Some(format!(
                 "tidepool: cannot install fork handlers ({e}); a forked child may \

@@ -46,7 +46,7 @@ static ROUNDS: AtomicU64 = AtomicU64::new(0);
 /// A failed spawn was reported.
 static SPAWN_REPORTED: AtomicBool = AtomicBool::new(false);
 
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 static WAKER: crate::os::event::WakeFd = crate::os::event::WakeFd::new();
 
 /// Adds a pool, starting the thread if need be. The pool must
@@ -118,9 +118,9 @@ fn ensure_running_slow() {
 /// Wakes the thread for a new round (starting it if it is missing).
 pub(crate) fn wake() {
     ensure_running();
-    #[cfg(target_os = "linux")]
+    #[cfg(unix)]
     WAKER.signal();
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(unix))]
     fallback::wake();
 }
 
@@ -140,7 +140,7 @@ pub(crate) fn status() -> ReclaimerStatus {
 /// wake-up descriptor is the parent's. Async-signal-safe.
 pub(crate) fn forget_after_fork() {
     RUNNING.store(false, Ordering::Release);
-    #[cfg(target_os = "linux")]
+    #[cfg(unix)]
     WAKER.forget_after_fork();
 }
 
@@ -167,7 +167,7 @@ fn start_if_needed(registry: &mut Registry) -> Vec<Watched> {
             open_default_sources(registry);
         }
     }
-    #[cfg(target_os = "linux")]
+    #[cfg(unix)]
     if let Err(error) = WAKER.open() {
         // `wait` then naps on a short timer instead.
         registry.reports.push(format!(
@@ -264,7 +264,7 @@ fn run(generation: u64) {
 /// Sleeps until `timeout`, a wake-up or a source firing; returns the highest
 /// level signalled. Sources that fail (or panic) are reported once and
 /// dropped.
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 fn wait(sources: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> {
     use crate::os::event::PollFor;
     use crate::signal::Interest;
@@ -337,13 +337,13 @@ fn wait(sources: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> 
     fired
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(unix))]
 fn wait(_: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> {
     fallback::wait(timeout);
     None
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(unix))]
 mod fallback {
     use parking_lot::{Condvar, Mutex};
     use std::time::Duration;

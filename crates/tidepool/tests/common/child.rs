@@ -135,13 +135,13 @@ fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
 ///
 /// Call it only where no other thread of the test harness matters (in a
 /// child case process): the forked child has only the calling thread.
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 pub fn fork_and_wait(timeout: Duration, body: impl FnOnce()) -> Result<(), String> {
     fork(body).wait(timeout)
 }
 
 /// A forked child running a closure; see [`fork`].
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 #[derive(Debug)]
 #[must_use = "wait for the forked child"]
 pub struct Forked {
@@ -151,7 +151,7 @@ pub struct Forked {
 /// Forks this process and runs `body` in the child, which then `_exit`s (0
 /// if `body` returned, 1 if it panicked). The parent gets a [`Forked`] to
 /// [`wait`](Forked::wait) for.
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 pub fn fork(body: impl FnOnce()) -> Forked {
     // SAFETY: `fork` has no preconditions; in the child only this thread
     // exists, and it runs `body` and then `_exit`s without returning.
@@ -166,7 +166,7 @@ pub fn fork(body: impl FnOnce()) -> Forked {
     Forked { pid }
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 impl Forked {
     /// Waits at most `timeout` for the child, killing it after that. `Ok`
     /// if it exited with 0; `Err` says what happened instead.
