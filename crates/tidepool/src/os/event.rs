@@ -13,7 +13,7 @@
 #[cfg(target_os = "linux")]
 use std::fs::File;
 use std::io;
-#[cfg(any(test, not(target_os = "linux")))]
+#[cfg(all(test, not(loom)))]
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, RawFd};
 #[cfg(target_os = "linux")]

@@ -102,13 +102,15 @@ pub fn sources() -> Vec<SourceStatus> {
 /// Given to the reclaimer by each background pool when it registers (so
 /// that reclaim need not know about them).
 pub(crate) fn default_sources() -> Vec<io::Result<Box<dyn Source>>> {
-    let mut all = Vec::new();
     #[cfg(target_os = "linux")]
     {
         fn boxed<S: Source>(r: io::Result<S>) -> io::Result<Box<dyn Source>> {
             r.map(|s| Box::new(s) as Box<dyn Source>)
         }
-        all.extend(PsiTrigger::system_defaults().into_iter().map(boxed));
+        let mut all: Vec<_> = PsiTrigger::system_defaults()
+            .into_iter()
+            .map(boxed)
+            .collect();
         // A process in no such cgroup simply has no such source: not an
         // error.
         if let Ok(triggers) = PsiTrigger::cgroup_defaults() {
@@ -117,6 +119,10 @@ pub(crate) fn default_sources() -> Vec<io::Result<Box<dyn Source>>> {
         if let Ok(listeners) = CgroupV1Pressure::own_defaults() {
             all.extend(listeners.into_iter().map(boxed));
         }
+        all
     }
-    all
+    // No memory-pressure notification reaches user space here (see "Per
+    // OS" above).
+    #[cfg(not(target_os = "linux"))]
+    Vec::new()
 }
