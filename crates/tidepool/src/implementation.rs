@@ -18,7 +18,7 @@
 //!    ├─► callbacks.rs                  every call into user code
 //!    └─► signal.rs                     what pressure is (Level, Source): shared
 //!                                      by reclaim and pressure
-//!  os/                                 the kernel: mmap for stacks, eventfd and poll,
+//!  os/                                 the kernel: mmap for stacks, a wake-up fd and poll,
 //!                                      pthread_atfork, membarrier (imports nothing
 //!                                      of the crate but the `sync` facade)
 //! ```
@@ -264,9 +264,9 @@
 //! handlers hold the registry lock, the thread-id lock and the stack
 //! registry's lock across the fork, and a *fork gate* keeps the reclaimer
 //! thread from holding any pool lock at that instant; the child starts a new
-//! fork generation: the reclaimer is marked missing, its wake-up eventfd
+//! fork generation: the reclaimer is marked missing, its wake-up descriptor
 //! (shared with the parent) closed. The child's first call that needs the
-//! reclaimer starts a fresh one with a fresh eventfd, which looks after the
+//! reclaimer starts a fresh one with a fresh descriptor, which looks after the
 //! inherited pools and the new ones. The parent is never woken by the child.
 //! See `reclaim/fork.rs` for the whole contract and its one limit (a pool
 //! lock held by an application thread at the instant of the fork).

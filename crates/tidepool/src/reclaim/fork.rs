@@ -8,7 +8,8 @@
 //! * every pool inherited from the parent, and every pool built there,
 //!   works: `get`, `put` and the rest;
 //! * the reclaimer runs again: the child's first registration, `notify`,
-//!   object creation, or reclaim pass due on a depot visit starts a fresh
+//!   or operation on a background pool other than a thread-cache hit (an
+//!   object created, a depot visit, `stats`, `trim`, ...) starts a fresh
 //!   reclaimer thread with a fresh wake-up descriptor of its own, which
 //!   looks after the inherited background pools and the new ones, on their
 //!   intervals, and delivers `notify`;

@@ -7,7 +7,7 @@
 //! pressure, ticks every registered pool (each runs its due pass and says
 //! when it next needs looking at), then sleeps in `poll(2)` until the
 //! earliest of those deadlines, a pressure source firing, or a wake-up (an
-//! eventfd, [`wake`]). A pool with nothing beyond its reserve has no
+//! eventfd on Linux, a socket pair elsewhere: [`wake`]). A pool with nothing beyond its reserve has no
 //! deadline; it is *disarmed*, and arms itself (waking the reclaimer) when
 //! it next creates an object. So the sleep always ends at the earliest
 //! deadline of all pools: the deadline set is recomputed whenever a pool
@@ -171,7 +171,7 @@ fn start_if_needed(registry: &mut Registry) -> Vec<Watched> {
     if let Err(error) = WAKER.open() {
         // `wait` then naps on a short timer instead.
         registry.reports.push(format!(
-            "tidepool: no eventfd for the reclaimer ({error}); it polls every 100 ms"
+            "tidepool: no wake-up descriptor for the reclaimer ({error}); it polls every 100 ms"
         ));
     }
     RUNNING.store(true, Ordering::Release);
@@ -289,7 +289,7 @@ fn wait(sources: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> 
         }
         let ready = match WAKER.poll_with(&fds, timeout) {
             Some(Ok(ready)) => ready,
-            // No eventfd, or `poll` itself failed: come back on a short
+            // No wake-up descriptor, or `poll` itself failed: come back on a short
             // timer instead of spinning.
             None | Some(Err(_)) => {
                 let nap = Duration::from_millis(100);
