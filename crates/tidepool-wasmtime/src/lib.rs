@@ -81,3 +81,8 @@ mod memory;
 pub use creator::{ConfigExt, PooledStackCreator};
 #[cfg(target_os = "linux")]
 pub use memory::PooledFiberStack;
+
+// The README's snippets, compiled and run as doctests.
+#[cfg(all(doctest, target_os = "linux"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
