@@ -149,6 +149,7 @@ mod manager;
 mod mapping;
 mod pool;
 mod registry;
+mod slab;
 mod stats;
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -159,4 +160,5 @@ pub use error::StackError;
 pub use manager::StackManager;
 pub use mapping::GuardedStack;
 pub use pool::{PooledStack, StackPool};
+pub use slab::{MAX_SLAB_BYTES, MAX_STACKS_PER_SLAB};
 pub use stats::StackStats;

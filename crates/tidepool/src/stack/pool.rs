@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use crate::os;
 use crate::pressure::Level;
-use crate::stack::budget::VMAS_PER_STACK;
 use crate::stack::{
     registry, GuardedStack, MapBudget, StackError, StackManager, StackPoolBuilder, StackStats,
 };
@@ -94,7 +93,7 @@ impl StackPool {
     #[inline]
     pub fn get(&self) -> Result<PooledStack, StackError> {
         match self.pool.get_owned() {
-            Ok(inner) => Ok(PooledStack { inner }),
+            Ok(inner) => Ok(PooledStack::lend(inner)),
             Err(e) => self.get_after_failure(e.into()),
         }
     }
@@ -107,7 +106,7 @@ impl StackPool {
         self.manager().count_reclaim_retry();
         registry::reclaim_idle_stacks();
         match self.pool.get_owned() {
-            Ok(inner) => Ok(PooledStack { inner }),
+            Ok(inner) => Ok(PooledStack::lend(inner)),
             Err(e) => Err(e.into()),
         }
     }
@@ -189,15 +188,22 @@ impl StackPool {
         let unpurged_idle = pool.idle.saturating_sub(pool.idle_purged);
         let usable = manager.usable_size() as u64;
         let keep = manager.keep_resident() as u64;
+        let slabs = manager.slab_counts();
         StackStats {
             pool,
             mapped,
-            vmas: mapped * VMAS_PER_STACK as u64,
+            vmas: slabs.vmas,
+            slabs: slabs.slabs,
+            slots: slabs.slots,
             idle_resident_max: unpurged_idle * usable + pool.idle_purged * keep,
             purged: pool.idle_purged,
             reclaim_retries: manager.reclaim_retries(),
-            purge_failures: manager.purge_failures(),
+            purge_failures: slabs.release_failures,
             unmap_failures: os::unmap_failures(),
+            mmap_calls: slabs.mmap,
+            mprotect_calls: slabs.mprotect,
+            madvise_calls: slabs.madvise,
+            munmap_calls: slabs.munmap,
         }
     }
 
@@ -259,6 +265,14 @@ pub struct PooledStack {
 }
 
 impl PooledStack {
+    /// Lends `inner` out: from now on its pages may be touched, so a purge
+    /// or a teardown has them to release.
+    #[inline]
+    fn lend(mut inner: OwnedPooled<StackManager>) -> Self {
+        inner.mark_lent();
+        Self { inner }
+    }
+
     /// Unmaps the stack instead of returning it to the pool, e.g. after a
     /// coroutine on it was found to have misbehaved.
     pub fn discard(self) {
