@@ -710,3 +710,77 @@ impl fmt::Debug for Slabs {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slab_size_follows_the_stack_size() {
+        let page = 4096;
+        assert_eq!(stacks_per_slab(2 * page), 32);
+        assert_eq!(stacks_per_slab(64 * 1024 + page), 32);
+        assert_eq!(stacks_per_slab(256 * 1024 + page), 31);
+        assert_eq!(stacks_per_slab(1024 * 1024 + page), 7);
+        assert_eq!(stacks_per_slab(4 * 1024 * 1024 + page), 1);
+        assert_eq!(stacks_per_slab(usize::MAX / 2), 1);
+    }
+
+    fn slab(slots: u32, opened: Mask) -> Slab {
+        Slab {
+            base: NonNull::dangling(),
+            slots,
+            opened,
+            raw: all_slots(slots) & !opened,
+            ready: 0,
+            clean: 0,
+        }
+    }
+
+    #[test]
+    fn vmas_are_runs_of_equal_protection() {
+        // guard|stack pairs, bottom first; `o` = opened (rw), `-` = none.
+        assert_eq!(slab(4, 0b0000).vmas(), 1, "all PROT_NONE");
+        assert_eq!(slab(4, 0b1000).vmas(), 2, "top: guard merges below");
+        assert_eq!(slab(4, 0b1100).vmas(), 4);
+        assert_eq!(slab(4, 0b1111).vmas(), 8, "full: 2 per stack");
+        assert_eq!(slab(4, 0b0001).vmas(), 3, "bottom: rest above splits");
+        assert_eq!(slab(4, 0b0101).vmas(), 5);
+        assert_eq!(slab(1, 0b1).vmas(), 2, "a slab of one is a plain stack");
+        assert_eq!(slab(32, Mask::MAX).vmas(), 64);
+    }
+
+    #[test]
+    fn masks() {
+        assert_eq!(all_slots(32), u32::MAX);
+        assert_eq!(all_slots(3), 0b111);
+        assert_eq!(highest(0b1011), 3);
+        let s = Slab {
+            ready: 0b0010,
+            ..slab(4, 0b0110)
+        };
+        assert_eq!(s.used(), 0b0100);
+    }
+
+    #[test]
+    fn a_failed_open_gives_the_slot_back_and_unmaps_an_empty_slab() {
+        let page = os::page_size();
+        let slabs = Arc::new(Slabs::new(page, page, None));
+        let mut stacks = slabs.carve(3).unwrap();
+        assert_eq!(stacks.len(), 3);
+        // As if the third had failed to open: never handed out, its slot
+        // back to raw (the bookkeeping `carve` does on a failed mprotect).
+        let mut third = stacks.pop().unwrap();
+        let Some(Home::Slab { slab: key, .. }) = third.home() else {
+            unreachable!("carved stacks live in slabs")
+        };
+        let (key, slot) = (*key, slabs.slot_of(*key, third.limit()));
+        third.take_home();
+        slabs.unclaim(&[(key, slot)]);
+        let c = slabs.counts();
+        assert_eq!((c.slabs, c.vmas), (1, 4));
+        drop(stacks);
+        let c = slabs.counts();
+        assert_eq!((c.slabs, c.munmap), (0, 1), "no stack left: unmapped");
+    }
+}
