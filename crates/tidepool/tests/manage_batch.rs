@@ -33,7 +33,11 @@ fn a_failure_part_way_returns_what_was_made_and_a_first_failure_is_the_error() {
     assert_eq!(ledger.counts().create_calls, 3);
     ledger.fail_create.arm(1);
     assert_eq!(m.create_batch(5).unwrap_err(), CreateFailed { call: 4 });
-    assert_eq!(ledger.counts().created, 2, "nothing made by the failed call");
+    assert_eq!(
+        ledger.counts().created,
+        2,
+        "nothing made by the failed call"
+    );
     m.destroy_batch(batch);
     ledger.assert_all_accounted();
 }
@@ -45,7 +49,11 @@ fn a_panicking_create_leaves_nothing_behind() {
     let panic = catch_unwind(AssertUnwindSafe(|| m.create_batch(8))).unwrap_err();
     assert!(panic_text(&*panic).contains(INJECTED));
     let c = ledger.counts();
-    assert_eq!((c.created, c.destroyed), (3, 3), "the three made are destroyed");
+    assert_eq!(
+        (c.created, c.destroyed),
+        (3, 3),
+        "the three made are destroyed"
+    );
     ledger.assert_all_accounted();
 }
 

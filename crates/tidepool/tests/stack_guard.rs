@@ -113,7 +113,10 @@ fn the_lowest_stack_of_a_slab_has_its_guard() {
         overflow_a_slab_edge(NAME, false);
     }
     let out = run_child(NAME);
-    assert_killed_by_sigsegv_after(&out, "CHILD: the_lowest_stack_of_a_slab_has_its_guard: bottom writable");
+    assert_killed_by_sigsegv_after(
+        &out,
+        "CHILD: the_lowest_stack_of_a_slab_has_its_guard: bottom writable",
+    );
 }
 
 #[test]
@@ -123,7 +126,10 @@ fn the_highest_stack_of_a_slab_has_its_guard() {
         overflow_a_slab_edge(NAME, true);
     }
     let out = run_child(NAME);
-    assert_killed_by_sigsegv_after(&out, "CHILD: the_highest_stack_of_a_slab_has_its_guard: bottom writable");
+    assert_killed_by_sigsegv_after(
+        &out,
+        "CHILD: the_highest_stack_of_a_slab_has_its_guard: bottom writable",
+    );
 }
 
 #[cfg(feature = "corosensei")]

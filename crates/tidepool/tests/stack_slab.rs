@@ -12,8 +12,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tidepool::stack::{
-    mapped_vmas, GuardedStack, MapBudget, StackError, StackManager, StackPool,
-    MAX_STACKS_PER_SLAB,
+    mapped_vmas, GuardedStack, MapBudget, StackError, StackManager, StackPool, MAX_STACKS_PER_SLAB,
 };
 use tidepool::{Manage, Pool};
 
@@ -40,7 +39,12 @@ fn fill(stack: &GuardedStack, byte: u8) {
 fn any_mapped(range: Range<usize>) -> bool {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
     maps.lines().any(|l| {
-        let (lo, hi) = l.split_whitespace().next().unwrap().split_once('-').unwrap();
+        let (lo, hi) = l
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .split_once('-')
+            .unwrap();
         let lo = usize::from_str_radix(lo, 16).unwrap();
         let hi = usize::from_str_radix(hi, 16).unwrap();
         lo < range.end && range.start < hi
@@ -144,7 +148,7 @@ fn destroy_batch_unmaps_whole_slabs_and_releases_runs_in_the_rest() {
     let mut kept = stacks.split_off(9);
     let mut batch: Vec<_> = stacks.drain(6..).collect();
     kept.extend(stacks.drain(4..));
-    batch.extend(stacks.drain(..));
+    batch.append(&mut stacks);
     let runs: Vec<_> = batch.iter().map(|s| s.usable()).collect();
     batch.extend(upper);
     batch.reverse(); // any order
@@ -162,7 +166,12 @@ fn destroy_batch_unmaps_whole_slabs_and_releases_runs_in_the_rest() {
     }
     // Reuse: the freed slots come back without a syscall, zeroed.
     let calls = |s: &tidepool::stack::StackStats| {
-        (s.mmap_calls, s.mprotect_calls, s.madvise_calls, s.munmap_calls)
+        (
+            s.mmap_calls,
+            s.mprotect_calls,
+            s.madvise_calls,
+            s.munmap_calls,
+        )
     };
     let again = m.create_batch(7).unwrap();
     assert_eq!(calls(&pool.stats()), calls(&after));
@@ -206,11 +215,18 @@ struct Ledgered {
 
 impl Ledgered {
     fn enter(&self, s: &GuardedStack) {
-        assert!(self.alive.lock().unwrap().insert(s.limit().as_ptr() as usize));
+        assert!(self
+            .alive
+            .lock()
+            .unwrap()
+            .insert(s.limit().as_ptr() as usize));
     }
     fn leave(&self, s: &GuardedStack) {
         assert!(
-            self.alive.lock().unwrap().remove(&(s.limit().as_ptr() as usize)),
+            self.alive
+                .lock()
+                .unwrap()
+                .remove(&(s.limit().as_ptr() as usize)),
             "destroyed a stack that was not alive"
         );
     }
@@ -274,7 +290,10 @@ fn every_stack_is_destroyed_exactly_once_and_every_slab_unmapped_once() {
                             1 => {
                                 // No longer the pool's: out of the ledger.
                                 let own = g.detach();
-                                alive.lock().unwrap().remove(&(own.limit().as_ptr() as usize));
+                                alive
+                                    .lock()
+                                    .unwrap()
+                                    .remove(&(own.limit().as_ptr() as usize));
                             }
                             _ => drop(g),
                         }
@@ -320,7 +339,11 @@ fn purge_batch_uses_one_madvise_per_run_of_adjacent_stacks() {
     for s in &batch {
         assert_eq!(s.resident_bytes().unwrap(), 0);
     }
-    assert_eq!(stacks[0].resident_bytes().unwrap(), 7 * PAGE, "not in the batch");
+    assert_eq!(
+        stacks[0].resident_bytes().unwrap(),
+        7 * PAGE,
+        "not in the batch"
+    );
     // Nothing dirty is left: a second purge makes no call.
     m.purge_batch(&mut batch);
     assert_eq!(pool.stats().madvise_calls - before, 2);
@@ -357,7 +380,7 @@ fn purge_through_the_pool_releases_and_lending_out_dirties_again() {
     let held: Vec<_> = (0..6).map(|_| pool.get().unwrap()).collect();
     held.iter().for_each(|s| fill(s, 2));
     drop(held); // two cached, four in the depot
-    // The pool purges one stack at a time (until it calls `purge_batch`).
+                // The pool purges one stack at a time (until it calls `purge_batch`).
     assert_eq!(pool.purge(), 4);
     assert_eq!(pool.stats().madvise_calls, 4);
     assert_eq!(pool.purge(), 0);
@@ -372,7 +395,11 @@ fn purge_through_the_pool_releases_and_lending_out_dirties_again() {
     fill(&again, 1);
     drop(again);
     assert_eq!(pool.drain(), 1);
-    assert_eq!(pool.stats().madvise_calls, s.madvise_calls, "the last one: munmap");
+    assert_eq!(
+        pool.stats().madvise_calls,
+        s.madvise_calls,
+        "the last one: munmap"
+    );
 }
 
 #[test]
@@ -398,13 +425,19 @@ fn bursts_stay_within_max_live_and_the_map_budget() {
     // The default budget: max_live from the map count; slabs fill it and
     // never pass it.
     let budget = MapBudget::with_max_map_count(5000 + 2 * 45); // 45 stacks
-    let pool = StackPool::builder(3 * PAGE).map_budget(budget).build().unwrap();
+    let pool = StackPool::builder(3 * PAGE)
+        .map_budget(budget)
+        .build()
+        .unwrap();
     assert_eq!(pool.config().max_live(), Some(45));
     let held: Vec<_> = (0..45).map(|_| pool.get().unwrap()).collect();
     let s = pool.stats();
     assert_eq!((s.slabs, s.slots), (2, 45), "32 + 13");
     assert!(s.vmas <= 2 * 45);
-    assert!(matches!(pool.get(), Err(StackError::Exhausted { limit: 45 })));
+    assert!(matches!(
+        pool.get(),
+        Err(StackError::Exhausted { limit: 45 })
+    ));
     drop(held);
 }
 
@@ -476,7 +509,7 @@ fn out_of_address_space_is_an_error_in_a_child() {
         // SAFETY: getrlimit only writes `rl`.
         assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut rl) }, 0);
         rl.rlim_cur = (vm_kib + 16 * 1024) * 1024; // 16 MiB more
-        // SAFETY: setrlimit only reads `rl`.
+                                                   // SAFETY: setrlimit only reads `rl`.
         assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &rl) }, 0);
         let err = loop {
             match pool.get() {

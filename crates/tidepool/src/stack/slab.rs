@@ -467,7 +467,13 @@ impl Slabs {
         }
     }
 
-    fn stack(self: &Arc<Self>, base: NonNull<u8>, key: usize, slot: u32, dirty: usize) -> GuardedStack {
+    fn stack(
+        self: &Arc<Self>,
+        base: NonNull<u8>,
+        key: usize,
+        slot: u32,
+        dirty: usize,
+    ) -> GuardedStack {
         // SAFETY: `slot < slots`, so the slot lies inside the slab's mapping.
         let start = unsafe { base.add(slot as usize * self.stride) };
         GuardedStack::in_slab(start, self.guard, self.usable, dirty, Arc::clone(self), key)
