@@ -115,7 +115,11 @@ mod linux {
         g.bench_function("one_by_one_slab", |b| {
             b.iter_batched(
                 || (),
-                |()| (0..BURST).map(|_| m.create().expect("a stack")).collect::<Vec<_>>(),
+                |()| {
+                    (0..BURST)
+                        .map(|_| m.create().expect("a stack"))
+                        .collect::<Vec<_>>()
+                },
                 BatchSize::PerIteration,
             )
         });
