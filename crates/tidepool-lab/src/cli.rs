@@ -243,12 +243,12 @@ pub fn check_out(dir: &Path) -> Result<(), String> {
 pub fn header(options: &Options) -> String {
     let s = &options.settings;
     format!(
-        "tidepool-lab: {} run, {} scenario(s) x {} policies, {} repeat(s), 15 s periods -> {:?}",
+        "tidepool-lab: {} run, {} scenario(s) x {} policies, {} repeat(s), 15 s periods -> {}",
         if s.quick { "quick" } else { "full" },
         options.scenarios.len(),
         s.policies.len(),
         s.repeats,
-        Duration::from_secs(15).div_f64(s.time_scale)
+        crate::report::format::Human(Duration::from_secs(15).div_f64(s.time_scale))
     )
 }
 

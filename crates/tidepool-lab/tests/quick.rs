@@ -496,3 +496,160 @@ fn the_html_report_is_self_contained_with_four_plots_per_scenario() {
     assert!(!page.contains("src=\"http"));
     assert!(!page.contains("href=\"http"));
 }
+
+/// The value of attribute `name` in the tag starting at `tag`.
+fn attr(tag: &str, name: &str) -> Option<f64> {
+    let end = tag.find('>')?;
+    let tag = &tag[..end];
+    let key = format!(" {name}=\"");
+    let at = tag.find(&key)? + key.len();
+    let len = tag[at..].find('"')?;
+    tag[at..at + len].parse().ok()
+}
+
+/// Every tag `<{name} ...` with `class="{class}"` in `svg`.
+fn tags<'a>(svg: &'a str, name: &str, class: &str) -> Vec<&'a str> {
+    let open = format!("<{name} ");
+    let class = format!("class=\"{class}\"");
+    svg.match_indices(&open)
+        .map(|(i, _)| &svg[i..])
+        .filter(|t| t[..t.find('>').unwrap()].contains(&class))
+        .collect()
+}
+
+/// The text of the element starting at `tag`.
+fn text_of(tag: &str) -> &str {
+    let start = tag.find('>').unwrap() + 1;
+    &tag[start..start + tag[start..].find('<').unwrap()]
+}
+
+/// What a person checks on every plot, from the SVG the lab writes (the
+/// browser check, `bin/report-check.sh`, measures the same in Chromium):
+/// axis labels with units, a legend that does not overlap the plot area
+/// or the data, every line inside the plot area, outer text inside the
+/// picture.
+#[test]
+fn every_plot_has_labelled_axes_and_a_legend_off_the_data() {
+    use tidepool_lab::report::plot::{plot, Limit, Metric, HEIGHT, WIDTH};
+    let r = report();
+    let mut plots = 0;
+    for s in &r.scenarios {
+        for metric in Metric::ALL {
+            let limit = Limit {
+                value: 1000.0,
+                label: "a limit".to_owned(),
+            };
+            let svg = plot(s, metric, Some(&limit)).unwrap();
+            plots += 1;
+            let what = format!("{} / {metric:?}", s.id);
+            // Axis labels, each with a unit in parentheses at the end.
+            for axis in ["axis-label x", "axis-label y"] {
+                let t = tags(&svg, "text", axis);
+                assert_eq!(t.len(), 1, "{what}: {axis}");
+                let label = text_of(t[0]);
+                assert!(
+                    label.ends_with(')') && label.contains(" ("),
+                    "{what}: {axis} without a unit: {label}"
+                );
+            }
+            // The plot area and the legend's box.
+            let area = tags(&svg, "rect", "plot-area")[0];
+            let (ax, ay) = (attr(area, "x").unwrap(), attr(area, "y").unwrap());
+            let (aw, ah) = (attr(area, "width").unwrap(), attr(area, "height").unwrap());
+            let legend = tags(&svg, "rect", "legend-box")[0];
+            let (lx, ly) = (attr(legend, "x").unwrap(), attr(legend, "y").unwrap());
+            let (lw, lh) = (
+                attr(legend, "width").unwrap(),
+                attr(legend, "height").unwrap(),
+            );
+            let apart = lx >= ax + aw || ax >= lx + lw || ly >= ay + ah || ay >= ly + lh;
+            assert!(apart, "{what}: the legend overlaps the plot area");
+            assert!(
+                lx + lw <= f64::from(WIDTH) && ly + lh <= f64::from(HEIGHT),
+                "{what}"
+            );
+            // Every data line lies inside the plot area (the chart is nested
+            // at its own offset).
+            let nested = svg.find("<svg x=\"").expect("the nested chart");
+            let (ox, oy) = (
+                attr(&svg[nested..], "x").unwrap(),
+                attr(&svg[nested..], "y").unwrap(),
+            );
+            let mut points = 0;
+            let colours: Vec<String> = PolicyKind::ALL
+                .iter()
+                .map(|&p| tidepool_lab::report::plot::hex(p).to_uppercase())
+                .collect();
+            for (i, _) in svg.match_indices("<polyline ") {
+                let tag = &svg[i..];
+                let head = tag[..tag.find('>').unwrap()].to_uppercase();
+                if !colours.iter().any(|c| head.contains(c.as_str())) {
+                    continue; // the mesh and the axes
+                }
+                let at = tag.find("points=\"").unwrap() + 8;
+                let list = &tag[at..at + tag[at..].find('"').unwrap()];
+                for p in list.split_whitespace() {
+                    let (x, y) = p.split_once(',').unwrap();
+                    let (x, y) = (
+                        x.parse::<f64>().unwrap() + ox,
+                        y.parse::<f64>().unwrap() + oy,
+                    );
+                    assert!(
+                        x >= ax - 1.0 && x <= ax + aw + 1.0 && y >= ay - 1.0 && y <= ay + ah + 1.0,
+                        "{what}: a point ({x}, {y}) outside the plot area"
+                    );
+                    points += 1;
+                }
+            }
+            assert!(points > 0, "{what}: no data drawn");
+            // Markers stay inside the plot area.
+            for class in ["phase-marker", "limit"] {
+                for t in tags(&svg, "line", class) {
+                    for (k, lo, hi) in [
+                        ("x1", ax, ax + aw),
+                        ("x2", ax, ax + aw),
+                        ("y1", ay, ay + ah),
+                        ("y2", ay, ay + ah),
+                    ] {
+                        let v = attr(t, k).unwrap();
+                        assert!(v >= lo - 1.0 && v <= hi + 1.0, "{what}: {class} {k}={v}");
+                    }
+                }
+            }
+            // Text written around the chart fits the picture (width by
+            // estimate: 0.62 em a character).
+            for (i, _) in svg.match_indices("<text ") {
+                let tag = &svg[i..];
+                if tag[..tag.find('>').unwrap()].contains("transform") {
+                    continue; // the rotated y label: checked by the browser
+                }
+                let (Some(x), Some(y)) = (attr(tag, "x"), attr(tag, "y")) else {
+                    continue;
+                };
+                let inside_chart = svg[..i]
+                    .rfind("<svg x=")
+                    .is_some_and(|n| n > 0 && svg[n..i].find("</svg>").is_none());
+                if inside_chart {
+                    continue; // plotters' ticks: inside the nested chart, clipped by it
+                }
+                let size = attr(tag, "font-size").unwrap_or(12.0);
+                let w = 0.62 * size * text_of(tag).chars().count() as f64;
+                let anchor = &tag[..tag.find('>').unwrap()];
+                let left = if anchor.contains("text-anchor=\"middle\"") {
+                    x - w / 2.0
+                } else {
+                    x
+                };
+                assert!(
+                    left >= 0.0
+                        && left + w <= f64::from(WIDTH)
+                        && y <= f64::from(HEIGHT)
+                        && y >= size * 0.8,
+                    "{what}: text {:?} at ({x}, {y}) runs off the picture",
+                    text_of(tag)
+                );
+            }
+        }
+    }
+    assert_eq!(plots, 4 * r.scenarios.len());
+}

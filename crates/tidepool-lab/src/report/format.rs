@@ -1,6 +1,34 @@
 //! Numbers as a person reads them: `1k`, `1.5 s`, `64 MiB`, `32,729`. Used by
 //! the plots' tick labels and the tables alike.
 
+use std::fmt;
+use std::time::Duration;
+
+/// A duration as a person writes it (`60 ms`, `1.5 s`), for `{}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Human(pub Duration);
+
+impl fmt::Display for Human {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&millis(self.0.as_secs_f64() * 1e3))
+    }
+}
+
+/// A change as a signed percentage: `−98 %`, `+6 %`, `0 %`.
+pub fn change(x: f64) -> String {
+    if !x.is_finite() {
+        return "–".to_owned();
+    }
+    let p = (100.0 * x).round();
+    if p < 0.0 {
+        format!("−{} %", -p)
+    } else if p > 0.0 {
+        format!("+{p} %")
+    } else {
+        "0 %".to_owned()
+    }
+}
+
 /// A value with an SI suffix and at most three significant digits:
 /// `0`, `250`, `2.5`, `1k`, `1.5k`, `250k`, `1.2M`.
 pub fn si(v: f64) -> String {
@@ -127,5 +155,10 @@ mod tests {
         assert_eq!(count(32729.0), "32,729");
         assert_eq!(count(999.0), "999");
         assert_eq!(count(1_000_000.0), "1,000,000");
+        assert_eq!(change(-0.981), "−98 %");
+        assert_eq!(change(0.06), "+6 %");
+        assert_eq!(change(0.0), "0 %");
+        assert_eq!(Human(Duration::from_millis(60)).to_string(), "60 ms");
+        assert_eq!(Human(Duration::from_millis(1500)).to_string(), "1.5 s");
     }
 }

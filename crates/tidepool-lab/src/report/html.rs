@@ -31,8 +31,11 @@ table{border-collapse:collapse;margin:4px 0 8px}\
 td,th{border:1px solid #d6d6d6;padding:3px 8px;vertical-align:top}\
 th{background:#f3f3f3;text-align:left;font-weight:600}\
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
-table.summary{width:100%}table.summary th.seed{background:#fbfbf6;white-space:nowrap;width:11em}\
-table.summary th.seed small{display:block;font-weight:normal;color:#666}\
+td.p{white-space:nowrap}\
+table.summary{width:100%;table-layout:fixed}table.summary td,table.summary th{padding:2px 8px}\
+table.summary th.seed{background:#fbfbf6}\
+table.summary th.seed small{display:block;font-weight:normal;color:#666;font-size:11.5px;\
+line-height:1.25}table.summary td.na{white-space:normal}\
 td.v{text-align:center;font-weight:bold;width:2.2em}\
 td.pass{color:#08713f;background:#eaf7ef}td.fail{color:#b00020;background:#fdecee}\
 td.unmeasured,td.na{color:#777}td.na{font-style:italic}\
@@ -92,9 +95,11 @@ fn verdict_cell(v: Verdict) -> String {
 fn summary(h: &mut String, report: &Report) {
     h.push_str(
         "<section id=\"summary\"><h2>Does the lab reproduce each seed, and does tidepool match \
-         or beat the seed's policy?</h2><table class=\"summary\"><thead><tr><th>seed</th>\
-         <th>claim</th><th>seed's number</th><th>lab, this machine</th><th>holds when</th>\
-         <th></th></tr></thead><tbody>",
+         or beat the seed's policy?</h2><table class=\"summary\"><colgroup>\
+         <col style=\"width:15em\"><col style=\"width:2.4em\"><col style=\"width:34%\">\
+         <col style=\"width:8.5em\"><col style=\"width:8.5em\"><col></colgroup><thead><tr>\
+         <th>seed</th><th></th><th>claim</th><th>seed's number</th><th>lab, this machine</th>\
+         <th>✓ when</th></tr></thead><tbody>",
     );
     for row in &report.summary {
         seed_row(h, row);
@@ -122,8 +127,8 @@ fn seed_row(h: &mut String, row: &SeedRow) {
         };
         let _ = write!(
             h,
-            "<tr>{head}<td class=\"na\">{}</td><td colspan=\"3\" class=\"na\">seed: {}</td>\
-             <td class=\"v unmeasured\">–</td></tr>",
+            "<tr>{head}<td class=\"v unmeasured\">–</td><td class=\"na\">{}</td>\
+             <td colspan=\"3\" class=\"na\">seed: {}</td></tr>",
             esc(&why),
             esc(&row.published)
         );
@@ -132,9 +137,10 @@ fn seed_row(h: &mut String, row: &SeedRow) {
     for (i, c) in row.claims.iter().enumerate() {
         let _ = write!(
             h,
-            "<tr>{}<td><a href=\"#{}\">{}</a></td><td class=\"n\" title=\"{}\">{}</td>\
-             <td class=\"n\" title=\"{}\">{}</td><td>{}</td>{}</tr>",
+            "<tr>{}{}<td><a href=\"#{}\">{}</a></td><td class=\"n\" title=\"{}\">{}</td>\
+             <td class=\"n\" title=\"{}\">{}</td><td>{}</td></tr>",
             if i == 0 { head.as_str() } else { "" },
+            verdict_cell(c.verdict),
             esc(&c.scenario),
             esc(&c.claim),
             esc(&c.published_detail),
@@ -142,7 +148,6 @@ fn seed_row(h: &mut String, row: &SeedRow) {
             esc(&c.measured_detail),
             esc(&c.measured),
             esc(&c.rule),
-            verdict_cell(c.verdict)
         );
     }
 }
@@ -188,7 +193,7 @@ fn scenario(h: &mut String, s: &ScenarioReport, max_map_count: u64) {
     }
     h.push_str("<th>pressure signals received, per run</th></tr></thead><tbody>");
     for r in &s.results {
-        let _ = write!(h, "<tr><td>{}</td>", swatch(r.policy));
+        let _ = write!(h, "<tr><td class=\"p\">{}</td>", swatch(r.policy));
         for c in &s.columns {
             let _ = write!(
                 h,
@@ -234,20 +239,20 @@ fn scenario(h: &mut String, s: &ScenarioReport, max_map_count: u64) {
     }
     if !s.claims.is_empty() {
         h.push_str(
-            "<h3>Claims</h3><table class=\"claims\"><thead><tr><th>seed</th><th>claim</th>\
-             <th>seed's number</th><th>lab, this machine</th><th>holds when</th><th></th></tr>\
+            "<h3>Claims</h3><table class=\"claims\"><thead><tr><th>seed</th><th></th>\
+             <th>claim</th><th>seed's number</th><th>lab, this machine</th><th>✓ when</th></tr>\
              </thead><tbody>",
         );
         for c in &s.claims {
             let _ = write!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{}</tr>",
+                "<tr><td>{}</td>{}<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&c.seed),
+                verdict_cell(c.verdict),
                 esc(&c.claim),
                 esc(&c.published_detail),
                 esc(&c.measured_detail),
                 esc(&c.rule),
-                verdict_cell(c.verdict)
             );
         }
         h.push_str("</tbody></table>");

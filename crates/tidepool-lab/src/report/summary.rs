@@ -170,12 +170,20 @@ pub fn build(scenarios: &[ScenarioReport], built: &[&str]) -> Vec<SeedRow> {
     SEEDS
         .iter()
         .map(|seed| {
-            let claims: Vec<Claim> = scenarios
+            let mut claims: Vec<Claim> = scenarios
                 .iter()
                 .flat_map(|s| s.claims.iter())
                 .filter(|c| c.seed == seed.id)
                 .cloned()
                 .collect();
+            // The seed's own story first: its scenarios in the order the
+            // catalogue lists them.
+            claims.sort_by_key(|c| {
+                seed.scenarios
+                    .iter()
+                    .position(|s| *s == c.scenario)
+                    .unwrap_or(usize::MAX)
+            });
             let in_build: Vec<String> = seed
                 .scenarios
                 .iter()

@@ -25,6 +25,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::policy::PolicyKind;
+use crate::report::format::Human;
 use crate::report::summary::{times, Ratio};
 use crate::report::{Claim, Column, Format, ScenarioReport, Verdict};
 use crate::scenario::harness::{self, run_timers, Load, Phase, Plan, RunOutput, Worker};
@@ -106,12 +107,12 @@ pub(crate) fn spec(settings: &Settings, completion: Completion) -> Spec<'static>
     param(
         &mut params,
         "duration per repeat",
-        format!("{:?}", size.duration),
+        Human(size.duration).to_string(),
     );
     param(
         &mut params,
         "warm-up per policy",
-        format!("{:?}", size.warmup),
+        Human(size.warmup).to_string(),
     );
     let (id, title, seeds, finding, quotes, workload, make_worker): (
         _,
@@ -143,8 +144,10 @@ pub(crate) fn spec(settings: &Settings, completion: Completion) -> Spec<'static>
                 format!(
                     "{} threads each submit {} requests (a coroutine per request on a pooled \
                      stack; it writes 16 KiB of frame and suspends: I/O in flight), then \
-                     complete them all; repeat for {:?}.",
-                    size.jobs, size.depth, size.duration
+                     complete them all; repeat for {}.",
+                    size.jobs,
+                    size.depth,
+                    Human(size.duration)
                 ),
                 phased(),
             )

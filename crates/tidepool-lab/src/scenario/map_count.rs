@@ -100,15 +100,16 @@ pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
         size.threads * size.spike,
     );
     param(&mut params, "stack", "4 KiB + guard page (2 VMAs)");
-    param(&mut params, "hold per spike", format!("{:?}", size.hold));
+    param(&mut params, "hold per spike", format::Human(size.hold));
     param(&mut params, "vm.max_map_count", settings.max_map_count);
     let mut notes = Vec::new();
     if interval > settings.interval() {
         notes.push(format!(
-            "periods here are {interval:?} for every periodic policy, not {:?}: the spikes take about \
+            "periods here are {} for every periodic policy, not {}: the spikes take about \
              a second of real mmap work, and a shorter period would end a spike's pool before the next \
              spike, which QEMU's real 15 s never does",
-            settings.interval()
+            format::Human(interval),
+            format::Human(settings.interval())
         ));
     }
     notes.push(
@@ -182,7 +183,7 @@ pub(crate) fn claims(s: &ScenarioReport, settings: &Settings) -> Vec<Claim> {
         "\"per-thread pools can grow to tens of thousands of coroutines ... Eventually \
          vm.max_map_count is reached\" and QEMU aborts (seed 000)",
     );
-    c.rule = "every qemu-2021 run fails at ≥ 0.95× vm.max_map_count".to_owned();
+    c.rule = "every qemu-2021 run fails at ≥ 0.95× the limit".to_owned();
     if let Some(r) = s.result(PolicyKind::Qemu2021) {
         let at: Vec<f64> = r
             .runs
@@ -228,7 +229,7 @@ pub(crate) fn claims(s: &ScenarioReport, settings: &Settings) -> Vec<Claim> {
             "no abort",
             "the capped pool does not reach vm.max_map_count (seed 000's goal)",
         );
-        c.rule = "no failed creation; peak VMAs < vm.max_map_count".to_owned();
+        c.rule = "no failure; peak VMAs < the limit".to_owned();
         if let Some((peak, failures, runs)) = share(p) {
             c.measured = times(peak);
             c.measured_detail = format!(

@@ -114,7 +114,7 @@ pub(crate) fn claims(s: &ScenarioReport) -> Vec<Claim> {
             ),
             measured: "–".to_owned(),
             measured_detail: format!("{p} was not run"),
-            rule: "≥ 90 % of the burst's VSZ given back".to_owned(),
+            rule: "≥ 90 % of the burst's VSZ back".to_owned(),
             verdict: Verdict::Unmeasured,
         };
         if let Some(r) = s.result(p) {

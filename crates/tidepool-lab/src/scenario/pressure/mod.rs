@@ -33,7 +33,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::policy::PolicyKind;
-use crate::report::summary::{percent, times};
+use crate::report::format::{self, change, Human};
+use crate::report::summary::times;
 use crate::report::{median, Claim, Column, Format, ScenarioReport, Verdict};
 use crate::scenario::fio::QEMU_STACK_SIZE;
 use crate::scenario::harness::{Load, Phase, Plan, RunOutput};
@@ -211,7 +212,8 @@ pub(crate) fn spec(settings: &Settings, delivery: &Delivery) -> Spec<'static> {
         abort_on_failure: false,
         touch: Touch::Large,
     };
-    let signal_at = burst_time + window;
+    let signal_at = Human(burst_time + window);
+    let (burst_h, window_h) = (Human(burst_time), Human(window));
     let mut params = BTreeMap::new();
     param(&mut params, "threads", threads);
     param(&mut params, "burst: requests in flight per thread", burst);
@@ -219,35 +221,37 @@ pub(crate) fn spec(settings: &Settings, delivery: &Delivery) -> Spec<'static> {
     param(
         &mut params,
         "signal",
-        format!("Level::Critical at {signal_at:?}"),
+        format!("Level::Critical at {signal_at}"),
     );
     param(
         &mut params,
         "window before delivery / after arrival",
-        format!("{window:?}"),
+        window_h.to_string(),
     );
     param(&mut params, "pressure source", delivery.label());
     param(&mut params, "stack", "1 MiB + guard page (QEMU's)");
     let mut notes = vec![match delivery {
         Delivery::Real { trigger, .. } => format!(
-            "pressure source: {REAL_LABEL}: at {signal_at:?} into the run, a shell in a new child \
+            "pressure source: {REAL_LABEL}: at {signal_at} into the run, a shell in a new child \
              of this process's cgroup v1 memory cgroup, limited to 64 MiB, writes a 300 MB file \
              and reads it back three times, in a loop (page-cache thrash), the same for every \
              policy, until the PSI trigger {trigger} (Level::Critical, armed once for the lab \
              run) fires (and, for tidepool, the pool's Stats::pressure_critical has gone up; \
              tidepool's default sources, also open here, may bring it first). The thrash is then \
-             killed; a run waits at most {PATIENCE:?}. Periods are at least \
-             {MIN_INTERVAL_REAL:?} here, so that a wait of up to {REAL_WAIT_BUDGET:?} and the \
-             {window:?} after it end before QEMU 2021's resize at 2 periods (runs that overran \
-             are flagged). A thrash starts at least {:?} after the previous one ended (the \
+             killed; a run waits at most {}. Periods are at least {} here, so that a wait of up \
+             to {} and the {window_h} after it end before QEMU 2021's resize at 2 periods (runs \
+             that overran are flagged). A thrash starts at least {} after the previous one ended (the \
              kernel signals a trigger at most once per 2 s window). PSI is system-wide: a stall \
              of another process on this machine could fire the trigger too (the sources that \
              fired are listed per run)",
-            source::thrash::GAP
+            Human(PATIENCE),
+            Human(MIN_INTERVAL_REAL),
+            Human(REAL_WAIT_BUDGET),
+            Human(source::thrash::GAP)
         ),
         Delivery::Manual { fallback } => {
             let mut n = format!(
-                "pressure source: {MANUAL_LABEL}, called at {signal_at:?} into every policy's \
+                "pressure source: {MANUAL_LABEL}, called at {signal_at} into every policy's \
                  run; the phase ends when tidepool's pool has received it \
                  (Stats::pressure_critical goes up), at once for the seed policies"
             );
@@ -268,17 +272,18 @@ pub(crate) fn spec(settings: &Settings, delivery: &Delivery) -> Spec<'static> {
     );
     let env = settings.env(QEMU_STACK_SIZE, interval);
     notes.push(format!(
-        "tidepool's pressure hold is the library default ({:?} per 15 s interval) scaled like \
-         the period, to {:?}; while it lasts, the depot is held at min_idle and each thread \
+        "tidepool's pressure hold is the library default ({} per 15 s interval) scaled like \
+         the period, to {}; while it lasts, the depot is held at min_idle and each thread \
          keeps at most the two batches it caches",
-        tidepool::Config::default().pressure_hold(),
-        env.pressure_hold
+        Human(tidepool::Config::default().pressure_hold()),
+        Human(env.pressure_hold)
     ));
     if interval > settings.interval() {
         notes.push(format!(
-            "periods here are {interval:?} for every periodic policy, not {:?}, so the windows \
-             around the signal are long enough to measure and contain no periodic resize",
-            settings.interval()
+            "periods here are {} for every periodic policy, not {}, so the windows around the \
+             signal are long enough to measure and contain no periodic resize",
+            Human(interval),
+            Human(settings.interval())
         ));
     }
     let ((in_b, in_a), (out_b, out_a)) = published::XEN_SWAP;
@@ -288,15 +293,20 @@ pub(crate) fn spec(settings: &Settings, delivery: &Delivery) -> Spec<'static> {
         seeds: &["003"],
         finding: format!(
             "Seed 003 (Xen blkback): on memory pressure, shrink the idle page pools to zero for a \
-             short while; swap traffic under pressure fell from {in_b}/{out_b} pages in/out to \
-             {in_a}/{out_a}, and even always shrinking cost no visible I/O throughput."
+             short while; swap traffic under pressure fell from {}/{} pages in/out to {}/{}, and \
+             even always shrinking cost no visible I/O throughput.",
+            format::count(in_b as f64),
+            format::count(out_b as f64),
+            format::count(in_a as f64),
+            format::count(out_a as f64)
         ),
         quotes: vec![quote::XEN_MECHANISM, quote::XEN_NO_COST],
         workload: format!(
-            "{threads} threads: a burst ({burst} in flight each) for {burst_time:?}, then {steady} \
-             each; critical pressure is signalled at {signal_at:?} ({}) and awaited (at most \
-             {PATIENCE:?}); the run ends {window:?} after it arrived.",
+            "{threads} threads: a burst ({burst} in flight each) for {burst_h}, then {steady} \
+             each; critical pressure is signalled at {signal_at} ({}) and awaited (at most {}); \
+             the run ends {window_h} after it arrived.",
             delivery.label(),
+            Human(PATIENCE),
         ),
         params,
         columns: vec![
@@ -344,15 +354,16 @@ pub(crate) fn claims(s: &ScenarioReport) -> Vec<Claim> {
         seed: "003".to_owned(),
         scenario: s.id.clone(),
         claim: "tidepool frees idle memory on pressure".to_owned(),
-        published: format!("−{}", percent(swap_fall)),
+        published: change(-swap_fall),
         published_detail: format!(
-            "swap-out under pressure {out_b} → {out_a} pages: −{} (seed 003; Xen's pool shrinks \
-             to 0)",
-            percent(swap_fall)
+            "swap-out under pressure {} → {} pages: {} (seed 003; Xen's pool shrinks to 0)",
+            format::count(out_b as f64),
+            format::count(out_a as f64),
+            change(-swap_fall)
         ),
         measured: String::new(),
         measured_detail: String::new(),
-        rule: "idle stacks fall ≥ 90 % within a sixth of a window".to_owned(),
+        rule: "idle stacks fall ≥ 90 %".to_owned(),
         verdict: Verdict::Unmeasured,
     };
     let mut cost = Claim {
@@ -366,7 +377,7 @@ pub(crate) fn claims(s: &ScenarioReport) -> Vec<Claim> {
         ),
         measured: String::new(),
         measured_detail: String::new(),
-        rule: "req/s after the signal ≥ 0.80× before it".to_owned(),
+        rule: "req/s after ≥ 0.80× before".to_owned(),
         verdict: Verdict::Unmeasured,
     };
     let (before, after) = tp.map_or((f64::NAN, f64::NAN), |r| {
@@ -374,20 +385,20 @@ pub(crate) fn claims(s: &ScenarioReport) -> Vec<Claim> {
     });
     if before.is_finite() && after.is_finite() && before > 0.0 {
         let fall = 1.0 - after / before;
-        freed.measured = format!("−{}", percent(fall));
+        freed.measured = change(-fall);
         let seeds: Vec<String> = [PolicyKind::Qemu2021, PolicyKind::Qemu2024]
             .into_iter()
             .filter_map(|p| {
                 let r = s.result(p)?;
                 let (b, a) = (r.metric("idle_before"), r.metric("idle_after"));
-                (b > 0.0).then(|| format!("{p} −{}", percent(1.0 - a / b)))
+                (b > 0.0).then(|| format!("{p} {}", change(a / b - 1.0)))
             })
             .collect();
         freed.measured_detail = format!(
-            "tidepool idle stacks {} → {} (−{}); seed policies, which do not listen: {}",
-            before,
-            after,
-            percent(fall),
+            "tidepool idle stacks {} → {} ({}); seed policies, which do not listen: {}",
+            format::count(before),
+            format::count(after),
+            change(-fall),
             if seeds.is_empty() {
                 "not run".to_owned()
             } else {
@@ -512,7 +523,10 @@ fn describe(rec: &SignalRecord, delivery: &Delivery, overrun: Option<f64>) -> St
         parts.push("no pressure response (the policy has none)".to_owned());
     }
     if rec.timed_out {
-        parts.push(format!("no signal within {:?}: gave up waiting", PATIENCE));
+        parts.push(format!(
+            "no signal within {}: gave up waiting",
+            Human(PATIENCE)
+        ));
     }
     if !rec.first_fired.is_empty() {
         parts.push(format!("first to fire: {}", rec.first_fired.join(", ")));
