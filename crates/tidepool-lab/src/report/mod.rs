@@ -203,7 +203,8 @@ pub struct Series {
     pub rss_kib: Vec<u64>,
     /// Virtual size of the whole process, KiB.
     pub vsz_kib: Vec<u64>,
-    /// Requests completed per second since the previous sample.
+    /// Requests completed per second over the last four sample intervals
+    /// or so (a moving window, so that one late sample is no spike).
     pub throughput: Vec<f64>,
     /// When each phase started.
     pub events: Vec<Event>,

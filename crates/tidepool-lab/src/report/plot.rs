@@ -138,6 +138,10 @@ fn esc(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// One run's line: its policy, whether it is the median run, its points
+/// (seconds, value).
+type Line = (PolicyKind, bool, Vec<(f64, f64)>);
+
 /// The median of the start times of `phase` over the policies' median runs.
 fn phase_time(scenario: &ScenarioReport, phase: usize) -> Option<f64> {
     let mut times: Vec<f64> = scenario
@@ -165,7 +169,7 @@ pub fn plot(
 ) -> Result<String, String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     // Every run of every policy, in seconds.
-    let lines: Vec<(PolicyKind, bool, Vec<(f64, f64)>)> = scenario
+    let lines: Vec<Line> = scenario
         .results
         .iter()
         .flat_map(|r| {

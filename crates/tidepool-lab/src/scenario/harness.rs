@@ -527,8 +527,12 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         events,
         ..Series::default()
     };
-    let mut prev: Option<&Sample> = None;
-    for s in &samples {
+    // Throughput over a moving window of about four sample intervals: a
+    // sample the sampler took late (the machine is shared) would otherwise
+    // show as a spike and a dip that no policy caused.
+    let window_ms = plan.sample_every.as_secs_f64() * 1e3 * 4.0;
+    let mut from = 0;
+    for (i, s) in samples.iter().enumerate() {
         series.t_ms.push(s.t_ms);
         series.idle.push(s.idle());
         series.live.push(s.live.max(0) as u64);
@@ -536,14 +540,16 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         series.vmas.push(s.vmas);
         series.rss_kib.push(s.rss_kib);
         series.vsz_kib.push(s.vsz_kib);
-        let rate = match prev {
-            Some(p) if s.t_ms > p.t_ms => {
-                (s.completed - p.completed) as f64 / ((s.t_ms - p.t_ms) / 1e3)
-            }
-            _ => 0.0,
+        while from + 1 < i && samples[from + 1].t_ms <= s.t_ms - window_ms {
+            from += 1;
+        }
+        let p = &samples[from];
+        let rate = if i > 0 && s.t_ms > p.t_ms {
+            (s.completed - p.completed) as f64 / ((s.t_ms - p.t_ms) / 1e3)
+        } else {
+            0.0
         };
         series.throughput.push(rate);
-        prev = Some(s);
     }
     let first_failure = h
         .first_failure

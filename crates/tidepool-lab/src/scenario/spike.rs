@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::policy::PolicyKind;
+use crate::report::format;
 use crate::report::summary::percent;
 use crate::report::{Claim, Column, Format, ScenarioReport, Verdict};
 use crate::scenario::fio::QEMU_STACK_SIZE;
@@ -59,9 +60,11 @@ pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
         title: "spike-then-idle: idle memory before, during and after a burst",
         seeds: &["001"],
         finding: format!(
-            "Seed 001's memory table: VSZ {before} KB before fio, {during} KB during (+~100 MB), \
-             {after} KB after; RSS nearly flat: the 2021 pool gives a burst's stacks back once \
-             it is over."
+            "Seed 001's memory table: VSZ {} KB before fio, {} KB during (+~100 MB), {} KB \
+             after; RSS nearly flat: the 2021 pool gives a burst's stacks back once it is over.",
+            format::count(before as f64),
+            format::count(during as f64),
+            format::count(after as f64)
         ),
         quotes: vec![quote::QEMU_2021_FREED],
         workload: format!(
@@ -108,8 +111,11 @@ pub(crate) fn claims(s: &ScenarioReport) -> Vec<Claim> {
             claim: claim.to_owned(),
             published: percent(seed_share),
             published_detail: format!(
-                "VSZ {before} KB before fio, {during} KB during, {after} KB after: {} of the \
-                 growth given back (seed 001)",
+                "VSZ {} KB before fio, {} KB during, {} KB after: {} of the growth given back \
+                 (seed 001)",
+                format::count(before as f64),
+                format::count(during as f64),
+                format::count(after as f64),
                 percent(seed_share)
             ),
             measured: "–".to_owned(),

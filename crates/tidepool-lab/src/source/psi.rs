@@ -13,8 +13,8 @@
 //! * the lab runs with `TIDEPOOL_PRESSURE=manual` (set by `main` before the
 //!   first pool; tidepool then watches no source on its own), and
 //! * [`isolation`] watches the library's own default sources
-//!   ([`PsiTrigger::system_defaults`], [`PsiTrigger::cgroup_defaults`],
-//!   [`CgroupV1Pressure::own_defaults`]) through a [`Gated`] wrapper that
+//!   ([`PsiTrigger::system_defaults`](tidepool::pressure::PsiTrigger::system_defaults), [`PsiTrigger::cgroup_defaults`](tidepool::pressure::PsiTrigger::cgroup_defaults),
+//!   [`CgroupV1Pressure::own_defaults`](tidepool::pressure::CgroupV1Pressure::own_defaults)) through a [`Gated`] wrapper that
 //!   passes their signals on only while a [`GateOpen`] lives.
 //!
 //! The `pressure` scenario opens the gate for its whole run: there tidepool
