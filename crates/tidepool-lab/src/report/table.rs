@@ -107,8 +107,8 @@ pub fn summary(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "  {:<19} {:<44}  {:>12}  {:>14}",
-        "seed", "   claim (✓ holds, ✗ does not)", "seed", "lab"
+        "  {:<19}    {:<42}  {:>12}  {:>14}",
+        "seed", "claim (✓ holds, ✗ does not)", "published", "lab"
     );
     for row in &report.summary {
         let name = fit(&format!("{} {}", row.seed, row.short), 19);

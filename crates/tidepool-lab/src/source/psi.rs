@@ -363,3 +363,83 @@ pub fn ungated_sources() -> Vec<String> {
         .map(|s| s.name)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+
+    struct Fake {
+        fd: UnixStream,
+        level: Option<Level>,
+    }
+
+    impl Source for Fake {
+        fn name(&self) -> String {
+            "fake".to_owned()
+        }
+        fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+            self.fd.as_fd()
+        }
+        fn interest(&self) -> pressure::Interest {
+            pressure::Interest::Readable
+        }
+        fn on_ready(&mut self) -> std::io::Result<Option<Level>> {
+            Ok(self.level)
+        }
+    }
+
+    #[test]
+    fn the_gate_withholds_signals_while_closed_and_counts_them() {
+        let (fd, _other) = UnixStream::pair().unwrap();
+        let counter = Arc::new(Counter {
+            name: "fake [lab gate]".to_owned(),
+            raised: AtomicU64::new(0),
+            withheld: AtomicU64::new(0),
+        });
+        let mut gated = Gated {
+            inner: Fake {
+                fd,
+                level: Some(Level::Critical),
+            },
+            counter: Arc::clone(&counter),
+        };
+        assert!(!gate_is_open());
+        assert_eq!(gated.on_ready().unwrap(), None, "closed: withheld");
+        {
+            let _open = open_gate();
+            assert_eq!(
+                gated.on_ready().unwrap(),
+                Some(Level::Critical),
+                "open: passed on"
+            );
+        }
+        assert_eq!(gated.on_ready().unwrap(), None, "closed again");
+        assert_eq!(counter.raised.load(Ordering::Relaxed), 3);
+        assert_eq!(counter.withheld.load(Ordering::Relaxed), 2);
+        // A source with nothing to say counts nothing.
+        gated.inner.level = None;
+        assert_eq!(gated.on_ready().unwrap(), None);
+        assert_eq!(counter.raised.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn totals_subtract() {
+        let a = Totals {
+            raised: 5,
+            withheld: 2,
+        };
+        let b = Totals {
+            raised: 9,
+            withheld: 2,
+        };
+        assert_eq!(
+            b.since(a),
+            Totals {
+                raised: 4,
+                withheld: 0
+            }
+        );
+    }
+}
