@@ -56,8 +56,11 @@ use std::convert::Infallible;
 pub trait Manage: Send + Sync + 'static {
     /// The pooled object.
     type Item: Send + 'static;
-    /// Why [`create`](Manage::create) failed.
-    type Error: std::error::Error + Send + Sync + 'static;
+    /// Why [`create`](Manage::create) failed: anything that can be printed
+    /// and sent, e.g. a `String`, an `anyhow::Error`, a `std::io::Error`, or
+    /// an error enum of your own. [`Pool::get`](crate::Pool::get) returns it
+    /// inside [`Error::Create`](crate::Error::Create).
+    type Error: std::fmt::Debug + std::fmt::Display + Send + Sync + 'static;
 
     /// Makes a new object. Called only when no idle object is at hand.
     fn create(&self) -> Result<Self::Item, Self::Error>;

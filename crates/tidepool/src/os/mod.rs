@@ -4,11 +4,28 @@
 //!   else in the crate calls `mmap`, `mprotect`, `madvise`, `munmap` or
 //!   `mincore` (the workspace `clippy.toml` refuses them elsewhere; only
 //!   this file allows them).
-//! * [`event`]: `eventfd(2)` and `poll(2)`, for the reclaimer thread.
-//! * [`membarrier`]: `membarrier(2)`, the heavy half of the asymmetric fence
-//!   that lets another thread take an idle thread cache.
+//! * [`event`]: `poll(2)` and a wake-up descriptor (`eventfd(2)` on Linux,
+//!   a socket pair elsewhere), for the reclaimer thread.
+//! * `membarrier` (Linux only): `membarrier(2)`, the heavy half of the
+//!   asymmetric fence that lets another thread take an idle thread cache.
 //!
 //! The submodules state their own (smaller) contracts at their tops.
+//!
+//! # Per OS
+//!
+//! The memory calls are POSIX and built on every Unix. What differs:
+//!
+//! * `MAP_STACK` is passed on Linux and Android (a hint that keeps
+//!   transparent huge pages off stacks) and on OpenBSD (which requires it of
+//!   every stack), nowhere else (FreeBSD's `MAP_STACK` means a grow-down
+//!   region that must be mapped writable, which a guard page is not).
+//! * [`release_pages`] is `MADV_DONTNEED` on Linux and Android, where private
+//!   anonymous pages are dropped at once and read back as zeros, and
+//!   `MADV_FREE` elsewhere (FreeBSD, macOS, the other BSDs, illumos), where
+//!   `MADV_DONTNEED` only lowers the pages' priority: with `MADV_FREE` the
+//!   kernel takes the pages when it needs memory, and until then they may
+//!   still read as their old contents. Stacks carry nothing across reuse,
+//!   so either is fine for them.
 //!
 //! # Contract of the memory functions
 //!
@@ -30,6 +47,7 @@
 //! Failures that cannot be reported to anyone (an `munmap` from a `Drop`)
 //! are counted in [`unmap_failures`] instead of panicking.
 pub(crate) mod event;
+#[cfg(target_os = "linux")]
 pub(crate) mod membarrier;
 
 use crate::sync::process::{AtomicU64, Ordering};
@@ -104,7 +122,12 @@ pub(crate) fn map_guarded(guard: usize, usable: usize) -> Result<NonNull<u8>, Ma
 
     // MAP_STACK: a hint today, and on Linux 6.7+ it keeps transparent huge
     // pages off stacks, which would make a 4 KiB coroutine stack cost 2 MiB.
+    // OpenBSD requires it of anything used as a stack. FreeBSD's MAP_STACK is
+    // a grow-down region that must be mapped writable: not for us.
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "openbsd"))]
     let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK;
+    #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "openbsd")))]
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
     // SAFETY: a fresh anonymous mapping at an address of the kernel's
     // choosing (null hint, no MAP_FIXED) aliases nothing; `len` is non-zero.
     let raw = unsafe { libc::mmap(ptr::null_mut(), len, libc::PROT_NONE, flags, -1, 0) };
@@ -176,9 +199,17 @@ pub(crate) fn unmap_failures() -> u64 {
     UNMAP_FAILURES.load(Ordering::Relaxed)
 }
 
+/// The advice that gives pages back: see the module's "Per OS" notes.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const RELEASE_ADVICE: libc::c_int = libc::MADV_DONTNEED;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const RELEASE_ADVICE: libc::c_int = libc::MADV_FREE;
+
 /// Gives the pages of `[start, start + len)` back to the OS while keeping
-/// the mapping (`madvise(MADV_DONTNEED)`: the next touch of a page maps a
-/// fresh zero page).
+/// the mapping. On Linux (`madvise(MADV_DONTNEED)`) the next touch of a page
+/// maps a fresh zero page; elsewhere (`MADV_FREE`) the kernel frees the
+/// pages when it needs memory, and a page touched before that may keep its
+/// old contents.
 ///
 /// Not rustix's `Advice::DontNeed`, which is `POSIX_MADV_DONTNEED`, a no-op
 /// on Linux.
@@ -187,13 +218,14 @@ pub(crate) fn unmap_failures() -> u64 {
 ///
 /// pre: the region is a readable and writable part of a mapping made by
 /// [`map_guarded`], and nothing holds a reference into it or relies on its
-/// contents (they read as zeros afterwards).
+/// contents (they read as zeros afterwards on Linux, and are unspecified
+/// elsewhere).
 #[allow(clippy::disallowed_methods)] // the audited call site
 pub(crate) unsafe fn release_pages(start: NonNull<u8>, len: usize) -> io::Result<()> {
     check_region(start.as_ptr() as usize, len)?;
     // SAFETY: by this function's contract the region is private anonymous
     // memory of ours whose contents nobody needs.
-    let rc = unsafe { libc::madvise(start.as_ptr().cast(), len, libc::MADV_DONTNEED) };
+    let rc = unsafe { libc::madvise(start.as_ptr().cast(), len, RELEASE_ADVICE) };
     if rc == 0 {
         Ok(())
     } else {
@@ -216,7 +248,9 @@ pub(crate) unsafe fn resident_bytes(start: NonNull<u8>, len: usize) -> io::Resul
     let mut vec = vec![0u8; len / page];
     // SAFETY: the region is mapped (contract), and `vec` has one byte per
     // page of it, as `mincore` writes.
-    let rc = unsafe { libc::mincore(start.as_ptr().cast(), len, vec.as_mut_ptr()) };
+    // (The pointer types differ between libcs: `*mut`/`*const c_void`,
+    // `c_uchar`/`c_char` vectors; the casts fit each.)
+    let rc = unsafe { libc::mincore(start.as_ptr() as _, len, vec.as_mut_ptr().cast()) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -247,8 +281,12 @@ mod tests {
             usable.as_ptr().write_bytes(7, 4 * page);
             assert_eq!(resident_bytes(usable, 4 * page).unwrap(), 4 * page);
             release_pages(usable, 4 * page).unwrap();
-            assert_eq!(resident_bytes(usable, 4 * page).unwrap(), 0);
-            assert_eq!(usable.as_ptr().read(), 0, "released pages read as zero");
+            // MADV_FREE elsewhere frees lazily: only Linux promises both.
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            {
+                assert_eq!(resident_bytes(usable, 4 * page).unwrap(), 0);
+                assert_eq!(usable.as_ptr().read(), 0, "released pages read as zero");
+            }
             let misaligned = NonNull::new_unchecked(usable.as_ptr().add(1));
             assert!(release_pages(misaligned, page).is_err());
             unmap(start, 5 * page).unwrap();

@@ -4,7 +4,7 @@
 use crate::sync::atomic::{AtomicU64, Ordering};
 use std::fmt;
 
-use crate::stack::{GuardedStack, StackError};
+use crate::stack::{GuardedStack, MapBudget, StackError};
 use crate::Manage;
 
 /// Makes the stacks of a [`StackPool`](super::StackPool), all of one size.
@@ -12,7 +12,8 @@ use crate::Manage;
 /// * `create` maps `guard_size + usable_size` bytes and protects the guard
 ///   ([`GuardedStack`]); a failure is explained by [`StackError`].
 /// * `purge` releases the pages of an idle stack below its top
-///   `keep_resident` bytes (`madvise(MADV_DONTNEED)`), keeping the mapping.
+///   `keep_resident` bytes (`madvise`: `MADV_DONTNEED` on Linux, `MADV_FREE`
+///   elsewhere), keeping the mapping.
 /// * `destroy` unmaps it.
 ///
 /// Built by [`StackPoolBuilder`](super::StackPoolBuilder); reach it with
@@ -21,16 +22,23 @@ pub struct StackManager {
     guard_size: usize,
     usable_size: usize,
     keep_resident: usize,
+    budget: Option<MapBudget>,
     purge_failures: AtomicU64,
     reclaim_retries: AtomicU64,
 }
 
 impl StackManager {
-    pub(crate) fn new(guard_size: usize, usable_size: usize, keep_resident: usize) -> Self {
+    pub(crate) fn new(
+        guard_size: usize,
+        usable_size: usize,
+        keep_resident: usize,
+        budget: Option<MapBudget>,
+    ) -> Self {
         Self {
             guard_size,
             usable_size,
             keep_resident,
+            budget,
             purge_failures: AtomicU64::new(0),
             reclaim_retries: AtomicU64::new(0),
         }
@@ -50,6 +58,11 @@ impl StackManager {
     /// resident (page-rounded, at most `usable_size`).
     pub fn keep_resident(&self) -> usize {
         self.keep_resident
+    }
+
+    /// The map-count budget the pool's caps came from, if any.
+    pub(crate) fn budget(&self) -> Option<MapBudget> {
+        self.budget
     }
 
     /// Purges whose `madvise` failed (the stack stayed resident, and
@@ -76,7 +89,7 @@ impl Manage for StackManager {
     }
 
     fn purge(&self, stack: &mut GuardedStack) {
-        // `madvise(MADV_DONTNEED)` on our own writable private memory only
+        // `madvise` on our own writable private memory only
         // fails if the process locked it (`mlockall`): then the stack just
         // stays resident. It is still whole and fit for reuse.
         if stack.release_below(self.keep_resident).is_err() {

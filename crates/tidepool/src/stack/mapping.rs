@@ -132,8 +132,9 @@ impl GuardedStack {
     }
 
     /// Releases the pages of the usable part except its top `keep` bytes
-    /// (a whole number of pages): they read as zeros afterwards and cost no
-    /// memory until touched again. `&mut self`: nothing can be running on
+    /// (a whole number of pages): they cost no memory until touched again,
+    /// and read as zeros afterwards on Linux (elsewhere, `MADV_FREE`, their
+    /// contents are unspecified until the kernel takes them). `&mut self`: nothing can be running on
     /// the stack.
     pub(crate) fn release_below(&mut self, keep: usize) -> io::Result<()> {
         let release = self.usable_size.saturating_sub(keep);

@@ -11,11 +11,12 @@
 //!
 //! * **Reuse is cheap**: a `get` served from this thread's cache is a few
 //!   pointer moves and an `Arc` clone; no syscall.
-//! * **Bounded by the map count**: by default `max_live` and `max_idle` are
-//!   the [`MapBudget`], `(vm.max_map_count - 5000) / 2` stacks read from
-//!   `/proc/sys/vm/max_map_count` (30265 for the usual 65530; the kernel
-//!   default if the file cannot be read). Past it `get` returns
-//!   [`StackError::Exhausted`].
+//! * **Bounded by the map count** (Linux): by default `max_live` and
+//!   `max_idle` are the [`MapBudget`], `(vm.max_map_count - 5000) / 2` stacks
+//!   read from `/proc/sys/vm/max_map_count` (30265 for the usual 65530; the
+//!   kernel default if the file cannot be read). Past it `get` returns
+//!   [`StackError::Exhausted`]. Other systems have no map count (see
+//!   [Per OS](#per-os)).
 //! * **Never aborts**: if the kernel refuses a mapping (`ENOMEM`), every
 //!   stack pool in the process drains its idle stacks and the mapping is
 //!   tried once more; if it still fails, [`StackError`] says which limit was
@@ -124,12 +125,21 @@
 //! wasmtime's pooling allocator keeps its own stack slots and does not call
 //! a `StackCreator`.
 //!
-//! # Linux only
+//! # Per OS
 //!
-//! The module reads `/proc` and uses Linux's `madvise(MADV_DONTNEED)`
-//! semantics (released pages read back as zeros), so it is built on Linux
-//! only.
-
+//! The module is built on every Unix: `mmap`, `mprotect`, `madvise` and
+//! `munmap` are POSIX. What differs:
+//!
+//! | | Linux (and Android) | macOS, FreeBSD, the other BSDs, illumos |
+//! |---|---|---|
+//! | map-count budget | `vm.max_map_count`, read from `/proc` ([`MapBudget`]); [`StackError::MapCountReached`] names it | none: the kernel has no per-process count of mappings, only memory and address-space limits (`RLIMIT_AS`, FreeBSD's `RLIMIT_VMEM`); no `max_live` by default, `max_idle` is [`DEFAULT_MAX_IDLE`](crate::DEFAULT_MAX_IDLE); a refused mapping is [`StackError::OutOfMemory`]; [`StackPoolBuilder::map_budget`] still gives a pool a budget of your choosing |
+//! | purge | `madvise(MADV_DONTNEED)`: pages freed at once, read back as zeros | `madvise(MADV_FREE)`: pages freed when the kernel needs memory; until then they may keep old contents (stacks carry nothing across reuse) |
+//! | `MAP_STACK` | passed (a hint; keeps transparent huge pages off stacks) | passed on OpenBSD, which requires it; not elsewhere |
+//! | guard page | `SIGSEGV` | `SIGSEGV` or `SIGBUS` (macOS) |
+//! | memory pressure | PSI and cgroup sources by default ([`crate::pressure`]) | [`pressure::notify`](crate::pressure::notify) and [`pressure::watch`](crate::pressure::watch) only |
+//!
+//! The test suite runs on Linux; CI checks the module for
+//! `x86_64-unknown-freebsd` and `x86_64-apple-darwin` with clippy.
 mod budget;
 mod builder;
 #[cfg(feature = "corosensei")]
@@ -141,10 +151,9 @@ mod pool;
 mod registry;
 mod stats;
 
-pub use budget::{
-    mapped_vmas, BudgetSource, MapBudget, FALLBACK_MAX_MAP_COUNT, MAX_MAP_COUNT_PATH,
-    RESERVED_VMAS, VMAS_PER_STACK,
-};
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub use budget::{mapped_vmas, MAX_MAP_COUNT_PATH};
+pub use budget::{BudgetSource, MapBudget, FALLBACK_MAX_MAP_COUNT, RESERVED_VMAS, VMAS_PER_STACK};
 pub use builder::StackPoolBuilder;
 pub use error::StackError;
 pub use manager::StackManager;

@@ -6,6 +6,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use crate::os;
+use crate::pressure::Level;
 use crate::stack::budget::VMAS_PER_STACK;
 use crate::stack::{
     registry, GuardedStack, MapBudget, StackError, StackManager, StackPoolBuilder, StackStats,
@@ -19,10 +20,22 @@ use crate::{Config, ConfigError, OwnedPooled, Pool};
 /// both are empty. A [`PooledStack`] goes back to the pool when dropped, on
 /// whichever thread that happens.
 ///
-/// By default the pool never holds more stacks than the process's map-count
-/// budget allows ([`MapBudget`]), so it cannot be what runs the process into
-/// `vm.max_map_count`; and if the kernel refuses a mapping anyway, `get`
-/// returns an error rather than aborting.
+/// By default (on Linux) the pool never holds more stacks than the
+/// process's map-count budget allows ([`MapBudget`]), so it cannot be what
+/// runs the process into `vm.max_map_count`; and if the kernel refuses a
+/// mapping anyway, `get` returns an error rather than aborting.
+///
+/// Only stacks this pool mapped ever enter it: the generic [`Pool`] behind
+/// it is not handed out, and a [`PooledStack`] lends its [`GuardedStack`]
+/// by shared reference only, so no stack of another size (or another
+/// pool's) can be swapped in:
+///
+/// ```compile_fail,E0594
+/// # use tidepool::stack::{GuardedStack, StackPool};
+/// # let pool = StackPool::new(64 * 1024).unwrap();
+/// let mut lent = pool.get().unwrap();
+/// *lent = GuardedStack::new(4096).unwrap(); // error: `PooledStack` is not `DerefMut`
+/// ```
 ///
 /// ```
 /// use tidepool::stack::StackPool;
@@ -40,8 +53,9 @@ use crate::{Config, ConfigError, OwnedPooled, Pool};
 /// ```
 #[derive(Clone)]
 pub struct StackPool {
+    // Never handed out: `Pool::get` would give `&mut GuardedStack` access,
+    // through which a foreign stack could be swapped into the pool.
     pool: Arc<Pool<StackManager>>,
-    budget: MapBudget,
 }
 
 impl StackPool {
@@ -61,8 +75,8 @@ impl StackPool {
         StackPoolBuilder::new(usable_size)
     }
 
-    pub(crate) fn from_parts(pool: Arc<Pool<StackManager>>, budget: MapBudget) -> Self {
-        Self { pool, budget }
+    pub(crate) fn from_pool(pool: Arc<Pool<StackManager>>) -> Self {
+        Self { pool }
     }
 
     /// Takes an idle stack, or maps a new one.
@@ -100,9 +114,10 @@ impl StackPool {
 
     /// Releases the memory of idle stacks in the depot while keeping them
     /// mapped and pooled ([`Manage::purge`](crate::Manage::purge)): each
-    /// gives back its pages below the top `keep_resident` bytes
-    /// (`madvise(MADV_DONTNEED)`), costing nothing until reused. Returns how
-    /// many were purged. Stacks in thread caches are hot and left alone.
+    /// gives back its pages below the top `keep_resident` bytes (`madvise`:
+    /// see [Per OS](super#per-os)), costing nothing until reused. Returns
+    /// how many were purged. Stacks in thread caches are hot and left
+    /// alone.
     ///
     /// This also happens by itself: every reclaim interval (default 15 s,
     /// [`StackPoolBuilder::reclaim_interval`](super::StackPoolBuilder::reclaim_interval))
@@ -127,9 +142,43 @@ impl StackPool {
     /// Reclaims every idle stack this thread can reach: unmaps the depot's
     /// and this thread's cached stacks ([`Pool::drain`]). Returns how many.
     /// The pool's own reclaim, which unmaps only stacks its working set no
-    /// longer needs, is reached through [`pool`](StackPool::pool).
+    /// longer needs, is [`reclaim`](StackPool::reclaim).
     pub fn drain(&self) -> usize {
         self.pool.drain()
+    }
+
+    /// Runs the reclaim pass if one is due ([`Pool::reclaim`]): purges the
+    /// stacks idle in the depot for a whole interval, unmaps those idle for
+    /// two, and takes back idle thread caches. Returns how many stacks were
+    /// unmapped. The reclaimer thread does this on its own unless the pool
+    /// was built with [`background(false)`](StackPoolBuilder::background);
+    /// then call it from a timer of your own, at least once per
+    /// [`reclaim_interval`](StackPoolBuilder::reclaim_interval).
+    pub fn reclaim(&self) -> usize {
+        self.pool.reclaim()
+    }
+
+    /// Unmaps the idle stacks the depot did not need since the last
+    /// `trim` ([`Pool::trim`]). Returns how many.
+    pub fn trim(&self) -> usize {
+        self.pool.trim()
+    }
+
+    /// Applies a memory-pressure level to this pool now ([`Pool::pressure`]).
+    /// Returns how many idle stacks were unmapped.
+    pub fn pressure(&self, level: Level) -> usize {
+        self.pool.pressure(level)
+    }
+
+    /// Maps stacks into the depot until it holds `min_idle`
+    /// ([`Pool::prefill`]). Returns how many were mapped.
+    ///
+    /// # Errors
+    ///
+    /// As for [`get`](StackPool::get), less the reclaim and retry; the
+    /// stacks mapped before the error stay.
+    pub fn prefill(&self) -> Result<usize, StackError> {
+        self.pool.prefill().map_err(StackError::from)
     }
 
     /// Counts, in stacks, VMAs and bytes.
@@ -153,9 +202,11 @@ impl StackPool {
     }
 
     /// The map-count budget the pool was built with (its caps come from it
-    /// unless set explicitly).
-    pub fn budget(&self) -> MapBudget {
-        self.budget
+    /// unless set explicitly): always one on Linux and Android; on systems
+    /// without a map count, `None` unless one was given
+    /// ([`map_budget`](StackPoolBuilder::map_budget)).
+    pub fn budget(&self) -> Option<MapBudget> {
+        self.manager().budget()
     }
 
     /// The pool's caps and batch size.
@@ -167,12 +218,6 @@ impl StackPool {
     pub fn manager(&self) -> &StackManager {
         self.pool.manager()
     }
-
-    /// The underlying generic pool: its reclaim, pressure and prefill
-    /// controls apply to the stacks.
-    pub fn pool(&self) -> &Arc<Pool<StackManager>> {
-        &self.pool
-    }
 }
 
 impl fmt::Debug for StackPool {
@@ -180,7 +225,7 @@ impl fmt::Debug for StackPool {
         f.debug_struct("StackPool")
             .field("manager", self.manager())
             .field("config", self.config())
-            .field("budget", &self.budget)
+            .field("budget", &self.budget())
             .finish_non_exhaustive()
     }
 }
@@ -226,9 +271,9 @@ impl PooledStack {
         self.inner.detach()
     }
 
-    /// The pool this stack came from.
-    pub fn pool(&self) -> &Pool<StackManager> {
-        self.inner.pool()
+    /// The pool this stack came from (a new handle on it: an `Arc` clone).
+    pub fn pool(&self) -> StackPool {
+        StackPool::from_pool(Arc::clone(self.inner.pool_arc()))
     }
 }
 

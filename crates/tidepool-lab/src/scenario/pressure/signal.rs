@@ -124,7 +124,7 @@ impl Spy<'_> {
         if !probe.pooled.load(Ordering::Relaxed) {
             probe
                 .first_critical
-                .store(ps.pool().stats().pressure_critical, Ordering::Relaxed);
+                .store(ps.pool().stats().pool.pressure_critical, Ordering::Relaxed);
             probe.pooled.store(true, Ordering::Release);
         }
         if !probe.want.load(Ordering::Relaxed) {
@@ -138,7 +138,7 @@ impl Spy<'_> {
             return;
         }
         self.last = Some(now);
-        let stats = ps.pool().stats();
+        let stats = ps.pool().stats().pool;
         probe
             .critical
             .store(stats.pressure_critical, Ordering::Relaxed);
