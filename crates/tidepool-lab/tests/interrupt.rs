@@ -208,22 +208,11 @@ fn assert_signalled(status: ExitStatus, sig: i32, what: &str) {
     assert_eq!(status.signal(), Some(sig), "{what}: {status}");
 }
 
-/// Whether the real pressure source can run here; if not, why.
+/// Whether the real pressure source can run here (the same steps the
+/// CLI tries up front, in this process, which has the same privileges);
+/// if not, why.
 fn real_source() -> Result<(), String> {
-    let out = Command::new(BIN)
-        .args(["run", "--quick", "--quiet", "--scenario", "pressure"])
-        .args(["--pressure-source", "real", "--policy", "none", "--out"])
-        .arg(std::env::temp_dir().join(format!("tidepool-lab-probe-out-{}", std::process::id())))
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_dir_all(
-        std::env::temp_dir().join(format!("tidepool-lab-probe-out-{}", std::process::id())),
-    );
-    if out.status.code() == Some(2) {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-    } else {
-        Ok(())
-    }
+    tidepool_lab::source::prepare(tidepool_lab::PressureSource::Real).map(drop)
 }
 
 #[test]
