@@ -221,7 +221,7 @@ fn scenario(h: &mut String, s: &ScenarioReport, max_map_count: u64) {
         "<p class=\"fine\">Medians over the runs. Pressure signals: what each policy's pool \
          received (the seed policies have no pressure response: 0); meanwhile the machine's \
          sources raised {raised}, of which the lab's gate withheld {withheld} from the pools \
-         (it is open only in the pressure scenario).</p>"
+         (it is open only in the pressure scenario, from each run's signal on).</p>"
     );
     for r in &s.results {
         if let Some(f) = r.first_failure() {

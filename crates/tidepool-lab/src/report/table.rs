@@ -166,7 +166,7 @@ pub fn render(report: &Report) -> String {
             &format!(
                 "pressure: {}",
                 if report.pressure_isolated {
-                    "machine-wide signals reach the pools only in the pressure scenario"
+                    "machine-wide signals reach pools only after the pressure scenario's signal"
                 } else {
                     "NOT isolated: machine-wide signals may reach tidepool anywhere (see report)"
                 }

@@ -1,5 +1,5 @@
 //! Reading memory pressure: the machine-wide sources tidepool listens to,
-//! behind a gate the lab opens only for the `pressure` scenario, and the
+//! behind a gate the lab opens only in the `pressure` scenario, and the
 //! sensitive PSI trigger that scenario arms.
 //!
 //! # Why a gate
@@ -17,9 +17,10 @@
 //!   [`CgroupV1Pressure::own_defaults`](tidepool::pressure::CgroupV1Pressure::own_defaults)) through a [`Gated`] wrapper that
 //!   passes their signals on only while a [`GateOpen`] lives.
 //!
-//! The `pressure` scenario opens the gate for its whole run: there tidepool
-//! hears exactly what it would hear on its own, plus the scenario's
-//! trigger. Everywhere else the signals are counted ([`totals`]) but
+//! The `pressure` scenario opens the gate in each run from the moment it
+//! delivers its signal to the end of the run: then tidepool hears exactly
+//! what it would hear on its own, plus the scenario's trigger. Everywhere
+//! else (and before the delivery) the signals are counted ([`totals`]) but
 //! withheld, and the report says how many.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -134,9 +135,10 @@ impl Isolation {
             } => {
                 let mut s = format!(
                     "machine-wide memory pressure reaches tidepool's pools only in the pressure \
-                     scenario: tidepool's {} default source(s) are watched through a gate that is \
-                     open there and closed elsewhere, so in every other scenario all policies run \
-                     without pressure signals (signals raised meanwhile are counted as withheld)",
+                     scenario, from the moment a run delivers its signal to the run's end: \
+                     tidepool's {} default source(s) are watched through a gate that is open then \
+                     and closed otherwise, so everywhere else all policies run without pressure \
+                     signals (signals raised meanwhile are counted as withheld)",
                     watched.len()
                 );
                 if !unavailable.is_empty() {

@@ -15,7 +15,9 @@
 //! waits (at most 15 s) until it has arrived, and the report says which
 //! source delivered it in each run. Only tidepool listens. This is the one
 //! scenario in which the lab's gate lets machine-wide pressure through to
-//! the pools ([`crate::source::psi`]).
+//! the pools ([`crate::source::psi`]): from the moment the signal is
+//! delivered to the end of the run, so that the state before it is not
+//! disturbed by whatever else the machine does.
 //!
 //! # Timeline
 //!
@@ -40,7 +42,7 @@ use crate::scenario::fio::QEMU_STACK_SIZE;
 use crate::scenario::harness::{Load, Phase, Plan, RunOutput};
 use crate::scenario::{base_metrics, param, run_spec, Progress, Settings, Spec};
 use crate::seeds::{published, quote};
-use crate::source::{self, psi, Delivery, MANUAL_LABEL, REAL_LABEL};
+use crate::source::{self, Delivery, MANUAL_LABEL, REAL_LABEL};
 use crate::stack::Touch;
 
 pub use signal::{SignalRecord, PATIENCE};
@@ -66,14 +68,13 @@ pub const REAL_WAIT_BUDGET: Duration = Duration::from_secs(3);
 /// The phase in which the signal is delivered and awaited.
 const SIGNAL_PHASE: usize = 2;
 
-/// Runs the scenario with the pressure source `settings` chose, with the
-/// gate open, and adds what each run's signal did to the report.
+/// Runs the scenario with the pressure source `settings` chose, and adds
+/// what each run's signal did to the report.
 pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioReport {
     let delivery = match source::prepare(settings.pressure_source) {
         Ok(d) => d,
         Err(why) => return refused_report(settings, &why),
     };
-    let _gate = psi::open_gate();
     let recorder = signal::Recorder::new(delivery.clone());
     let mut spec = spec(settings, &delivery);
     spec.make_worker = recorder.make_worker();

@@ -321,6 +321,9 @@ fn control(run: &RunShared, delivery: &Delivery, h: &Harness, idx: usize, signal
     if trigger.is_some() {
         thrash::wait_for_gap();
     }
+    // From delivery to the end of the run, machine-wide pressure reaches
+    // the pools, as it would without the lab (see `source::psi`).
+    let gate = psi::open_gate();
     let sources_before = psi::events();
     let trigger_before = trigger.map_or(0, psi::events_of);
 
@@ -401,6 +404,7 @@ fn control(run: &RunShared, delivery: &Delivery, h: &Harness, idx: usize, signal
     while !h.stop.load(Ordering::Acquire) {
         std::thread::sleep(nap);
     }
+    drop(gate);
     if let Some(t) = thrash {
         if let Err(why) = t.finish() {
             let mut rec = run.record.lock().unwrap_or_else(PoisonError::into_inner);
