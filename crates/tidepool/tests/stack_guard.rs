@@ -64,6 +64,65 @@ fn writing_below_the_bottom_hits_the_guard() {
     assert_killed_by_sigsegv_after(&out, "CHILD: bottom writable");
 }
 
+/// In a child: fills one slab of a pool, picks its lowest or highest stack
+/// (the first slot, whose guard is the slab's first page, or the last),
+/// and writes just below that stack's bottom. The lowest is first freed and
+/// carved again from its freed slot, which must keep its guard too.
+fn overflow_a_slab_edge(name: &str, highest: bool) {
+    let pool = StackPool::builder(8 * 1024).batch_size(1).build().unwrap();
+    let k = pool.manager().stacks_per_slab();
+    assert!(k > 2, "{k}");
+    let mut stacks: Vec<_> = (0..k).map(|_| pool.get().unwrap()).collect();
+    stacks.sort_by_key(|s| s.bottom());
+    assert_eq!(pool.stats().slabs, 1, "one slab");
+    let stack = if highest {
+        stacks.pop().unwrap()
+    } else {
+        let lowest = stacks.remove(0);
+        let bottom = lowest.bottom();
+        lowest.discard(); // the slot is freed, the slab stays
+        let again = pool.get().unwrap();
+        assert_eq!(again.bottom(), bottom, "the freed slot, reused");
+        again
+    };
+    let s = pool.stats();
+    assert_eq!((s.slabs, s.mmap_calls, s.mprotect_calls), (1, 1, k as u64));
+    // SAFETY: the lowest usable byte is ours to write.
+    unsafe { stack.bottom().as_ptr().write_volatile(1) };
+    eprintln!("CHILD: {name}: bottom writable");
+    // SAFETY: not safe on purpose: this is the guard page, and the write
+    // must kill the process before it completes.
+    unsafe { stack.bottom().as_ptr().sub(1).write_volatile(1) };
+    eprintln!("CHILD: survived the guard page");
+    std::process::exit(0);
+}
+
+#[test]
+fn the_lowest_stack_of_a_slab_has_its_guard() {
+    const NAME: &str = "the_lowest_stack_of_a_slab_has_its_guard";
+    if am_child(NAME) {
+        overflow_a_slab_edge(NAME, false);
+    }
+    let out = run_child(NAME);
+    assert_killed_by_sigsegv_after(
+        &out,
+        "CHILD: the_lowest_stack_of_a_slab_has_its_guard: bottom writable",
+    );
+}
+
+#[test]
+fn the_highest_stack_of_a_slab_has_its_guard() {
+    const NAME: &str = "the_highest_stack_of_a_slab_has_its_guard";
+    if am_child(NAME) {
+        overflow_a_slab_edge(NAME, true);
+    }
+    let out = run_child(NAME);
+    assert_killed_by_sigsegv_after(
+        &out,
+        "CHILD: the_highest_stack_of_a_slab_has_its_guard: bottom writable",
+    );
+}
+
 #[cfg(feature = "corosensei")]
 mod coroutine_overflow {
     use std::hint::black_box;

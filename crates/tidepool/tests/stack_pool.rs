@@ -64,16 +64,47 @@ fn sizes_are_page_rounded_and_addresses_aligned() {
     fill(&stack, 0x5a);
 }
 
+/// The `/proc/self/maps` line whose range holds all of `range`, if any.
+#[cfg(target_os = "linux")]
+fn maps_line_holding(range: std::ops::Range<usize>) -> Option<(std::ops::Range<usize>, String)> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines().find_map(|l| {
+        let (lo, hi) = l.split_whitespace().next()?.split_once('-')?;
+        let lo = usize::from_str_radix(lo, 16).ok()?;
+        let hi = usize::from_str_radix(hi, 16).ok()?;
+        (lo <= range.start && range.end <= hi).then(|| (lo..hi, l.to_owned()))
+    })
+}
+
 #[test]
 #[cfg(target_os = "linux")]
 fn the_guard_and_the_usable_part_are_separate_mappings() {
     // An odd size no other test maps, so the ranges are ours.
-    let pool = StackPool::new(37 * PAGE).unwrap();
-    let stack = pool.get().unwrap();
-    let usable = maps_line(stack.usable()).expect("usable part mapped on its own");
-    let guard = maps_line(stack.guard()).expect("guard mapped on its own");
-    assert!(usable.split_whitespace().nth(1) == Some("rw-p"), "{usable}");
-    assert!(guard.split_whitespace().nth(1) == Some("---p"), "{guard}");
+    let pool = StackPool::builder(37 * PAGE).batch_size(4).build().unwrap();
+    let per_slab = pool.manager().stacks_per_slab();
+    assert!(per_slab >= 3, "{per_slab}");
+    // The top stack of a slab, one in the middle, and the one below it.
+    let stacks: Vec<_> = (0..3).map(|_| pool.get().unwrap()).collect();
+    for stack in &stacks {
+        let usable = maps_line(stack.usable()).expect("usable part mapped on its own");
+        assert!(usable.split_whitespace().nth(1) == Some("rw-p"), "{usable}");
+        // The guard is a PROT_NONE mapping that ends where the stack
+        // starts; the lowest open stack's guard is merged with the rest of
+        // the slab below it, not opened yet.
+        let (range, guard) = maps_line_holding(stack.guard()).expect("guard mapped");
+        assert!(guard.split_whitespace().nth(1) == Some("---p"), "{guard}");
+        assert_eq!(range.end, stack.usable().start, "{guard}");
+    }
+    // Stacks of one slab: each one's guard sits right on the one below's
+    // top.
+    assert_eq!(stacks[1].top().as_ptr() as usize, stacks[0].guard().start);
+    assert_eq!(stacks[2].top().as_ptr() as usize, stacks[1].guard().start);
+    assert_eq!(
+        maps_line(stacks[1].guard()).map(|l| l.contains("---p")),
+        Some(true),
+        "a guard between two open stacks is a mapping of its own"
+    );
+    assert_eq!(pool.stats().vmas, 6, "two VMAs per stack");
 }
 
 #[test]

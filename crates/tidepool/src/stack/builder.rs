@@ -197,7 +197,7 @@ impl StackPoolBuilder {
             batch_size,
         } = self.caps(budget)?;
 
-        let manager = StackManager::new(page, usable_size, keep_resident, budget);
+        let manager = StackManager::new(page, usable_size, keep_resident, budget, max_live);
         let mut builder = Pool::builder(manager)
             .batch_size(batch_size)
             .max_idle(max_idle);

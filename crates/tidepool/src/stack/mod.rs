@@ -1,8 +1,9 @@
-//! Pooled coroutine and fiber stacks: mappings with a guard page, kept
-//! within the process's map-count budget, purgeable while idle.
+//! Pooled coroutine and fiber stacks: guarded stacks carved from slabs,
+//! kept within the process's map-count budget, purgeable while idle.
 //!
-//! Mapping a stack costs an `mmap` and an `mprotect` (a few µs) plus page
-//! faults on first touch, and two of the process's `vm.max_map_count` VMAs.
+//! Mapping a stack on its own costs an `mmap` and an `mprotect` (a few µs),
+//! an `munmap` (and its TLB shootdown) to undo, plus page faults on first
+//! touch, and two of the process's `vm.max_map_count` VMAs.
 //! QEMU's coroutine pools hit both problems: too small, and creating stacks
 //! was the bottleneck (2021); unbounded per thread, and the process ran into
 //! the map count and aborted with "failed to allocate memory for stack"
@@ -11,6 +12,9 @@
 //!
 //! * **Reuse is cheap**: a `get` served from this thread's cache is a few
 //!   pointer moves and an `Arc` clone; no syscall.
+//! * **Made and unmade in bulk**: stacks are carved from [slabs](#slabs) of
+//!   up to 32, one `mmap` per slab and one `mprotect` per stack, and a slab
+//!   goes with one `munmap` once its last stack is destroyed.
 //! * **Bounded by the map count** (Linux): by default `max_live` and
 //!   `max_idle` are the [`MapBudget`], `(vm.max_map_count - 5000) / 2` stacks
 //!   read from `/proc/sys/vm/max_map_count` (30265 for the usual 65530; the
@@ -21,14 +25,17 @@
 //!   stack pool in the process drains its idle stacks and the mapping is
 //!   tried once more; if it still fails, [`StackError`] says which limit was
 //!   hit: [`MapCountReached`](StackError::MapCountReached) with the VMA
-//!   counts, or [`OutOfMemory`](StackError::OutOfMemory). A half-built
-//!   stack (mapped, guard not set up) is unmapped.
+//!   counts, or [`OutOfMemory`](StackError::OutOfMemory). Nothing is left
+//!   half-built: a slot whose `mprotect` failed goes back to its slab, and a
+//!   slab left without stacks is unmapped.
 //! * **Three tiers of giving back**, in the crate's words: *trim* (thread
 //!   caches return batches to the depot; the core does this), *purge* (an
 //!   idle stack releases its pages but keeps its mapping:
 //!   [`StackPool::purge`], keeping the top `keep_resident` bytes), *reclaim*
-//!   (idle stacks are unmapped: [`StackPool::drain`], or the pool's own
-//!   reclaim for the stacks its working set no longer needs).
+//!   (idle stacks are destroyed: [`StackPool::drain`], or the pool's own
+//!   reclaim for the stacks its working set no longer needs; a destroyed
+//!   stack's pages are released at once, its slab unmapped with its last
+//!   stack).
 //!
 //! ```
 //! use tidepool::stack::StackPool;
@@ -40,8 +47,58 @@
 //! drop(stack);
 //! let stats = pool.stats();
 //! assert_eq!((stats.mapped, stats.vmas), (1, 2));
+//! assert_eq!((stats.slabs, stats.mmap_calls, stats.mprotect_calls), (1, 1, 1));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Slabs
+//!
+//! A pool's stacks live in slabs of its own (stacks of two pools never
+//! share one). A slab is one reservation of `k` slots, each a guard page
+//! with a stack right above it:
+//!
+//! ```text
+//!  low addresses                                              high addresses
+//!  │ guard │ stack 0 │ guard │ stack 1 │ guard │ stack 2 │ ... │ guard │ stack k-1 │
+//!  └──────────────────────────── one mmap, one munmap ──────────────────────────┘
+//!          └─ mprotect ┘       └─ mprotect ┘       └─ mprotect ┘         └─ mprotect ┘
+//! ```
+//!
+//! * **Creating**: the slab is mapped whole as `PROT_NONE` (no memory, no
+//!   overcommit charge) and each slot's stack is opened (`mprotect`) the
+//!   first time it is used, top slot first: `k` stacks cost `1 + k` calls
+//!   instead of `2k`. [`Manage::create_batch`](crate::Manage::create_batch)
+//!   carves a whole burst at once, the seed 004 way (DragonFly grew its
+//!   zone allocator 32 pages at a time, not 4).
+//! * **Size**: `k` is [`StackManager::stacks_per_slab`]: at most
+//!   [`MAX_STACKS_PER_SLAB`] (32) stacks and [`MAX_SLAB_BYTES`] (8 MiB) of
+//!   address space, so 64 KiB stacks come 32 to a slab, 1 MiB ones 7, and
+//!   stacks of 4 MiB or more one to a slab. Never more slots than
+//!   `max_live` leaves room for: a burst near the budget is shrunk.
+//! * **VMAs**: guards still split a slab into one VMA per guard and per
+//!   stack, so a slab of `p` opened stacks is `2p` VMAs (the unopened rest
+//!   merges with the lowest guard), what `p` separate stacks cost, and the
+//!   map-count budget counts them as before. A destroyed stack's slot keeps
+//!   its VMAs until the slab is unmapped ([`StackStats::vmas`]); new stacks
+//!   reuse free slots first, so slots never outgrow `max_live`.
+//! * **Destroying**: a stack's slot is freed, its pages released at once
+//!   (`madvise`, skipped if a purge already released them); the slab is
+//!   unmapped with one `munmap`, exactly once, when its last stack goes.
+//!   [`Manage::destroy_batch`](crate::Manage::destroy_batch) frees a whole
+//!   batch with one `munmap` per slab it empties and one `madvise` per run
+//!   of adjacent stacks in the others; the `munmap`s, and so the TLB
+//!   shootdowns, drop to one per `k` stacks torn down.
+//! * **Reusing a freed slot** costs no syscall (its guard is still in
+//!   place and its pages read as zeros on Linux).
+//! * **Purging**: [`Manage::purge_batch`](crate::Manage::purge_batch)
+//!   releases a run of adjacent idle stacks with one `madvise` (on Linux,
+//!   when `keep_resident` is 0: a kept top separates two stacks).
+//! * A stack stays mapped, guard and all, at least as long as it lives: a
+//!   [`PooledStack`], or a [`GuardedStack`] detached from the pool (which
+//!   keeps its slab mapped until it is dropped).
+//!
+//! [`StackStats`] counts slabs, slots and every `mmap`, `mprotect`,
+//! `madvise` and `munmap` made for a pool's stacks.
 //!
 //! # corosensei
 //!
@@ -149,6 +206,7 @@ mod manager;
 mod mapping;
 mod pool;
 mod registry;
+mod slab;
 mod stats;
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -159,4 +217,5 @@ pub use error::StackError;
 pub use manager::StackManager;
 pub use mapping::GuardedStack;
 pub use pool::{PooledStack, StackPool};
+pub use slab::{MAX_SLAB_BYTES, MAX_STACKS_PER_SLAB};
 pub use stats::StackStats;

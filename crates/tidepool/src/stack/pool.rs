@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use crate::os;
 use crate::pressure::Level;
-use crate::stack::budget::VMAS_PER_STACK;
 use crate::stack::{
     registry, GuardedStack, MapBudget, StackError, StackManager, StackPoolBuilder, StackStats,
 };
@@ -16,8 +15,8 @@ use crate::{Config, ConfigError, OwnedPooled, Pool};
 /// A pool of guarded stacks of one size; cheap to clone (an `Arc`).
 ///
 /// `get` takes a stack from this thread's cache (no lock, no syscall) or,
-/// when there is none, from the shared depot, and maps a new one only when
-/// both are empty. A [`PooledStack`] goes back to the pool when dropped, on
+/// when there is none, from the shared depot, and carves a new one from a
+/// slab (see [Slabs](super#slabs)) only when both are empty. A [`PooledStack`] goes back to the pool when dropped, on
 /// whichever thread that happens.
 ///
 /// By default (on Linux) the pool never holds more stacks than the
@@ -79,7 +78,8 @@ impl StackPool {
         Self { pool }
     }
 
-    /// Takes an idle stack, or maps a new one.
+    /// Takes an idle stack, or carves a new one (a free slot of a slab, or
+    /// a new slab).
     ///
     /// If the kernel refuses the mapping for lack of a resource (`ENOMEM`:
     /// the map count or memory), every stack pool in the process gives up
@@ -94,7 +94,7 @@ impl StackPool {
     #[inline]
     pub fn get(&self) -> Result<PooledStack, StackError> {
         match self.pool.get_owned() {
-            Ok(inner) => Ok(PooledStack { inner }),
+            Ok(inner) => Ok(PooledStack::lend(inner)),
             Err(e) => self.get_after_failure(e.into()),
         }
     }
@@ -107,7 +107,7 @@ impl StackPool {
         self.manager().count_reclaim_retry();
         registry::reclaim_idle_stacks();
         match self.pool.get_owned() {
-            Ok(inner) => Ok(PooledStack { inner }),
+            Ok(inner) => Ok(PooledStack::lend(inner)),
             Err(e) => Err(e.into()),
         }
     }
@@ -122,7 +122,7 @@ impl StackPool {
     /// This also happens by itself: every reclaim interval (default 15 s,
     /// [`StackPoolBuilder::reclaim_interval`](super::StackPoolBuilder::reclaim_interval))
     /// the pool purges the stacks that sat idle in the depot through the
-    /// whole interval, and unmaps those idle through two (see
+    /// whole interval, and destroys those idle through two (see
     /// [`crate::reclaim`]). Call this to purge now, e.g. when memory is
     /// short.
     ///
@@ -139,18 +139,19 @@ impl StackPool {
         self.pool.purge()
     }
 
-    /// Reclaims every idle stack this thread can reach: unmaps the depot's
-    /// and this thread's cached stacks ([`Pool::drain`]). Returns how many.
-    /// The pool's own reclaim, which unmaps only stacks its working set no
-    /// longer needs, is [`reclaim`](StackPool::reclaim).
+    /// Reclaims every idle stack this thread can reach: destroys the
+    /// depot's and this thread's cached stacks ([`Pool::drain`]), releasing
+    /// their pages and unmapping each slab whose last stack they were.
+    /// Returns how many. The pool's own reclaim, which destroys only stacks
+    /// its working set no longer needs, is [`reclaim`](StackPool::reclaim).
     pub fn drain(&self) -> usize {
         self.pool.drain()
     }
 
     /// Runs the reclaim pass if one is due ([`Pool::reclaim`]): purges the
-    /// stacks idle in the depot for a whole interval, unmaps those idle for
-    /// two, and takes back idle thread caches. Returns how many stacks were
-    /// unmapped. The reclaimer thread does this on its own unless the pool
+    /// stacks idle in the depot for a whole interval, destroys those idle
+    /// for two, and takes back idle thread caches. Returns how many stacks
+    /// were destroyed. The reclaimer thread does this on its own unless the pool
     /// was built with [`background(false)`](StackPoolBuilder::background);
     /// then call it from a timer of your own, at least once per
     /// [`reclaim_interval`](StackPoolBuilder::reclaim_interval).
@@ -158,14 +159,14 @@ impl StackPool {
         self.pool.reclaim()
     }
 
-    /// Unmaps the idle stacks the depot did not need since the last
+    /// Destroys the idle stacks the depot did not need since the last
     /// `trim` ([`Pool::trim`]). Returns how many.
     pub fn trim(&self) -> usize {
         self.pool.trim()
     }
 
     /// Applies a memory-pressure level to this pool now ([`Pool::pressure`]).
-    /// Returns how many idle stacks were unmapped.
+    /// Returns how many idle stacks were destroyed.
     pub fn pressure(&self, level: Level) -> usize {
         self.pool.pressure(level)
     }
@@ -189,15 +190,22 @@ impl StackPool {
         let unpurged_idle = pool.idle.saturating_sub(pool.idle_purged);
         let usable = manager.usable_size() as u64;
         let keep = manager.keep_resident() as u64;
+        let slabs = manager.slab_counts();
         StackStats {
             pool,
             mapped,
-            vmas: mapped * VMAS_PER_STACK as u64,
+            vmas: slabs.vmas,
+            slabs: slabs.slabs,
+            slots: slabs.slots,
             idle_resident_max: unpurged_idle * usable + pool.idle_purged * keep,
             purged: pool.idle_purged,
             reclaim_retries: manager.reclaim_retries(),
-            purge_failures: manager.purge_failures(),
+            purge_failures: slabs.release_failures,
             unmap_failures: os::unmap_failures(),
+            mmap_calls: slabs.mmap,
+            mprotect_calls: slabs.mprotect,
+            madvise_calls: slabs.madvise,
+            munmap_calls: slabs.munmap,
         }
     }
 
@@ -259,14 +267,24 @@ pub struct PooledStack {
 }
 
 impl PooledStack {
-    /// Unmaps the stack instead of returning it to the pool, e.g. after a
-    /// coroutine on it was found to have misbehaved.
+    /// Lends `inner` out: from now on its pages may be touched, so a purge
+    /// or a teardown has them to release.
+    #[inline]
+    fn lend(mut inner: OwnedPooled<StackManager>) -> Self {
+        inner.mark_lent();
+        Self { inner }
+    }
+
+    /// Destroys the stack instead of returning it to the pool, e.g. after a
+    /// coroutine on it was found to have misbehaved: its pages are
+    /// released and its slot freed (its slab unmapped if it was the last).
     pub fn discard(self) {
         self.inner.discard()
     }
 
     /// Takes the stack out of the pool: it is yours, no longer counted by
-    /// the pool, and unmapped when the returned value drops.
+    /// the pool, and given back to its slab when the returned value drops
+    /// (the slab stays mapped until then).
     pub fn detach(self) -> GuardedStack {
         self.inner.detach()
     }
