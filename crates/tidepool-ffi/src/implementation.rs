@@ -84,5 +84,5 @@
 //! callbacks run after it is released, and so does the drop of a core
 //! guard (which may destroy objects, whose `destroy` removes them from the
 //! live set). The core pool never calls a manager under its own locks.
-//! `tests/c/api_test.c`'s `reentrant_callbacks` case has callbacks call back into the
-//! same pool, which would deadlock otherwise.
+//! `tests/c/api_test.c`'s `reentrant_callbacks` case has callbacks call
+//! back into the same pool, which would deadlock otherwise.

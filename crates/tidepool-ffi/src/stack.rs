@@ -252,6 +252,52 @@ mod unix {
     }
 }
 
+#[cfg(all(test, unix))]
+mod tests {
+    use tidepool::stack::StackError;
+
+    use super::stack_error;
+    use crate::status::tidepool_status::*;
+
+    /// Kernel failures C cannot provoke on demand still get their codes.
+    #[test]
+    fn every_stack_error_has_its_status() {
+        let cases = [
+            (
+                StackError::MapCountReached {
+                    vmas: 65530,
+                    max_map_count: 65530,
+                    call: "mmap",
+                },
+                TIDEPOOL_ERR_MAP_COUNT,
+            ),
+            (
+                StackError::OutOfMemory {
+                    bytes: 1 << 20,
+                    vmas: 10,
+                    max_map_count: 65530,
+                    call: "mprotect",
+                },
+                TIDEPOOL_ERR_NO_MEMORY,
+            ),
+            (StackError::Exhausted { limit: 3 }, TIDEPOOL_ERR_EXHAUSTED),
+            (
+                StackError::Os {
+                    call: "mmap",
+                    source: std::io::Error::from_raw_os_error(22),
+                },
+                TIDEPOOL_ERR_OS,
+            ),
+        ];
+        for (error, status) in cases {
+            let text = error.to_string();
+            let e = stack_error(error);
+            assert_eq!(e.status, status);
+            assert_eq!(e.message, text);
+        }
+    }
+}
+
 mod api {
     use super::tidepool_stack;
     use crate::config::{self, tidepool_config};
