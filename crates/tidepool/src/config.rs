@@ -240,10 +240,14 @@ impl<M: Manage> Builder<M> {
     }
 
     /// Whether the process-wide reclaimer thread looks after this pool
-    /// (default `true`): it runs the reclaim intervals of pools nobody
-    /// touches, takes back idle thread caches, and delivers memory-pressure
-    /// signals. Without it, reclaim runs only when threads visit the depot,
+    /// (default `true`; the first pool with it on starts the thread): it
+    /// runs the reclaim intervals of pools nobody touches, takes back idle
+    /// thread caches, and delivers memory-pressure signals. With `false`
+    /// no thread is started for this pool; reclaim runs when threads visit
+    /// the depot and when you call [`Pool::reclaim`](crate::Pool::reclaim),
     /// and pressure only through [`Pool::pressure`](crate::Pool::pressure).
+    /// This is the setting for programs that manage their own threads (see
+    /// [`Pool::new`](crate::Pool::new)).
     pub fn background(mut self, on: bool) -> Self {
         self.config.background = on;
         self

@@ -106,6 +106,43 @@
 //! See the [`reclaim`](crate::reclaim) and [`pressure`](crate::pressure)
 //! module docs.
 //!
+//! ## Stacks in slabs (`stack/slab.rs`)
+//!
+//! A stack pool's manager carves its stacks from slabs: one `mmap`
+//! reserves `k` slots (`k <= 32`, `k * slot <= 8 MiB`, `k <=` what
+//! `max_live` leaves), all `PROT_NONE`; a slot is opened with one
+//! `mprotect` the first time it is used, top slot first; the slab is
+//! unmapped with one `munmap` when its last stack is destroyed.
+//!
+//! ```text
+//!  base                                                        base + k * stride
+//!  │ guard │ stack │ guard │ stack │ ... │ guard │ stack │ guard │ stack │
+//!  └────── raw (PROT_NONE, one VMA) ─────┘└── open: 2 VMAs per slot ─────┘
+//!      slot i: [base + i * stride, base + (i + 1) * stride), guard first
+//! ```
+//!
+//! Per slab, under the manager's lock, one bit per slot in each mask:
+//!
+//! ```text
+//! raw    free, never opened          ready  free, opened (pages released,
+//! opened usable part writable                unless `clean` is off)
+//! used   == all & !raw & !ready      (held by exactly one GuardedStack)
+//! raw & ready == 0,  raw & opened == 0,  ready ⊆ opened,  clean ⊆ ready
+//! used != 0 for every slab in the set; a slab is removed from the set,
+//! then unmapped, by the one thread that saw `used` become 0
+//! VMAs(slab) == 1 + 2 * |opened| - [top slot opened]
+//! ```
+//!
+//! Claims and frees change the masks under the lock; the system calls run
+//! outside it while the slots concerned are `used`, so nobody else can hand
+//! them out or unmap their slab meanwhile (the slab's `mmap` alone runs
+//! under the lock, so two threads cannot both pass the budget). A freed
+//! slot's pages are released (`madvise`, one call per run of adjacent
+//! stacks) before it becomes `ready`, so a destroy gives memory back even
+//! while the slab lives on, and reuse of a `ready` slot costs no syscall.
+//! Every stack holds an `Arc` of its slab set, so the set outlives the pool
+//! while detached stacks live.
+//!
 //! # Accounting
 //!
 //! Counts that change on every operation (`gets`, `returns`) are per slot,

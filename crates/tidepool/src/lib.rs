@@ -51,22 +51,31 @@ mod cache;
 mod config;
 mod depot;
 mod error;
+#[cfg(feature = "metrics")]
+mod export;
 mod guard;
 pub mod implementation;
 mod manage;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 mod os;
 mod pool;
 pub mod pressure;
 pub mod reclaim;
 mod shared;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 pub mod stack;
 mod stats;
 mod sync;
 
 #[cfg(test)]
 mod tests;
+
+/// The README's Rust snippets, compiled and run as doctests, so the README
+/// cannot drift from the API (its other blocks are marked `sh`, `toml`, `c`
+/// or `text`). They use both features and the `stack` module.
+#[cfg(all(doctest, unix, feature = "corosensei", feature = "metrics"))]
+#[doc = include_str!("../../../README.md")]
+mod readme {}
 
 pub use config::{
     Builder, Config, ConfigError, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IDLE, DEFAULT_PRESSURE_HOLD,

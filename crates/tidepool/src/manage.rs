@@ -1,6 +1,7 @@
 //! How a pool makes, resets and unmakes its objects.
 
 use std::convert::Infallible;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 /// Creates, recycles and destroys the objects of a [`Pool`](crate::Pool).
 ///
@@ -21,6 +22,29 @@ use std::convert::Infallible;
 /// * `destroy` panicking still counts the object as destroyed (it was handed
 ///   over); when the pool destroys a whole batch, the rest of the batch is
 ///   destroyed before the first panic is resumed.
+/// * `create_batch` panicking creates nothing and counts nothing, like
+///   `create`; the default hands what it made before the panic to
+///   `destroy_batch` first.
+/// * `destroy_batch` panicking still counts every object of the `Vec` as
+///   destroyed: the whole batch was handed over.
+/// * `purge_batch` panicking leaves the pool unable to tell which objects
+///   are half-purged, so it destroys the whole slice, then resumes the
+///   panic.
+///
+/// # Batches
+///
+/// The pool moves objects between threads a batch at a time, and it makes
+/// and unmakes them in batches too where it can: a refill on a miss asks
+/// [`create_batch`](Manage::create_batch) for a batch, teardowns the pool
+/// decides (reclaim, pressure, a depot at its cap, `drain`, dropping the
+/// pool, a thread's exit) go to [`destroy_batch`](Manage::destroy_batch), and
+/// purges to [`purge_batch`](Manage::purge_batch). The defaults loop over
+/// the single-object methods, so a manager only overrides them when it can
+/// share work between objects: [`StackManager`](crate::stack::StackManager)
+/// carves a batch of stacks out of one mapping, unmaps a whole slab of them
+/// with one `munmap`, and purges a run of neighbours with one `madvise`.
+/// Single objects (a `get` that needs just one, a discarded guard) still go
+/// through `create` and `destroy`, so both forms must agree.
 ///
 /// # Examples
 ///
@@ -56,8 +80,11 @@ use std::convert::Infallible;
 pub trait Manage: Send + Sync + 'static {
     /// The pooled object.
     type Item: Send + 'static;
-    /// Why [`create`](Manage::create) failed.
-    type Error: std::error::Error + Send + Sync + 'static;
+    /// Why [`create`](Manage::create) failed: anything that can be printed
+    /// and sent, e.g. a `String`, an `anyhow::Error`, a `std::io::Error`, or
+    /// an error enum of your own. [`Pool::get`](crate::Pool::get) returns it
+    /// inside [`Error::Create`](crate::Error::Create).
+    type Error: std::fmt::Debug + std::fmt::Display + Send + Sync + 'static;
 
     /// Makes a new object. Called only when no idle object is at hand.
     fn create(&self) -> Result<Self::Item, Self::Error>;
@@ -82,6 +109,87 @@ pub trait Manage: Send + Sync + 'static {
     /// Unmakes an object the pool no longer keeps. The default drops it.
     fn destroy(&self, item: Self::Item) {
         drop(item)
+    }
+
+    /// Makes up to `n` new objects at once, for a pool refilling a whole
+    /// batch (a thread cache) on a miss. The pool reserves `n` places under
+    /// `max_live` before the call and gives back those it did not get.
+    ///
+    /// * `n == 0`: `Ok` with an empty `Vec`.
+    /// * `Ok(items)` with `1 <= items.len() <= n`: fewer than asked is
+    ///   fine, and how a manager reports a failure part-way: it returns
+    ///   what it made and lets the error come back from the next call (the
+    ///   default stops at the first error after the first object, and drops
+    ///   that error). The pool counts every returned object as created.
+    /// * `Err(e)`: nothing was made, nothing is left to destroy.
+    ///
+    /// The default calls [`create`](Manage::create) up to `n` times. If one
+    /// panics, the objects made before it go to
+    /// [`destroy_batch`](Manage::destroy_batch) and the panic is resumed: a
+    /// panicking `create_batch` leaves nothing behind (unless
+    /// `destroy_batch` panics too; its panic then replaces the first).
+    fn create_batch(&self, n: usize) -> Result<Vec<Self::Item>, Self::Error> {
+        // `n` is a pool's batch size in practice; a huge `n` from elsewhere
+        // grows the `Vec` as objects come rather than reserving it all.
+        let mut items = Vec::with_capacity(n.min(256));
+        while items.len() < n {
+            match catch_unwind(AssertUnwindSafe(|| self.create())) {
+                Ok(Ok(item)) => items.push(item),
+                Ok(Err(e)) if items.is_empty() => return Err(e),
+                // Keep what was made; the next call meets the error again.
+                Ok(Err(_)) => break,
+                Err(panic) => {
+                    if !items.is_empty() {
+                        self.destroy_batch(items);
+                    }
+                    resume_unwind(panic)
+                }
+            }
+        }
+        Ok(items)
+    }
+
+    /// Unmakes every object of `items`, which the pool no longer keeps: a
+    /// batch of them at a time when the pool tears down many at once.
+    ///
+    /// Exactly once: the pool counts every object of `items` as destroyed
+    /// when it hands the `Vec` over, whether this returns or panics, and
+    /// never hands an object over twice or looks at it again. So an
+    /// implementation must not leave objects behind on a panic: whatever
+    /// is still in the `Vec` when a panic unwinds out of it is only
+    /// dropped. `items` may be empty.
+    ///
+    /// The default calls [`destroy`](Manage::destroy) on each object in
+    /// order, under `catch_unwind`: if some panic, the rest are destroyed
+    /// all the same, then the first panic is resumed (unless this thread is
+    /// already unwinding, where a second panic could abort the process; it
+    /// is dropped then).
+    fn destroy_batch(&self, items: Vec<Self::Item>) {
+        let mut first_panic = None;
+        for item in items {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| self.destroy(item))) {
+                first_panic.get_or_insert(panic);
+            }
+        }
+        if let Some(panic) = first_panic {
+            if !std::thread::panicking() {
+                resume_unwind(panic);
+            }
+        }
+    }
+
+    /// Purges several idle objects at once, each as
+    /// [`purge`](Manage::purge) would: they must all stay usable. Lets a
+    /// manager release neighbours together (one `madvise` over a run of
+    /// adjacent stacks).
+    ///
+    /// The default calls `purge` on each in order, and lets the first
+    /// panic out at once: the pool then destroys the whole slice (it cannot
+    /// tell which objects a panic left half-purged).
+    fn purge_batch(&self, items: &mut [Self::Item]) {
+        for item in items {
+            self.purge(item);
+        }
     }
 }
 

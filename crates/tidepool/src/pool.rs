@@ -55,6 +55,40 @@ pub struct Pool<M: Manage> {
 
 impl<M: Manage> Pool<M> {
     /// A pool with the default settings ([`Config::default`]).
+    ///
+    /// # The reclaimer thread
+    ///
+    /// The defaults have [`background`](Builder::background) on, so the
+    /// first such pool in the process **starts a thread**,
+    /// `tidepool-reclaim`, one for every pool in the process. It runs the
+    /// reclaim passes of pools nobody touches, takes back the caches of
+    /// threads that stopped using a pool, and delivers memory pressure (on
+    /// Linux it opens the default pressure sources: see
+    /// [`pressure`](crate::pressure)). It sleeps with no timeout while no
+    /// pool holds anything beyond its reserve, and is never stopped.
+    ///
+    /// Programs that manage their own threads — embedded runtimes, servers
+    /// that `fork` (the child gets no copy of the thread), sandboxes that
+    /// forbid spawning — build their pools with `background(false)`, which
+    /// starts nothing, and drive reclaim themselves: [`reclaim`](Pool::reclaim)
+    /// from their own timer or event loop (it runs a pass only when one is
+    /// due, so calling it often is cheap), and [`pressure`](Pool::pressure)
+    /// when they learn of memory pressure. Without either, passes still run
+    /// when threads visit the depot, and a thread's cache comes back when the
+    /// thread exits.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let pool = tidepool::Pool::builder(|| vec![0u8; 4096])
+    ///     .background(false) // no thread is started for this pool
+    ///     .reclaim_interval(Duration::from_secs(15))
+    ///     .build()?;
+    /// drop(pool.get()?);
+    /// // From your own loop, e.g. once a second:
+    /// pool.reclaim(); // a pass when one is due, else nothing
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(manager: M) -> Self {
         Self::from_parts(manager, Config::default(), Arc::new(SystemClock))
     }
@@ -141,6 +175,11 @@ impl<M: Manage> Pool<M> {
     /// would. Returns how many idle objects it destroyed. With a
     /// [`ManualClock`](crate::reclaim::ManualClock) this drives reclaim
     /// deterministically.
+    ///
+    /// For a pool built with [`background(false)`](Builder::background),
+    /// call this from a thread of your own at least once per
+    /// [`reclaim_interval`](Builder::reclaim_interval) (see
+    /// [`Pool::new`]).
     pub fn reclaim(&self) -> usize {
         self.shared.pass_if_due()
     }

@@ -1,20 +1,32 @@
-//! `eventfd(2)` and `poll(2)`: how the reclaimer thread sleeps until a
-//! deadline, a pressure signal or a wake-up.
+//! `poll(2)` and a wake-up descriptor: how the reclaimer thread sleeps
+//! until a deadline, a pressure signal or a wake-up.
+//!
+//! The wake-up descriptor is an `eventfd(2)` on Linux and a connected
+//! socket pair elsewhere (POSIX, and made by `std` without `unsafe`); both
+//! are non-blocking and close-on-exec, and both stay readable from a
+//! `signal` until the next `drain`.
 //!
 //! pre: none; every failure is an `io::Error`.
 
+#[cfg(target_os = "linux")]
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+#[cfg(target_os = "linux")]
+use std::os::fd::{FromRawFd, OwnedFd};
+#[cfg(any(test, not(target_os = "linux")))]
+use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use crate::pressure::Interest;
 
 /// A counter the kernel makes pollable: `signal` makes it readable until
 /// `drain`.
+#[cfg(target_os = "linux")]
 #[derive(Debug)]
 pub(crate) struct EventFd(File);
 
+#[cfg(target_os = "linux")]
 impl EventFd {
     /// A non-blocking, close-on-exec eventfd at zero.
     pub(crate) fn new() -> io::Result<Self> {
@@ -46,9 +58,68 @@ impl EventFd {
     }
 }
 
+#[cfg(target_os = "linux")]
 impl AsFd for EventFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.0.as_fd()
+    }
+}
+
+/// The wake-up descriptor where there is no `eventfd`.
+#[cfg(not(target_os = "linux"))]
+pub(crate) type EventFd = PairWaker;
+
+/// The same as [`EventFd`], without `eventfd`: a byte written to one end of
+/// a socket pair per `signal`, all read back from the other end by `drain`.
+/// Built on Linux too, for its tests.
+#[cfg(any(test, not(target_os = "linux")))]
+#[derive(Debug)]
+pub(crate) struct PairWaker {
+    read: UnixStream,
+    write: UnixStream,
+}
+
+#[cfg(any(test, not(target_os = "linux")))]
+impl PairWaker {
+    /// A non-blocking socket pair (`std` makes it close-on-exec).
+    pub(crate) fn new() -> io::Result<Self> {
+        let (read, write) = UnixStream::pair()?;
+        read.set_nonblocking(true)?;
+        write.set_nonblocking(true)?;
+        Ok(Self { read, write })
+    }
+
+    /// Makes the read end readable. A full socket buffer is already
+    /// readable, so `WouldBlock` is success.
+    pub(crate) fn signal(&self) -> io::Result<()> {
+        match (&self.write).write(&[1]) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads every pending byte; returns how many signals that was (0 if
+    /// none).
+    pub(crate) fn drain(&self) -> io::Result<u64> {
+        let mut buf = [0u8; 64];
+        let mut total = 0u64;
+        loop {
+            match (&self.read).read(&mut buf) {
+                Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+                Ok(n) => total += n as u64,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(total),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+#[cfg(any(test, not(target_os = "linux")))]
+impl AsFd for PairWaker {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.read.as_fd()
     }
 }
 
@@ -109,7 +180,53 @@ mod tests {
 
     #[test]
     fn a_signalled_eventfd_wakes_poll_until_drained() {
-        let efd = EventFd::new().unwrap();
+        wakes_poll_until_drained(&EventFd::new().unwrap());
+    }
+
+    /// The waker of systems without `eventfd`, checked here on any Unix.
+    #[test]
+    fn a_signalled_socket_pair_wakes_poll_until_drained() {
+        let pair = PairWaker::new().unwrap();
+        wakes_poll_until_drained(&pair);
+        // More signals than the socket buffer holds: `signal` still
+        // succeeds (the socket stays readable), `drain` empties it.
+        const SIGNALS: u64 = 100_000;
+        for _ in 0..SIGNALS {
+            pair.signal().unwrap();
+        }
+        let woken = poll(&[(pair.as_fd(), Interest::Readable)], None).unwrap();
+        assert!(woken[0].ready);
+        let drained = pair.drain().unwrap();
+        assert!(
+            drained > 0 && drained < SIGNALS,
+            "{drained}: the buffer never filled"
+        );
+        assert_eq!(pair.drain().unwrap(), 0);
+    }
+
+    trait Waker: AsFd {
+        fn signal(&self) -> io::Result<()>;
+        fn drain(&self) -> io::Result<u64>;
+    }
+    impl Waker for EventFd {
+        fn signal(&self) -> io::Result<()> {
+            EventFd::signal(self)
+        }
+        fn drain(&self) -> io::Result<u64> {
+            EventFd::drain(self)
+        }
+    }
+    #[cfg(target_os = "linux")]
+    impl Waker for PairWaker {
+        fn signal(&self) -> io::Result<()> {
+            PairWaker::signal(self)
+        }
+        fn drain(&self) -> io::Result<u64> {
+            PairWaker::drain(self)
+        }
+    }
+
+    fn wakes_poll_until_drained(efd: &impl Waker) {
         let quiet = poll(&[(efd.as_fd(), Interest::Readable)], Some(Duration::ZERO)).unwrap();
         assert!(!quiet[0].ready);
         efd.signal().unwrap();

@@ -20,18 +20,31 @@
 //! # Sources
 //!
 //! Signals reach pools through the process-wide reclaimer thread, never on a
-//! `get`/`put` path. It watches, from its start:
+//! `get`/`put` path. On Linux it watches, from its start:
 //!
 //! * the system's PSI file `/proc/pressure/memory` and this process's cgroup
 //!   v2 `memory.pressure` ([`PsiTrigger`]);
 //! * this process's cgroup v1 `memory.pressure_level` ([`CgroupV1Pressure`]);
 //!
-//! and any [`Source`] given to [`watch`]. Applications with their own signal
+//! and, on every Unix, any [`Source`] given to [`watch`] (anything with a
+//! descriptor `poll(2)` can wait on). Applications with their own signal
 //! call [`notify`]. A source that cannot be opened (no such file, no
 //! permission, a kernel without PSI) is reported once on standard error and
 //! in [`sources`], and the pools keep working without it. Set the
 //! environment variable `TIDEPOOL_PRESSURE=manual` before the first pool is
 //! built to watch no default source.
+//!
+//! # Per OS
+//!
+//! | OS | default sources | what you can add |
+//! |---|---|---|
+//! | Linux | PSI (system and cgroup v2), cgroup v1 `memory.pressure_level` | [`notify`], [`watch`] |
+//! | macOS, iOS | none | [`notify`] from a `DISPATCH_SOURCE_TYPE_MEMORYPRESSURE` handler (libdispatch's public memory-pressure signal); [`watch`] |
+//! | FreeBSD, the other BSDs, illumos | none: no memory-pressure notification reaches user space | [`notify`] from your own measure (e.g. free pages read with `sysctl`); [`watch`] |
+//!
+//! `PsiTrigger` and `CgroupV1Pressure` exist only on Linux. Everywhere, the
+//! reclaim interval still trims every pool to its working set; pressure
+//! only makes that happen sooner and harder.
 //!
 //! To apply a level to one pool directly (in tests, say), call
 //! [`Pool::pressure`](crate::Pool::pressure).

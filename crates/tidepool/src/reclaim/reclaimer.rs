@@ -3,7 +3,8 @@
 //! One thread for every pool in the process, started by the first pool
 //! that wants it ([`register`]). Each round it delivers pending pressure,
 //! runs the passes that are due, then sleeps in `poll(2)` until the earliest
-//! next pass, a pressure source fires, or someone wakes it (an eventfd).
+//! next pass, a pressure source fires, or someone wakes it (an eventfd on
+//! Linux, a socket pair on other Unix systems).
 //! When no pool holds anything beyond its reserve it sleeps with no timeout:
 //! a pool that creates an object wakes it ([`wake_if_parked`]).
 //!
@@ -90,7 +91,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
 /// last change): pools that gain objects must wake it.
 static PARKED: AtomicBool = AtomicBool::new(true);
 
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 fn waker() -> Option<&'static crate::os::event::EventFd> {
     static WAKER: OnceLock<Option<crate::os::event::EventFd>> = OnceLock::new();
     WAKER
@@ -100,11 +101,11 @@ fn waker() -> Option<&'static crate::os::event::EventFd> {
 
 /// Wakes the thread for a new round.
 pub(crate) fn wake() {
-    #[cfg(target_os = "linux")]
+    #[cfg(unix)]
     if let Some(waker) = waker() {
         let _ = waker.signal();
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(unix))]
     fallback::wake();
 }
 
@@ -262,7 +263,7 @@ fn run() {
 
 /// Sleeps until `timeout`, a wake-up or a source firing; returns the highest
 /// level signalled. Sources that fail are reported once and dropped.
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 fn wait(sources: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> {
     use std::os::fd::AsFd;
 
@@ -311,13 +312,13 @@ fn wait(sources: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> 
     fired
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(unix))]
 fn wait(_: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> {
     fallback::wait(timeout);
     None
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(unix))]
 mod fallback {
     use parking_lot::{Condvar, Mutex};
     use std::time::Duration;

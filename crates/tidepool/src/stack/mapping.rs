@@ -1,11 +1,15 @@
-//! One stack's memory: a mapping with a guard page below, unmapped on drop.
+//! One stack's memory: a writable range with a guard page below, in a slab
+//! shared with other stacks of its pool or in a mapping of its own; given
+//! back on drop.
 
 use std::fmt;
 use std::io;
 use std::ops::Range;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use crate::os;
+use crate::stack::slab::Slabs;
 use crate::stack::StackError;
 
 /// A stack's mapping: `guard_size` inaccessible bytes at the bottom, then
@@ -19,14 +23,40 @@ use crate::stack::StackError;
 ///    └───────────────────┴────────────────────────────────────┘
 /// ```
 ///
-/// Owns its mapping, which it unmaps when dropped. It is the
-/// [`Item`](crate::Manage::Item) of a [`StackPool`](super::StackPool); you
-/// meet it through a [`PooledStack`](super::PooledStack), or own one outright
-/// after [`PooledStack::detach`](super::PooledStack::detach).
+/// Owns its memory, which stays mapped, guard and all, at least until it is
+/// dropped. A stack of a [`StackPool`](super::StackPool) is carved from a
+/// *slab* shared with other stacks of the same pool: dropping it gives its
+/// slot back to the slab (its pages released), and the slab is unmapped with
+/// one `munmap` when its last stack goes (see [the module notes](super#slabs)).
+/// A stack from [`GuardedStack::new`] has a mapping of its own, unmapped on
+/// drop.
+///
+/// It is the [`Item`](crate::Manage::Item) of a
+/// [`StackPool`](super::StackPool); you meet it through a
+/// [`PooledStack`](super::PooledStack), or own one outright after
+/// [`PooledStack::detach`](super::PooledStack::detach).
 pub struct GuardedStack {
     start: NonNull<u8>,
     guard_size: usize,
     usable_size: usize,
+    /// Bytes at the top of the usable part that may hold pages: the whole
+    /// stack once it has been lent out, `keep_resident` after a purge, 0
+    /// for a slot never touched or whose pages were released. What a purge
+    /// or a teardown has left to release (`madvise` is skipped at 0).
+    dirty: usize,
+    /// Who gives the memory back on drop; `None` once a batch teardown
+    /// (`slab::destroy_stacks`) has given it back already.
+    home: Option<Home>,
+}
+
+/// Where a [`GuardedStack`]'s memory came from, and so how it goes back.
+pub(crate) enum Home {
+    /// A mapping of its own ([`GuardedStack::new`]): unmapped on drop.
+    Own,
+    /// A slot of the slab at address `slab` in `slabs`: freed into it on
+    /// drop. The `Arc` keeps the set (and so its counters and the slab's
+    /// bookkeeping) alive as long as any of its stacks.
+    Slab { slabs: Arc<Slabs>, slab: usize },
 }
 
 // SAFETY: a `GuardedStack` is an owned address range; nothing in it is tied
@@ -71,6 +101,9 @@ impl GuardedStack {
                 start,
                 guard_size,
                 usable_size,
+                // Fresh pages: nothing resident until touched.
+                dirty: 0,
+                home: Some(Home::Own),
             }),
             Err(failure) => Err(StackError::from_map_failure(
                 failure,
@@ -131,28 +164,69 @@ impl GuardedStack {
         unsafe { os::resident_bytes(self.bottom(), self.usable_size) }
     }
 
-    /// Releases the pages of the usable part except its top `keep` bytes
-    /// (a whole number of pages): they read as zeros afterwards and cost no
-    /// memory until touched again. `&mut self`: nothing can be running on
-    /// the stack.
-    pub(crate) fn release_below(&mut self, keep: usize) -> io::Result<()> {
-        let release = self.usable_size.saturating_sub(keep);
-        if release == 0 {
-            return Ok(());
+    /// A stack in slot `start` of a slab: `guard_size` bytes of guard at
+    /// `start`, already `PROT_NONE`, and `usable_size` writable bytes above.
+    /// The slab stays mapped while `home` holds the slot.
+    pub(crate) fn in_slab(
+        start: NonNull<u8>,
+        guard_size: usize,
+        usable_size: usize,
+        dirty: usize,
+        slabs: Arc<Slabs>,
+        slab: usize,
+    ) -> Self {
+        Self {
+            start,
+            guard_size,
+            usable_size,
+            dirty,
+            home: Some(Home::Slab { slabs, slab }),
         }
-        // SAFETY: `[bottom, bottom + release)` is writable memory of this
-        // mapping; `&mut self` means no coroutine runs on it and nobody
-        // holds a reference into it; stacks carry no contents across reuse.
-        unsafe { os::release_pages(self.bottom(), release) }
+    }
+
+    /// Notes that the stack is being lent out: whatever runs on it may
+    /// touch every page.
+    #[inline]
+    pub(crate) fn mark_lent(&mut self) {
+        self.dirty = self.usable_size;
+    }
+
+    /// Bytes at the top that may hold pages (see the field).
+    pub(crate) fn dirty(&self) -> usize {
+        self.dirty
+    }
+
+    /// Records that only the top `dirty` bytes may hold pages now.
+    pub(crate) fn set_dirty(&mut self, dirty: usize) {
+        self.dirty = dirty.min(self.usable_size);
+    }
+
+    /// Where the memory goes back to.
+    pub(crate) fn home(&self) -> Option<&Home> {
+        self.home.as_ref()
+    }
+
+    /// Takes the duty of giving the memory back: afterwards dropping the
+    /// stack does nothing. For batch teardowns, which give back many
+    /// stacks in one go.
+    pub(crate) fn take_home(&mut self) -> Option<Home> {
+        self.home.take()
     }
 }
 
 impl Drop for GuardedStack {
     fn drop(&mut self) {
-        // SAFETY: the mapping is ours and, as we are dropped, unused.
-        let result = unsafe { os::unmap(self.start, self.guard_size + self.usable_size) };
-        if result.is_err() {
-            os::count_unmap_failure();
+        match self.home.take() {
+            Some(Home::Own) => {
+                // SAFETY: the mapping is ours alone and, as we are dropped,
+                // unused.
+                let result = unsafe { os::unmap(self.start, self.guard_size + self.usable_size) };
+                if result.is_err() {
+                    os::count_unmap_failure();
+                }
+            }
+            Some(Home::Slab { slabs, slab }) => slabs.free_one(slab, self.start, self.dirty),
+            None => {}
         }
     }
 }
