@@ -7,7 +7,9 @@ const CRATE_README: &str = include_str!("../../README.md");
 
 /// The lines of the first fenced block opening with `fence` after `from`.
 fn block<'a>(text: &'a str, from: &str, fence: &str) -> Vec<&'a str> {
-    let start = text.find(from).unwrap_or_else(|| panic!("`{from}` in the README"));
+    let start = text
+        .find(from)
+        .unwrap_or_else(|| panic!("`{from}` in the README"));
     let text = &text[start..];
     let open = text.find(fence).expect("the block") + fence.len();
     let body = &text[open..];
