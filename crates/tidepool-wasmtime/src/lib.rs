@@ -65,7 +65,9 @@
 //!   never calls a stack creator; this crate is for the default on-demand
 //!   allocator.
 //!
-//! Linux only, as [`tidepool::stack`] is; elsewhere the crate is empty.
+//! Linux only for now, where it is tested (wasmtime's signal handling and
+//! the overflow test are platform-specific); elsewhere the crate is empty.
+//! [`tidepool::stack`] itself builds on every Unix.
 //! wasmtime's types change with each major version: this release implements
 //! the traits of wasmtime 48.
 

@@ -184,10 +184,10 @@
 //! Per slab, under the manager's lock, one bit per slot in each mask:
 //!
 //! ```text
-//! raw    free, never opened          ready  free, opened (pages released,
-//! opened usable part writable                unless `clean` is off)
+//! raw    free, never opened          ready  free, opened, pages released
+//! opened usable part writable
 //! used   == all & !raw & !ready      (held by exactly one GuardedStack)
-//! raw & ready == 0,  raw & opened == 0,  ready ⊆ opened,  clean ⊆ ready
+//! raw & ready == 0,  raw & opened == 0,  ready ⊆ opened
 //! used != 0 for every slab in the set; a slab is removed from the set,
 //! then unmapped, by the one thread that saw `used` become 0
 //! VMAs(slab) == 1 + 2 * |opened| - [top slot opened]

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use tidepool::pressure::Level;
 #[cfg(target_os = "linux")]
 use tidepool::stack::BudgetSource;
-use tidepool::stack::{GuardedStack, MapBudget, StackError, StackPool, VMAS_PER_STACK};
+use tidepool::stack::{
+    GuardedStack, MapBudget, PooledStack, StackError, StackPool, VMAS_PER_STACK,
+};
 
 const PAGE: usize = 4096;
 
@@ -431,6 +433,15 @@ fn reclaim_pressure_trim_and_prefill_reach_the_stacks() {
     // Everything left is the reserve: trim keeps it.
     assert_eq!(pool.trim(), 0);
     assert_eq!(pool.stats().mapped, 2);
+}
+
+/// The C API keeps a lent `PooledStack` in a 64-byte header at the top of
+/// the stack, next to 24 bytes of its own.
+#[test]
+fn a_pooled_stack_is_three_words() {
+    use std::mem::size_of;
+    assert_eq!(size_of::<PooledStack>(), 3 * size_of::<usize>());
+    assert_eq!(size_of::<GuardedStack>(), 2 * size_of::<usize>());
 }
 
 #[test]

@@ -9,3 +9,4 @@ mod creator;
 mod executor;
 mod modules;
 mod overflow;
+mod readme;

@@ -42,12 +42,12 @@
 //!   would refuse anything else with `EINVAL`; the wrappers check first and
 //!   return that error themselves, so a bad caller gets an error, not UB.
 //! * **Ownership**: a region handed to a function here is one this module
-//!   mapped with [`reserve`] or [`map_guarded`] and that has not been
+//!   mapped with [`reserve`] and that has not been
 //!   unmapped. The caller owns it exclusively, and no Rust reference points
 //!   into it while it is unmapped or its pages are released.
 //! * **Errors**: failures come back as [`std::io::Error`] from `errno`; no
-//!   function panics or aborts. A failed [`map_guarded`] leaves nothing
-//!   mapped.
+//!   function panics or aborts. A failed [`reserve`] maps nothing; a failed
+//!   [`make_writable`] changes nothing.
 //! * Each function lists its own preconditions as `pre:` lines.
 //!
 //! Failures that cannot be reported to anyone (an `munmap` from a `Drop`)
@@ -62,9 +62,8 @@ use std::io;
 use std::ptr::{self, NonNull};
 use std::sync::OnceLock;
 
-/// Which step of mapping a stack failed: [`map_guarded`]'s, or a slab's
-/// (`stack/slab.rs`: one [`reserve`] per slab, one [`make_writable`] per
-/// stack).
+/// Which step of mapping stacks failed (`stack/slab.rs`: one [`reserve`]
+/// per slab, one [`make_writable`] per stack).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MapStep {
     /// Reserving the address range (`mmap`).
@@ -73,7 +72,7 @@ pub(crate) enum MapStep {
     Protect,
 }
 
-/// Why mapping a stack failed. [`map_guarded`] leaves nothing mapped.
+/// Why mapping stacks failed, and the error the OS gave.
 #[derive(Debug)]
 pub(crate) struct MapFailure {
     pub(crate) step: MapStep,
@@ -141,8 +140,8 @@ pub(crate) fn reserve(len: usize) -> io::Result<NonNull<u8>> {
 ///
 /// # Safety
 ///
-/// pre: the region lies inside a mapping made by [`reserve`] or
-/// [`map_guarded`], not yet unmapped, that the caller owns exclusively.
+/// pre: the region lies inside a mapping made by [`reserve`], not yet
+/// unmapped, that the caller owns exclusively.
 #[allow(clippy::disallowed_methods)] // the audited call site
 pub(crate) unsafe fn make_writable(start: NonNull<u8>, len: usize) -> io::Result<()> {
     check_region(start.as_ptr() as usize, len)?;
@@ -162,56 +161,12 @@ pub(crate) unsafe fn make_writable(start: NonNull<u8>, len: usize) -> io::Result
     }
 }
 
-/// Maps `guard + usable` bytes of private anonymous memory: the lowest
-/// `guard` bytes inaccessible (`PROT_NONE`), the `usable` bytes above them
-/// readable and writable. Returns the lowest address (the guard's start).
-///
-/// This is two VMAs, built the way corosensei and wasmtime build stacks:
-/// [`reserve`] everything, then [`make_writable`] the part above the guard.
-/// If the second step fails (`ENOMEM` at `vm.max_map_count`: the split needs
-/// a new VMA) the reservation is unmapped before returning, so a failure
-/// maps nothing.
-///
-/// pre: `guard` and `usable` are non-zero multiples of [`page_size`] whose
-/// sum does not overflow (checked: `EINVAL` otherwise).
-pub(crate) fn map_guarded(guard: usize, usable: usize) -> Result<NonNull<u8>, MapFailure> {
-    let reserve_failed = |error| MapFailure {
-        step: MapStep::Reserve,
-        error,
-    };
-    let len = guard
-        .checked_add(usable)
-        .ok_or_else(|| reserve_failed(io::Error::from_raw_os_error(libc::EINVAL)))?;
-    check_region(0, guard).map_err(reserve_failed)?;
-    check_region(0, usable).map_err(reserve_failed)?;
-    let start = reserve(len).map_err(reserve_failed)?;
-    // SAFETY: `guard < len`, so the result lies inside the mapping just made.
-    let usable_start = unsafe { start.add(guard) };
-    // SAFETY: `[usable_start, usable_start + usable)` is the upper part of
-    // the mapping just made, owned by us alone.
-    if let Err(error) = unsafe { make_writable(usable_start, usable) } {
-        // Not a leak: the reservation goes. Unmapping the whole of a
-        // mapping never splits a VMA of ours, so it does not need a new one
-        // and succeeds even at the map-count limit.
-        // SAFETY: `[start, start + len)` was mapped above and nothing
-        // refers to it.
-        if unsafe { unmap(start, len) }.is_err() {
-            UNMAP_FAILURES.fetch_add(1, Ordering::Relaxed);
-        }
-        return Err(MapFailure {
-            step: MapStep::Protect,
-            error,
-        });
-    }
-    Ok(start)
-}
-
 /// Unmaps `[start, start + len)`.
 ///
 /// # Safety
 ///
-/// pre: the region is all or part of mappings made by [`reserve`] or
-/// [`map_guarded`], not yet unmapped, and nothing will touch it again.
+/// pre: the region is all or part of mappings made by [`reserve`], not yet
+/// unmapped, and nothing will touch it again.
 #[allow(clippy::disallowed_methods)] // the audited call site
 pub(crate) unsafe fn unmap(start: NonNull<u8>, len: usize) -> io::Result<()> {
     check_region(start.as_ptr() as usize, len)?;
@@ -231,7 +186,7 @@ pub(crate) fn count_unmap_failure() {
 }
 
 /// `munmap` calls that failed in this process, whose regions stayed mapped.
-/// Unmapping a whole stack never needs a new VMA, so this stays 0 unless the
+/// Unmapping a whole slab never needs a new VMA, so this stays 0 unless the
 /// kernel refuses something unexpected.
 pub(crate) fn unmap_failures() -> u64 {
     UNMAP_FAILURES.load(Ordering::Relaxed)
@@ -254,12 +209,12 @@ const RELEASE_ADVICE: libc::c_int = libc::MADV_FREE;
 ///
 /// # Safety
 ///
-/// pre: the region is part of a mapping made by [`reserve`] or
-/// [`map_guarded`], not yet unmapped, and nothing holds a reference into it
-/// or relies on its contents (they read as zeros afterwards on Linux, and
-/// are unspecified elsewhere). On Linux and Android it may include
-/// `PROT_NONE` pages (the guard between two stacks of a slab): the advice
-/// ignores protection there. Elsewhere callers pass writable memory only.
+/// pre: the region is part of a mapping made by [`reserve`], not yet
+/// unmapped, and nothing holds a reference into it or relies on its
+/// contents (they read as zeros afterwards on Linux, and are unspecified
+/// elsewhere). On Linux and Android it may include `PROT_NONE` pages (the
+/// guard between two stacks of a slab): the advice ignores protection
+/// there. Elsewhere callers pass writable memory only.
 #[allow(clippy::disallowed_methods)] // the audited call site
 pub(crate) unsafe fn release_pages(start: NonNull<u8>, len: usize) -> io::Result<()> {
     check_region(start.as_ptr() as usize, len)?;
@@ -278,8 +233,8 @@ pub(crate) unsafe fn release_pages(start: NonNull<u8>, len: usize) -> io::Result
 ///
 /// # Safety
 ///
-/// pre: the region is part of a mapping made by [`reserve`] or
-/// [`map_guarded`], not yet unmapped. (`mincore` only reads page tables; it never touches the
+/// pre: the region is part of a mapping made by [`reserve`], not yet
+/// unmapped. (`mincore` only reads page tables; it never touches the
 /// memory.)
 #[allow(clippy::disallowed_methods)] // the audited call site
 pub(crate) unsafe fn resident_bytes(start: NonNull<u8>, len: usize) -> io::Result<usize> {
@@ -304,20 +259,23 @@ mod tests {
     #[test]
     fn bad_sizes_are_errors_not_mappings() {
         let page = page_size();
-        for (guard, usable) in [(0, page), (page, 0), (page, page + 1), (usize::MAX, page)] {
-            let failure = map_guarded(guard, usable).unwrap_err();
-            assert_eq!(failure.step, MapStep::Reserve);
-            assert_eq!(failure.error.raw_os_error(), Some(libc::EINVAL));
+        for len in [0, page + 1, usize::MAX] {
+            let error = reserve(len).unwrap_err();
+            assert_eq!(error.raw_os_error(), Some(libc::EINVAL), "{len}");
         }
     }
 
     #[test]
-    fn guarded_mapping_round_trip() {
+    fn reserve_open_release_unmap_round_trip() {
         let page = page_size();
-        let start = map_guarded(page, 4 * page).unwrap();
-        // SAFETY: the usable part starts one page up and is writable.
+        let start = reserve(5 * page).unwrap();
+        // SAFETY: the part above the first page lies inside the
+        // reservation; it is written only after it was made writable, and
+        // the whole reservation is unmapped at the end.
         unsafe {
-            let usable = NonNull::new_unchecked(start.as_ptr().add(page));
+            let usable = start.add(page);
+            assert!(make_writable(usable.add(1), page).is_err(), "misaligned");
+            make_writable(usable, 4 * page).unwrap();
             usable.as_ptr().write_bytes(7, 4 * page);
             assert_eq!(resident_bytes(usable, 4 * page).unwrap(), 4 * page);
             release_pages(usable, 4 * page).unwrap();
@@ -326,6 +284,8 @@ mod tests {
             {
                 assert_eq!(resident_bytes(usable, 4 * page).unwrap(), 0);
                 assert_eq!(usable.as_ptr().read(), 0, "released pages read as zero");
+                // Guards included: the advice ignores protection.
+                release_pages(start, 5 * page).unwrap();
             }
             let misaligned = NonNull::new_unchecked(usable.as_ptr().add(1));
             assert!(release_pages(misaligned, page).is_err());

@@ -123,7 +123,7 @@ impl Manage for StackManager {
     /// fit for reuse, and the failure is counted
     /// ([`StackStats::purge_failures`](super::StackStats::purge_failures)).
     fn purge_batch(&self, stacks: &mut [GuardedStack]) {
-        self.slabs.purge(stacks, self.keep_resident);
+        slab::purge_stacks(stacks, self.keep_resident);
     }
 
     fn destroy_batch(&self, stacks: Vec<GuardedStack>) {

@@ -1,6 +1,6 @@
-//! One stack's memory: a writable range with a guard page below, in a slab
-//! shared with other stacks of its pool or in a mapping of its own; given
-//! back on drop.
+//! One stack's memory: a writable range with a guard page below, a slot of
+//! a slab shared with other stacks of its pool (or a slab of its own);
+//! given back on drop.
 
 use std::fmt;
 use std::io;
@@ -24,39 +24,26 @@ use crate::stack::StackError;
 /// ```
 ///
 /// Owns its memory, which stays mapped, guard and all, at least until it is
-/// dropped. A stack of a [`StackPool`](super::StackPool) is carved from a
-/// *slab* shared with other stacks of the same pool: dropping it gives its
-/// slot back to the slab (its pages released), and the slab is unmapped with
-/// one `munmap` when its last stack goes (see [the module notes](super#slabs)).
-/// A stack from [`GuardedStack::new`] has a mapping of its own, unmapped on
-/// drop.
+/// dropped. Every stack is carved from a *slab* (see
+/// [the module notes](super#slabs)): a stack of a
+/// [`StackPool`](super::StackPool) shares its slab with other stacks of the
+/// same pool, and dropping it gives its slot back to the slab (its pages
+/// released); the slab is unmapped with one `munmap` when its last stack
+/// goes. A stack from [`GuardedStack::new`] is alone in a slab of one, so it
+/// is unmapped on drop.
 ///
 /// It is the [`Item`](crate::Manage::Item) of a
 /// [`StackPool`](super::StackPool); you meet it through a
 /// [`PooledStack`](super::PooledStack), or own one outright after
 /// [`PooledStack::detach`](super::PooledStack::detach).
 pub struct GuardedStack {
+    /// The guard's first byte: the slot's start.
     start: NonNull<u8>,
-    guard_size: usize,
-    usable_size: usize,
-    /// Bytes at the top of the usable part that may hold pages: the whole
-    /// stack once it has been lent out, `keep_resident` after a purge, 0
-    /// for a slot never touched or whose pages were released. What a purge
-    /// or a teardown has left to release (`madvise` is skipped at 0).
-    dirty: usize,
-    /// Who gives the memory back on drop; `None` once a batch teardown
-    /// (`slab::destroy_stacks`) has given it back already.
-    home: Option<Home>,
-}
-
-/// Where a [`GuardedStack`]'s memory came from, and so how it goes back.
-pub(crate) enum Home {
-    /// A mapping of its own ([`GuardedStack::new`]): unmapped on drop.
-    Own,
-    /// A slot of the slab at address `slab` in `slabs`: freed into it on
-    /// drop. The `Arc` keeps the set (and so its counters and the slab's
-    /// bookkeeping) alive as long as any of its stacks.
-    Slab { slabs: Arc<Slabs>, slab: usize },
+    /// The slab set the slot belongs to, which knows the sizes and takes
+    /// the slot back on drop. The `Arc` keeps the set (its counters, the
+    /// slab's bookkeeping) alive as long as any of its stacks. Two words in
+    /// all: a `PooledStack` must fit the C API's 64-byte stack header.
+    slabs: Arc<Slabs>,
 }
 
 // SAFETY: a `GuardedStack` is an owned address range; nothing in it is tied
@@ -69,7 +56,8 @@ unsafe impl Sync for GuardedStack {}
 
 impl GuardedStack {
     /// Maps a stack of its own, outside any pool: `usable_size` bytes
-    /// (rounded up to whole pages, at least one) above a one-page guard.
+    /// (rounded up to whole pages, at least one) above a one-page guard, in
+    /// a slab of one (one `mmap`, one `mprotect`; unmapped on drop).
     ///
     /// ```
     /// let stack = tidepool::stack::GuardedStack::new(10_000)?;
@@ -81,35 +69,47 @@ impl GuardedStack {
     /// # Errors
     ///
     /// As for [`StackPool::get`](super::StackPool::get), less `Exhausted`
-    /// (and without the reclaim and retry).
+    /// (and without the reclaim and retry). A size too large to map at all
+    /// is [`StackError::Os`] with `EINVAL`.
     pub fn new(usable_size: usize) -> Result<Self, StackError> {
         let page = os::page_size();
-        // A size too large to round is passed on unrounded, for `mmap` to
-        // refuse with EINVAL.
-        let usable = usable_size
+        let Some(usable) = usable_size
             .max(1)
             .checked_next_multiple_of(page)
-            .unwrap_or(usable_size);
-        Self::map(page, usable)
+            .filter(|&u| u.checked_add(page).is_some())
+        else {
+            return Err(StackError::Os {
+                call: "mmap",
+                source: io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        };
+        let slabs = Arc::new(Slabs::new(page, usable, Some(1)));
+        slabs.carve(1)?.pop().ok_or_else(|| StackError::Os {
+            call: "mmap",
+            source: io::Error::other("no stack carved"),
+        })
     }
 
-    /// Maps a new stack. Sizes are multiples of the page size (the pool
-    /// rounds them).
-    pub(crate) fn map(guard_size: usize, usable_size: usize) -> Result<Self, StackError> {
-        match os::map_guarded(guard_size, usable_size) {
-            Ok(start) => Ok(Self {
-                start,
-                guard_size,
-                usable_size,
-                // Fresh pages: nothing resident until touched.
-                dirty: 0,
-                home: Some(Home::Own),
-            }),
-            Err(failure) => Err(StackError::from_map_failure(
-                failure,
-                guard_size.saturating_add(usable_size),
-            )),
-        }
+    /// A stack in the slot at `start` of one of `slabs`'s slabs: the guard
+    /// at `start`, already `PROT_NONE`, the usable part above it writable.
+    /// The slab stays mapped while the stack holds the slot.
+    pub(crate) fn in_slab(start: NonNull<u8>, slabs: Arc<Slabs>) -> Self {
+        Self { start, slabs }
+    }
+
+    /// The slab set the stack belongs to.
+    pub(crate) fn slabs(&self) -> &Arc<Slabs> {
+        &self.slabs
+    }
+
+    /// Takes the stack apart without giving its slot back: its start and
+    /// its set, for a batch teardown that gives many slots back in one go.
+    pub(crate) fn into_parts(self) -> (NonNull<u8>, Arc<Slabs>) {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped or used again, so the `Arc` is
+        // moved out exactly once (no double drop, no leak of the count).
+        let slabs = unsafe { std::ptr::read(&this.slabs) };
+        (this.start, slabs)
     }
 
     /// The highest address, one past the last usable byte: where a stack
@@ -117,13 +117,13 @@ impl GuardedStack {
     pub fn top(&self) -> NonNull<u8> {
         // SAFETY: one past the end of the mapping, which is in bounds of the
         // same allocation for pointer arithmetic, and not null.
-        unsafe { self.start.add(self.guard_size + self.usable_size) }
+        unsafe { self.start.add(self.slabs.stride()) }
     }
 
     /// The lowest usable address, just above the guard. Page-aligned.
     pub fn bottom(&self) -> NonNull<u8> {
-        // SAFETY: `guard_size` is within the mapping.
-        unsafe { self.start.add(self.guard_size) }
+        // SAFETY: the guard is within the mapping.
+        unsafe { self.start.add(self.slabs.guard_size()) }
     }
 
     /// The lowest address of the mapping, the guard included (corosensei's
@@ -135,12 +135,12 @@ impl GuardedStack {
     /// Writable bytes between [`bottom`](GuardedStack::bottom) and
     /// [`top`](GuardedStack::top): a whole number of pages.
     pub fn usable_size(&self) -> usize {
-        self.usable_size
+        self.slabs.usable_size()
     }
 
     /// Inaccessible bytes below [`bottom`](GuardedStack::bottom).
     pub fn guard_size(&self) -> usize {
-        self.guard_size
+        self.slabs.guard_size()
     }
 
     /// The usable addresses, `bottom..top`.
@@ -161,73 +161,13 @@ impl GuardedStack {
     /// What `mincore` reported; not expected for a live mapping.
     pub fn resident_bytes(&self) -> io::Result<usize> {
         // SAFETY: the usable part is mapped until `self` drops.
-        unsafe { os::resident_bytes(self.bottom(), self.usable_size) }
-    }
-
-    /// A stack in slot `start` of a slab: `guard_size` bytes of guard at
-    /// `start`, already `PROT_NONE`, and `usable_size` writable bytes above.
-    /// The slab stays mapped while `home` holds the slot.
-    pub(crate) fn in_slab(
-        start: NonNull<u8>,
-        guard_size: usize,
-        usable_size: usize,
-        dirty: usize,
-        slabs: Arc<Slabs>,
-        slab: usize,
-    ) -> Self {
-        Self {
-            start,
-            guard_size,
-            usable_size,
-            dirty,
-            home: Some(Home::Slab { slabs, slab }),
-        }
-    }
-
-    /// Notes that the stack is being lent out: whatever runs on it may
-    /// touch every page.
-    #[inline]
-    pub(crate) fn mark_lent(&mut self) {
-        self.dirty = self.usable_size;
-    }
-
-    /// Bytes at the top that may hold pages (see the field).
-    pub(crate) fn dirty(&self) -> usize {
-        self.dirty
-    }
-
-    /// Records that only the top `dirty` bytes may hold pages now.
-    pub(crate) fn set_dirty(&mut self, dirty: usize) {
-        self.dirty = dirty.min(self.usable_size);
-    }
-
-    /// Where the memory goes back to.
-    pub(crate) fn home(&self) -> Option<&Home> {
-        self.home.as_ref()
-    }
-
-    /// Takes the duty of giving the memory back: afterwards dropping the
-    /// stack does nothing. For batch teardowns, which give back many
-    /// stacks in one go.
-    pub(crate) fn take_home(&mut self) -> Option<Home> {
-        self.home.take()
+        unsafe { os::resident_bytes(self.bottom(), self.usable_size()) }
     }
 }
 
 impl Drop for GuardedStack {
     fn drop(&mut self) {
-        match self.home.take() {
-            Some(Home::Own) => {
-                // SAFETY: the mapping is ours alone and, as we are dropped,
-                // unused.
-                let result = unsafe { os::unmap(self.start, self.guard_size + self.usable_size) };
-                if result.is_err() {
-                    os::count_unmap_failure();
-                }
-            }
-            Some(Home::Slab { slabs, slab }) => slabs.free_one(slab, self.start, self.dirty),
-            None => {}
-        }
+        self.slabs.free_one(self.start);
     }
 }
 

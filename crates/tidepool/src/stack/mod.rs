@@ -82,8 +82,8 @@
 //!   its VMAs until the slab is unmapped ([`StackStats::vmas`]); new stacks
 //!   reuse free slots first, so slots never outgrow `max_live`.
 //! * **Destroying**: a stack's slot is freed, its pages released at once
-//!   (`madvise`, skipped if a purge already released them); the slab is
-//!   unmapped with one `munmap`, exactly once, when its last stack goes.
+//!   (`madvise`) unless its slab goes with it; the slab is unmapped with
+//!   one `munmap`, exactly once, when its last stack goes.
 //!   [`Manage::destroy_batch`](crate::Manage::destroy_batch) frees a whole
 //!   batch with one `munmap` per slab it empties and one `madvise` per run
 //!   of adjacent stacks in the others; the `munmap`s, and so the TLB

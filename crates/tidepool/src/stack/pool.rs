@@ -94,7 +94,7 @@ impl StackPool {
     #[inline]
     pub fn get(&self) -> Result<PooledStack, StackError> {
         match self.pool.get_owned() {
-            Ok(inner) => Ok(PooledStack::lend(inner)),
+            Ok(inner) => Ok(PooledStack { inner }),
             Err(e) => self.get_after_failure(e.into()),
         }
     }
@@ -107,7 +107,7 @@ impl StackPool {
         self.manager().count_reclaim_retry();
         registry::reclaim_idle_stacks();
         match self.pool.get_owned() {
-            Ok(inner) => Ok(PooledStack::lend(inner)),
+            Ok(inner) => Ok(PooledStack { inner }),
             Err(e) => Err(e.into()),
         }
     }
@@ -267,14 +267,6 @@ pub struct PooledStack {
 }
 
 impl PooledStack {
-    /// Lends `inner` out: from now on its pages may be touched, so a purge
-    /// or a teardown has them to release.
-    #[inline]
-    fn lend(mut inner: OwnedPooled<StackManager>) -> Self {
-        inner.mark_lent();
-        Self { inner }
-    }
-
     /// Destroys the stack instead of returning it to the pool, e.g. after a
     /// coroutine on it was found to have misbehaved: its pages are
     /// released and its slot freed (its slab unmapped if it was the last).

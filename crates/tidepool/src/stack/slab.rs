@@ -35,13 +35,13 @@
 //!
 //! ```text
 //! raw & ready == 0          raw & opened == 0          ready ⊆ opened
-//! clean ⊆ ready             used == all & !raw & !ready
+//! used == all & !raw & !ready
 //! used != 0                 (a slab whose last stack went is unmapped)
 //! set.slots == Σ slab.slots
 //! ```
 //!
-//! and outside the lock: every stack of a slab (a [`GuardedStack`] holding
-//! `Home::Slab`) owns one `used` slot, exclusively; a slot is `used` while a
+//! and outside the lock: every stack of a slab (a [`GuardedStack`], which
+//! holds an `Arc` of the set) owns one `used` slot, exclusively; a slot is `used` while a
 //! thread opens or releases it, so no one else can hand it out or unmap the
 //! slab meanwhile. A slab is removed from the set (under the lock) before
 //! its `munmap`, by the one thread that saw `used` reach 0, so it is
@@ -65,7 +65,6 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::os::{self, MapFailure, MapStep};
-use crate::stack::mapping::Home;
 use crate::stack::{GuardedStack, StackError};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::Mutex;
@@ -122,11 +121,8 @@ struct Slab {
     opened: Mask,
     /// Free slots never opened: all `PROT_NONE`.
     raw: Mask,
-    /// Free slots already opened.
+    /// Free slots already opened (their pages released).
     ready: Mask,
-    /// `ready` slots whose pages were released: a stack carved from one
-    /// starts with nothing to release.
-    clean: Mask,
 }
 
 // SAFETY: a `Slab` is bookkeeping about an address range (nothing in it is
@@ -241,12 +237,11 @@ pub(crate) struct Slabs {
 }
 
 /// A stretch of a slab to `madvise`: `[start, end)` as offsets from the
-/// slab's base, and which stack (an index the caller chose) it belongs to.
+/// slab's base.
 #[derive(Clone, Copy)]
 struct Piece {
     start: usize,
     end: usize,
-    who: usize,
 }
 
 impl Slabs {
@@ -278,6 +273,11 @@ impl Slabs {
 
     pub(crate) fn usable_size(&self) -> usize {
         self.usable
+    }
+
+    /// A slot: guard and stack.
+    pub(crate) fn stride(&self) -> usize {
+        self.stride
     }
 
     /// Stacks a new slab holds when the budget leaves room.
@@ -327,13 +327,10 @@ impl Slabs {
                 let slab = st.slab(key);
                 let slot = highest(slab.ready);
                 let bit = 1 << slot;
-                let clean = slab.clean & bit != 0;
                 slab.ready &= !bit;
-                slab.clean &= !bit;
                 let base = slab.base;
                 st.reindex(key);
-                let dirty = if clean { 0 } else { self.usable };
-                stacks.push(self.stack(base, key, slot, dirty));
+                stacks.push(self.stack(base, slot));
             }
             while stacks.len() + to_open.len() < n {
                 if st.with_raw.is_empty() {
@@ -371,7 +368,7 @@ impl Slabs {
                 // alone touches it, and its slab stays mapped.
                 match unsafe { os::make_writable(usable, self.usable) } {
                     Ok(()) => {
-                        stacks.push(self.stack(base, key, slot, 0));
+                        stacks.push(self.stack(base, slot));
                         continue;
                     }
                     Err(error) => {
@@ -422,7 +419,6 @@ impl Slabs {
                             opened: 0,
                             raw: all_slots(slots),
                             ready: 0,
-                            clean: 0,
                         },
                     );
                     st.slots += slots as usize;
@@ -467,103 +463,121 @@ impl Slabs {
         }
     }
 
-    fn stack(
-        self: &Arc<Self>,
-        base: NonNull<u8>,
-        key: usize,
-        slot: u32,
-        dirty: usize,
-    ) -> GuardedStack {
+    fn stack(self: &Arc<Self>, base: NonNull<u8>, slot: u32) -> GuardedStack {
         // SAFETY: `slot < slots`, so the slot lies inside the slab's mapping.
         let start = unsafe { base.add(slot as usize * self.stride) };
-        GuardedStack::in_slab(start, self.guard, self.usable, dirty, Arc::clone(self), key)
+        GuardedStack::in_slab(start, Arc::clone(self))
+    }
+
+    /// The slab holding `addr` and the slot it falls in. Under the lock.
+    fn locate(&self, st: &State, addr: usize) -> Option<(usize, u32)> {
+        let (&key, slab) = st.slabs.range(..=addr).next_back()?;
+        let slot = (addr - key) / self.stride;
+        (slot < slab.slots as usize).then_some((key, slot as u32))
     }
 
     // === freeing ===
 
-    /// Frees the slot of one stack (at `start`, slab `key`), as its drop.
-    pub(crate) fn free_one(&self, key: usize, start: NonNull<u8>, dirty: usize) {
-        let slot = self.slot_of(key, start);
-        self.free(key, &mut [(slot, dirty)]);
+    /// Gives back the slot of one stack (its drop).
+    pub(crate) fn free_one(&self, start: NonNull<u8>) {
+        self.free(&mut [Freed::new(start)]);
     }
 
-    fn slot_of(&self, key: usize, start: NonNull<u8>) -> u32 {
-        ((start.as_ptr() as usize - key) / self.stride) as u32
-    }
-
-    /// Frees slots of slab `key`: `(slot, dirty bytes)` pairs, each slot
-    /// `used` by a stack that is going away. If they are the slab's last
-    /// stacks, the slab is unmapped (one `munmap`); otherwise their pages
-    /// are released (one `madvise` per run of adjacent dirty stacks) and
-    /// then they become `ready`.
-    fn free(&self, key: usize, freed: &mut [(u32, usize)]) {
-        freed.sort_unstable_by_key(|&(slot, _)| slot);
-        let mask = freed.iter().fold(0, |m, &(slot, _)| m | 1 << slot);
-        let base = {
+    /// Gives back the slots of stacks that are going away, all of this set.
+    /// Per slab: if they are its last stacks, the slab is unmapped (one
+    /// `munmap`); otherwise their pages are released (one `madvise` per run
+    /// of adjacent stacks) and then the slots become `ready`. Two
+    /// passes under the lock, the system calls between and after them.
+    fn free(&self, freed: &mut [Freed]) {
+        let mut dead = Vec::new();
+        {
             let mut st = self.state.lock();
-            // Runs in drops: an impossible state leaks the slots rather than
-            // panic (which could abort a thread that is already unwinding).
-            let Some(slab) = st.slabs.get_mut(&key) else {
-                debug_assert!(false, "freeing stacks of a slab not in the set");
-                return;
-            };
-            debug_assert_eq!(slab.used() & mask, mask, "freeing slots not in use");
-            if slab.used() == mask {
-                let slab = st.remove(key);
-                drop(st);
-                self.unmap(slab.expect("looked up above"));
-                return;
-            }
-            slab.base
-        };
-
-        // The slots are still `used`: nobody else hands them out or unmaps
-        // the slab while their pages are released.
-        let pieces: Vec<Piece> = freed
-            .iter()
-            .filter(|&&(_, dirty)| dirty > 0)
-            .map(|&(slot, dirty)| {
-                let top = (slot as usize + 1) * self.stride;
-                Piece {
-                    start: top - dirty.min(self.usable),
-                    end: top,
-                    who: slot as usize,
+            for f in freed.iter_mut() {
+                match self.locate(&st, f.start.as_ptr() as usize) {
+                    Some((key, slot)) => (f.key, f.slot) = (key, slot),
+                    // Runs in drops: an impossible state leaks the slot
+                    // rather than panic (which could abort an unwinding
+                    // thread).
+                    None => debug_assert!(false, "freeing a stack of no slab of this set"),
                 }
-            })
-            .collect();
-        let mut clean = freed
-            .iter()
-            .filter(|&&(_, dirty)| dirty == 0)
-            .fold(0, |m, &(slot, _)| m | 1 << slot);
-        self.release(base, &pieces, |run, ok| {
-            if ok {
-                clean |= run.iter().fold(0, |m, p| m | 1 << p.who);
             }
-        });
+            freed.sort_unstable_by_key(|f| (f.key, f.slot));
+            for group in freed.chunk_by_mut(|a, b| a.key == b.key) {
+                let key = group[0].key;
+                let mask = group.iter().fold(0, |m, f| m | 1 << f.slot);
+                let Some(slab) = st.slabs.get(&key) else {
+                    continue; // not found above
+                };
+                debug_assert_eq!(slab.used() & mask, mask, "freeing slots not in use");
+                if slab.used() == mask {
+                    // Its last stacks: the slab goes, no release needed.
+                    dead.extend(st.remove(key));
+                    group.iter_mut().for_each(|f| f.key = GONE);
+                }
+            }
+        }
+        for slab in dead.drain(..) {
+            self.unmap(slab);
+        }
 
-        let dead = {
-            let mut st = self.state.lock();
-            // Still in the set: our slots kept it `used`.
-            let slab = st.slab(key);
-            slab.ready |= mask;
-            slab.clean |= clean;
-            // Another thread freed the slab's other stacks meanwhile.
-            if slab.used() == 0 {
-                st.remove(key)
-            } else {
-                st.reindex(key);
-                None
+        // The slots left are still `used`: nobody else hands them out or
+        // unmaps their slabs while their pages are released.
+        let mut pieces = Vec::new();
+        // (slab, slots freed) per slab that stays.
+        let mut back: Vec<(usize, Mask)> = Vec::new();
+        for group in freed.chunk_by(|a, b| a.key == b.key) {
+            let key = group[0].key;
+            if key == GONE {
+                continue;
             }
-        };
-        if let Some(slab) = dead {
+            pieces.clear();
+            // Whole stacks: whoever held one may have touched any page
+            // (a purge since is no proof: a pool lends stacks out without
+            // telling the manager).
+            pieces.extend(group.iter().map(|f| {
+                let top = (f.slot as usize + 1) * self.stride;
+                Piece {
+                    start: top - self.usable,
+                    end: top,
+                }
+            }));
+            let mask = group.iter().fold(0, |m, f| m | 1 << f.slot);
+            // The slab's base, with the provenance of a stack of it.
+            // SAFETY: the slab starts `slot * stride` bytes below a slot.
+            let base = unsafe { group[0].start.sub(group[0].slot as usize * self.stride) };
+            // A failed release (a locked process) is counted; the slot is
+            // reused all the same (stacks carry nothing across reuse).
+            self.release(base, &pieces);
+            back.push((key, mask));
+        }
+        if back.is_empty() {
+            return;
+        }
+
+        {
+            let mut st = self.state.lock();
+            for (key, mask) in back {
+                // Still in the set: our slots kept it `used`.
+                let slab = st.slab(key);
+                slab.ready |= mask;
+                if slab.used() == 0 {
+                    // Another thread freed the slab's other stacks meanwhile.
+                    dead.extend(st.remove(key));
+                } else {
+                    st.reindex(key);
+                }
+            }
+        }
+        for slab in dead {
             self.unmap(slab);
         }
     }
 
     /// `madvise`s `pieces` of the slab at `base` (sorted by address), one
-    /// call per run of pieces separated by exactly a guard, and tells
-    /// `done` how each run went. Counts calls and failed stacks.
-    fn release(&self, base: NonNull<u8>, pieces: &[Piece], mut done: impl FnMut(&[Piece], bool)) {
+    /// call per run of pieces separated by exactly a guard. Counts the
+    /// calls, and the stacks of runs that failed (a process that locked its
+    /// memory: the pages stay, the stacks stay usable).
+    fn release(&self, base: NonNull<u8>, pieces: &[Piece]) {
         let mut i = 0;
         while i < pieces.len() {
             let mut j = i + 1;
@@ -583,11 +597,9 @@ impl Slabs {
             // on Linux only, the guards between adjacent ones (PROT_NONE,
             // holding nothing); no reference points into it; stacks carry
             // nothing across reuse.
-            let ok = unsafe { os::release_pages(ptr, end - start) }.is_ok();
-            if !ok {
+            if unsafe { os::release_pages(ptr, end - start) }.is_err() {
                 bump(&self.calls.release_failures, run.len() as u64);
             }
-            done(run, ok);
             i = j;
         }
     }
@@ -605,99 +617,98 @@ impl Slabs {
 
     // === purging ===
 
-    /// Releases the pages of `stacks` below their top `keep` bytes (what
-    /// is still dirty there), one `madvise` per run of adjacent stacks of
-    /// one slab (runs form only when `keep` is 0: a kept top separates two
-    /// stacks). Stacks of other sets count in their own set; stacks with a
-    /// mapping of their own are advised one by one and counted here.
-    pub(crate) fn purge(&self, stacks: &mut [GuardedStack], keep: usize) {
-        // (set, slab) of each stack to purge, for grouping; own mappings
-        // are groups of one.
-        let key = |s: &GuardedStack| match s.home() {
-            Some(Home::Slab { slabs, slab }) => (Arc::as_ptr(slabs) as usize, *slab),
-            _ => (0, s.limit().as_ptr() as usize),
+    /// Releases the pages of `stacks`, all of this set, below their top
+    /// `keep` bytes, one `madvise` per run of adjacent stacks of one slab
+    /// (runs form only when `keep` is 0: a kept top separates two stacks).
+    /// `&mut`: nothing runs on them, nobody points into them.
+    fn purge_own(&self, stacks: &mut [&mut GuardedStack], keep: usize) {
+        // (slab, slot) of each stack: one look-up under the lock.
+        let mut at: Vec<(usize, u32, usize)> = {
+            let st = self.state.lock();
+            stacks
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| {
+                    let (key, slot) = self.locate(&st, s.limit().as_ptr() as usize)?;
+                    Some((key, slot, i))
+                })
+                .collect()
         };
-        let mut order: Vec<usize> = (0..stacks.len())
-            .filter(|&i| stacks[i].dirty() > keep)
-            .collect();
-        order.sort_unstable_by_key(|&i| (key(&stacks[i]), stacks[i].limit().as_ptr() as usize));
+        at.sort_unstable();
         let mut pieces = Vec::new();
-        let mut i = 0;
-        while i < order.len() {
-            let group = key(&stacks[order[i]]);
-            let mut j = i + 1;
-            while j < order.len() && key(&stacks[order[j]]) == group {
-                j += 1;
-            }
-            let first = &stacks[order[i]];
-            let (set, base) = match first.home() {
-                Some(Home::Slab { slabs, slab }) => {
-                    let offset = first.limit().as_ptr() as usize - slab;
-                    // SAFETY: the slab's base lies `offset` bytes below a
-                    // stack of it, inside the same mapping.
-                    (&**slabs, unsafe { first.limit().sub(offset) })
-                }
-                _ => (self, first.limit()),
-            };
-            let base_addr = base.as_ptr() as usize;
+        for group in at.chunk_by(|a, b| a.0 == b.0) {
+            let (_, slot0, i0) = group[0];
+            // SAFETY: the slab starts `slot * stride` bytes below its slot.
+            let base = unsafe { stacks[i0].limit().sub(slot0 as usize * self.stride) };
             pieces.clear();
-            pieces.extend(order[i..j].iter().map(|&k| {
-                let s = &stacks[k];
-                let top = s.top().as_ptr() as usize - base_addr;
+            pieces.extend(group.iter().map(|&(_, slot, _)| {
+                let top = (slot as usize + 1) * self.stride;
                 Piece {
-                    start: top - s.dirty(),
+                    start: top - self.usable,
                     end: top - keep,
-                    who: k,
                 }
             }));
-            let mut released = Vec::new();
-            set.release(base, &pieces, |run, ok| {
-                if ok {
-                    released.extend(run.iter().map(|p| p.who));
-                }
-            });
-            for k in released {
-                stacks[k].set_dirty(keep);
-            }
-            i = j;
+            self.release(base, &pieces);
         }
     }
 }
 
-/// Gives back every stack of `stacks` (a batch teardown): grouped by slab,
-/// one `munmap` per slab that loses its last stacks, one `madvise` per run
-/// of adjacent dirty stacks in the slabs that stay. Stacks with a mapping
-/// of their own are unmapped one by one.
-pub(crate) fn destroy_stacks(mut stacks: Vec<GuardedStack>) {
-    let key = |s: &GuardedStack| match s.home() {
-        Some(Home::Slab { slabs, slab }) => (Arc::as_ptr(slabs) as usize, *slab),
-        _ => (0, 0),
-    };
-    stacks.sort_unstable_by_key(|s| key(s));
-    let mut freed = Vec::new();
-    let mut rest = &mut stacks[..];
-    while let Some(first) = rest.first() {
-        let group = key(first);
-        let len = rest.iter().take_while(|s| key(s) == group).count();
-        let (now, later) = rest.split_at_mut(len);
-        rest = later;
-        let Some(Home::Slab { slabs, slab }) = now[0].home() else {
-            // Own mappings (or already given back): their drops unmap them.
-            continue;
-        };
-        let (slabs, slab) = (Arc::clone(slabs), *slab);
-        freed.clear();
-        freed.extend(
-            now.iter()
-                .map(|s| (slabs.slot_of(slab, s.limit()), s.dirty())),
-        );
-        // Given back here: their drops must not give them back again.
-        for s in now.iter_mut() {
-            s.take_home();
-        }
-        slabs.free(slab, &mut freed);
+/// Releases the pages of `stacks` below their top `keep` bytes, grouped by
+/// slab set: one `madvise` per run of adjacent stacks of one slab. Each set
+/// counts its own calls.
+pub(crate) fn purge_stacks(stacks: &mut [GuardedStack], keep: usize) {
+    let mut todo: Vec<&mut GuardedStack> = stacks
+        .iter_mut()
+        .filter(|s| s.usable_size() > keep)
+        .collect();
+    todo.sort_unstable_by_key(|s| Arc::as_ptr(s.slabs()));
+    for group in todo.chunk_by_mut(|a, b| Arc::ptr_eq(a.slabs(), b.slabs())) {
+        let slabs = Arc::clone(group[0].slabs());
+        slabs.purge_own(group, keep);
     }
-    // Drops: the own mappings unmap themselves; the rest do nothing.
+}
+
+/// Gives back every stack of `stacks` (a batch teardown), grouped by slab
+/// set and slab: one `munmap` per slab that loses its last stacks, one
+/// `madvise` per run of adjacent stacks in the slabs that stay.
+pub(crate) fn destroy_stacks(stacks: Vec<GuardedStack>) {
+    let mut parts: Vec<(Arc<Slabs>, Freed)> = stacks
+        .into_iter()
+        .map(|s| {
+            let (start, slabs) = s.into_parts();
+            (slabs, Freed::new(start))
+        })
+        .collect();
+    parts.sort_unstable_by_key(|(slabs, _)| Arc::as_ptr(slabs));
+    let mut freed = Vec::new();
+    for group in parts.chunk_by(|a, b| Arc::ptr_eq(&a.0, &b.0)) {
+        freed.clear();
+        freed.extend(group.iter().map(|(_, f)| *f));
+        group[0].0.free(&mut freed);
+    }
+    // The `Arc`s go last: a set may outlive its pool through its stacks.
+}
+
+/// A stack being freed: its slot's start; its slab and slot, filled in
+/// under the lock.
+#[derive(Clone, Copy)]
+struct Freed {
+    start: NonNull<u8>,
+    key: usize,
+    slot: u32,
+}
+
+/// The `key` of a stack whose slab was unmapped (address 0 is never a slab).
+const GONE: usize = 0;
+
+impl Freed {
+    fn new(start: NonNull<u8>) -> Self {
+        Self {
+            start,
+            key: GONE,
+            slot: 0,
+        }
+    }
 }
 
 impl Drop for Slabs {
@@ -745,7 +756,6 @@ mod tests {
             opened,
             raw: all_slots(slots) & !opened,
             ready: 0,
-            clean: 0,
         }
     }
 
@@ -782,12 +792,11 @@ mod tests {
         assert_eq!(stacks.len(), 3);
         // As if the third had failed to open: never handed out, its slot
         // back to raw (the bookkeeping `carve` does on a failed mprotect).
-        let mut third = stacks.pop().unwrap();
-        let Some(Home::Slab { slab: key, .. }) = third.home() else {
-            unreachable!("carved stacks live in slabs")
-        };
-        let (key, slot) = (*key, slabs.slot_of(*key, third.limit()));
-        third.take_home();
+        let third = stacks.pop().unwrap();
+        let (key, slot) = slabs
+            .locate(&slabs.state.lock(), third.limit().as_ptr() as usize)
+            .unwrap();
+        let _ = third.into_parts();
         slabs.unclaim(&[(key, slot)]);
         let c = slabs.counts();
         assert_eq!((c.slabs, c.vmas), (1, 4));
