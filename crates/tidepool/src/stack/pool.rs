@@ -139,6 +139,13 @@ impl StackPool {
         self.pool.purge()
     }
 
+    /// Hands the calling thread's cached stacks back to the depot now
+    /// ([`Pool::release_local`]); a thread does this on its own when it
+    /// exits. Returns how many stacks left the cache.
+    pub fn release_local(&self) -> usize {
+        self.pool.release_local()
+    }
+
     /// Reclaims every idle stack this thread can reach: the depot's and
     /// this thread's cached stacks go to the pool's destroy queue
     /// ([`Pool::drain`]), which releases their pages and unmaps each slab
