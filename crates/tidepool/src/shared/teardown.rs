@@ -179,7 +179,10 @@ impl<T> Teardown<T> {
             self.leave();
             // Loops (the `while` above) if work came in meanwhile.
         }
-        run.left_behind = self.queued() > 0;
+        // Only a run that stopped on its budget leaves work behind: one that
+        // saw the queue empty may see a push made since, whose pusher then
+        // takes a permit itself (loom found the false alarm).
+        run.left_behind = chunks >= max_chunks && self.queued() > 0;
         run
     }
 
