@@ -57,6 +57,16 @@ pub enum PolicyKind {
     #[serde(rename = "tidepool")]
     #[value(name = "tidepool")]
     Tidepool,
+    /// Seed 004 before the fix: every releasing thread unmaps its own
+    /// stacks at once, one `munmap` each, no bound (mass-teardown only).
+    #[serde(rename = "dfly-before")]
+    #[value(name = "dfly-before")]
+    DflyBefore,
+    /// Seed 004's fix: teardown through `ncpus` queued permits, one
+    /// `munmap` per slab (mass-teardown only).
+    #[serde(rename = "dfly-2017")]
+    #[value(name = "dfly-2017")]
+    Dfly2017,
 }
 
 impl PolicyKind {
@@ -69,6 +79,32 @@ impl PolicyKind {
         PolicyKind::Tidepool,
     ];
 
+    /// seed 004's teardown policies and tidepool: the mass-teardown
+    /// scenario's policies, in the order the report lists them.
+    pub const TEARDOWN: [PolicyKind; 3] = [
+        PolicyKind::DflyBefore,
+        PolicyKind::Dfly2017,
+        PolicyKind::Tidepool,
+    ];
+
+    /// Every policy of every scenario: [`PolicyKind::ALL`], then the
+    /// teardown-only ones.
+    pub const EVERY: [PolicyKind; 7] = [
+        PolicyKind::None,
+        PolicyKind::QemuFixed,
+        PolicyKind::Qemu2021,
+        PolicyKind::Qemu2024,
+        PolicyKind::Tidepool,
+        PolicyKind::DflyBefore,
+        PolicyKind::Dfly2017,
+    ];
+
+    /// Whether this is a stack pool (a [`Policy`] the harness runs), as
+    /// opposed to a teardown policy of the mass-teardown scenario.
+    pub fn is_pool(self) -> bool {
+        !matches!(self, PolicyKind::DflyBefore | PolicyKind::Dfly2017)
+    }
+
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -77,6 +113,8 @@ impl PolicyKind {
             PolicyKind::Qemu2021 => "qemu-2021",
             PolicyKind::Qemu2024 => "qemu-2024",
             PolicyKind::Tidepool => "tidepool",
+            PolicyKind::DflyBefore => "dfly-before",
+            PolicyKind::Dfly2017 => "dfly-2017",
         }
     }
 
@@ -95,6 +133,15 @@ impl PolicyKind {
                 "tidepool::stack::StackPool: library defaults; reclaim interval and pressure hold \
                  scaled like QEMU 2021's period"
             }
+            PolicyKind::DflyBefore => {
+                "seed 004, before: every releasing thread unmaps its own stacks at once, one \
+                 munmap each, no bound (mass-teardown only)"
+            }
+            PolicyKind::Dfly2017 => {
+                "seed 004: DragonFly 2017 'remove bottlenecks related to mass pipe closures': \
+                 at most ncpus teardowns at once (queued permits), one munmap per slab of 32 \
+                 (mass-teardown only)"
+            }
         }
     }
 
@@ -103,7 +150,8 @@ impl PolicyKind {
     /// # Errors
     ///
     /// If tidepool refuses the settings (it should not for any stack size
-    /// the lab uses).
+    /// the lab uses), or for a teardown policy, which is not a pool: the
+    /// mass-teardown scenario runs those itself.
     pub fn build(self, env: &PolicyEnv) -> Result<Box<dyn Policy>, String> {
         Ok(match self {
             PolicyKind::None => Box::new(none::NoPool::new(env)),
@@ -111,6 +159,11 @@ impl PolicyKind {
             PolicyKind::Qemu2021 => Box::new(qemu_2021::Qemu2021::new(env)),
             PolicyKind::Qemu2024 => Box::new(qemu_2024::Qemu2024::new(env)),
             PolicyKind::Tidepool => Box::new(tidepool::Tidepool::new(env)?),
+            PolicyKind::DflyBefore | PolicyKind::Dfly2017 => {
+                return Err(format!(
+                    "{self} is a teardown policy, not a stack pool: it runs in mass-teardown only"
+                ))
+            }
         })
     }
 }

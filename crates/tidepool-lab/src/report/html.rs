@@ -258,7 +258,7 @@ fn scenario(h: &mut String, s: &ScenarioReport, max_map_count: u64) {
         h.push_str("</tbody></table>");
     }
     h.push_str("<div class=\"plots\">");
-    for metric in Metric::ALL {
+    for &metric in Metric::of_scenario(&s.id) {
         let limit = match metric {
             Metric::Vmas if s.id == "map-count" && max_map_count > 0 => Some(Limit {
                 value: max_map_count as f64,
@@ -340,7 +340,7 @@ fn about(h: &mut String, report: &Report) {
         build = if m.optimized { "release" } else { "debug" },
         iso = esc(&report.pressure_isolation),
     );
-    for p in PolicyKind::ALL {
+    for p in PolicyKind::EVERY {
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{}</td></tr>",

@@ -56,6 +56,8 @@ pub fn color(policy: PolicyKind) -> RGBColor {
         PolicyKind::Qemu2021 => RGBColor(213, 94, 0),
         PolicyKind::Qemu2024 => RGBColor(0, 114, 178),
         PolicyKind::Tidepool => RGBColor(0, 158, 115),
+        PolicyKind::DflyBefore => RGBColor(204, 121, 167),
+        PolicyKind::Dfly2017 => RGBColor(86, 180, 233),
     }
 }
 
@@ -76,11 +78,29 @@ pub enum Metric {
     Rss,
     /// Completed requests per second.
     Throughput,
+    /// mass-teardown's probe: get + put on another pool.
+    ProbeGetPut,
+    /// mass-teardown's probe: a small stack mapped and unmapped.
+    ProbeMap,
 }
 
 impl Metric {
     /// Every metric, in the order the report shows them.
     pub const ALL: [Metric; 4] = [Metric::Throughput, Metric::Idle, Metric::Rss, Metric::Vmas];
+
+    /// The mass-teardown scenario's plots, in order.
+    pub const TEARDOWN: [Metric; 3] = [Metric::ProbeMap, Metric::ProbeGetPut, Metric::Rss];
+
+    /// The plots of the scenario `id`, in order: [`Metric::ALL`], or
+    /// mass-teardown's own ([`Metric::TEARDOWN`]: it has a probe, not
+    /// requests or idle stacks).
+    pub fn of_scenario(id: &str) -> &'static [Metric] {
+        if id == "mass-teardown" {
+            &Metric::TEARDOWN
+        } else {
+            &Metric::ALL
+        }
+    }
 
     /// The plot's title.
     pub fn title(self) -> &'static str {
@@ -89,6 +109,8 @@ impl Metric {
             Metric::Vmas => "VMAs of the whole process",
             Metric::Rss => "Resident memory of the whole process",
             Metric::Throughput => "Throughput",
+            Metric::ProbeGetPut => "Probe: get + put on another pool",
+            Metric::ProbeMap => "Probe: map + unmap a 64 KiB stack",
         }
     }
 
@@ -99,6 +121,8 @@ impl Metric {
             Metric::Vmas => "VMAs (count)",
             Metric::Rss => "RSS (MiB)",
             Metric::Throughput => "requests completed (per s)",
+            Metric::ProbeGetPut => "latency (µs)",
+            Metric::ProbeMap => "latency (ms)",
         }
     }
 
@@ -108,6 +132,8 @@ impl Metric {
             Metric::Vmas => s.vmas.iter().map(|&v| v as f64).collect(),
             Metric::Rss => s.rss_kib.iter().map(|&v| v as f64 / 1024.0).collect(),
             Metric::Throughput => s.throughput.clone(),
+            Metric::ProbeGetPut => s.probe_get_put_us.clone(),
+            Metric::ProbeMap => s.probe_map_ms.clone(),
         }
     }
 

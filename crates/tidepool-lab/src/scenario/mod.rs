@@ -14,6 +14,7 @@ use crate::source::PressureSource;
 pub mod fio;
 pub mod harness;
 pub mod map_count;
+pub mod mass_teardown;
 pub mod pressure;
 pub mod spike;
 
@@ -54,16 +55,21 @@ pub enum ScenarioKind {
     #[serde(rename = "pressure")]
     #[value(name = "pressure")]
     Pressure,
+    /// Seed 004: many threads release many stacks at once.
+    #[serde(rename = "mass-teardown")]
+    #[value(name = "mass-teardown")]
+    MassTeardown,
 }
 
 impl ScenarioKind {
     /// Every scenario, in report order.
-    pub const ALL: [ScenarioKind; 5] = [
+    pub const ALL: [ScenarioKind; 6] = [
         ScenarioKind::Fio,
         ScenarioKind::FioCrossThread,
         ScenarioKind::MapCount,
         ScenarioKind::SpikeThenIdle,
         ScenarioKind::Pressure,
+        ScenarioKind::MassTeardown,
     ];
 
     /// The name on the command line and in reports.
@@ -74,6 +80,7 @@ impl ScenarioKind {
             ScenarioKind::MapCount => "map-count",
             ScenarioKind::SpikeThenIdle => "spike-then-idle",
             ScenarioKind::Pressure => "pressure",
+            ScenarioKind::MassTeardown => "mass-teardown",
         }
     }
 
@@ -99,6 +106,7 @@ impl ScenarioKind {
             ScenarioKind::MapCount => run_spec(&map_count::spec(settings), settings, progress),
             ScenarioKind::SpikeThenIdle => run_spec(&spike::spec(settings), settings, progress),
             ScenarioKind::Pressure => pressure::run(settings, progress),
+            ScenarioKind::MassTeardown => mass_teardown::run(settings, progress),
         };
         report.claims = self.claims(&report, settings);
         report
@@ -114,6 +122,7 @@ impl ScenarioKind {
             ScenarioKind::MapCount => map_count::claims(report, settings),
             ScenarioKind::SpikeThenIdle => spike::claims(report),
             ScenarioKind::Pressure => pressure::claims(report),
+            ScenarioKind::MassTeardown => mass_teardown::claims(report),
         }
     }
 }
@@ -133,7 +142,8 @@ pub struct Settings {
     pub time_scale: f64,
     /// Measured repeats per policy (medians are over these).
     pub repeats: usize,
-    /// The policies to run.
+    /// The policies to run (each scenario runs those of them it has:
+    /// the stack pools, or mass-teardown's teardown policies).
     pub policies: Vec<PolicyKind>,
     /// `vm.max_map_count` (QEMU 2024's cap comes from it).
     pub max_map_count: u64,
@@ -153,7 +163,7 @@ impl Settings {
             quick,
             time_scale: if quick { 300.0 } else { 100.0 },
             repeats: if quick { 1 } else { 3 },
-            policies: PolicyKind::ALL.to_vec(),
+            policies: PolicyKind::EVERY.to_vec(),
             max_map_count: crate::procfs::max_map_count().unwrap_or(65530),
             pressure_source: PressureSource::default_for(quick),
         }
@@ -235,7 +245,13 @@ pub(crate) fn phased() -> Box<MakeWorker<'static>> {
 }
 
 fn run_spec(spec: &Spec<'_>, settings: &Settings, progress: &dyn Progress) -> ScenarioReport {
-    let policies = &settings.policies;
+    let policies: Vec<PolicyKind> = settings
+        .policies
+        .iter()
+        .copied()
+        .filter(|p| p.is_pool())
+        .collect();
+    let policies = &policies;
     let warmups = if spec.warmup.is_some() { 1 } else { 0 };
     progress.scenario(
         spec.id,
