@@ -452,6 +452,7 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
         ),
     ];
     notes.extend(sized_down);
+    notes.extend(results.iter().map(percentiles));
     ScenarioReport {
         id: "mass-teardown".to_owned(),
         title: "mass-teardown: many threads release many stacks at once".to_owned(),
@@ -483,7 +484,6 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
         columns: vec![
             Column::new("wall_ms", "teardown wall", Format::Millis).terminal("teardown"),
             Column::new("rest_map_p99_ms", "map+unmap p99 at rest", Format::Millis),
-            Column::new("during_map_p50_ms", "map+unmap p50 during", Format::Millis),
             Column::new("during_map_p99_ms", "map+unmap p99 during", Format::Millis)
                 .terminal("map p99 dur"),
             Column::new("during_map_max_ms", "map+unmap max during", Format::Millis),
@@ -515,6 +515,30 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
         claims: Vec::new(),
         notes,
     }
+}
+
+/// A policy's probe percentiles at rest and during teardown, in words.
+fn percentiles(r: &PolicyResult) -> String {
+    let three = |w: &str, what: &str, f: fn(f64) -> String| {
+        let unit = if what == "map" { "ms" } else { "us" };
+        let v: Vec<String> = ["p50", "p99", "max"]
+            .iter()
+            .map(|p| f(r.metric(&format!("{w}_{what}_{p}_{unit}"))))
+            .collect();
+        v.join(" / ")
+    };
+    format!(
+        "probe p50 / p99 / max, {} (medians over runs): map + unmap at rest {}, during teardown \
+         {}; get + put on another pool at rest {}, during teardown {}; samples at rest {}, \
+         during {}",
+        r.policy,
+        three("rest", "map", format::millis),
+        three("during", "map", format::millis),
+        three("rest", "get_put", format::micros),
+        three("during", "get_put", format::micros),
+        format::count(r.metric("rest_samples")),
+        format::count(r.metric("during_samples")),
+    )
 }
 
 /// What the mass-teardown scenario says about seed 004.
