@@ -317,7 +317,7 @@ fn run_once(kind: PolicyKind, size: Size) -> Run {
         hold_rss_kib,
         munmaps,
         torn_down,
-        left_live: stats.pool.live as u64,
+        left_live: stats.pool.live,
         error,
     }
 }
