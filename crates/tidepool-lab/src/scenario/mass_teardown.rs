@@ -351,7 +351,12 @@ fn record(run: &Run) -> RunRecord {
         }
         m.insert(format!("{w}_samples"), gp.len() as f64);
     }
-    m.insert("wall_ms".into(), run.phases[3] - run.phases[2]);
+    let wall = run.phases[3] - run.phases[2];
+    m.insert("wall_ms".into(), wall);
+    m.insert(
+        "wall_per_1000_ms".into(),
+        wall * 1000.0 / run.torn_down.max(1) as f64,
+    );
     let peak_rss = run
         .samples
         .iter()
@@ -647,13 +652,20 @@ pub(crate) fn claims(s: &ScenarioReport) -> Vec<Claim> {
             wall.measured = r.short();
             wall.measured_detail = format!(
                 "teardown wall time: tidepool {}, dfly-2017 {}, dfly-before {}; tidepool / \
-                 dfly-2017 {}",
+                 dfly-2017 {}; tidepool tore down {} stacks to dfly-2017's {} (its bursts of \
+                 {BURST} carve up to a burst more per holder than it holds), per 1000 stacks \
+                 {} vs {} ({})",
                 format::millis(t.metric("wall_ms")),
                 format::millis(d.metric("wall_ms")),
                 db.map_or("not run".to_owned(), |b| format::millis(
                     b.metric("wall_ms")
                 )),
-                r.detail()
+                r.detail(),
+                format::count(t.metric("torn_down")),
+                format::count(d.metric("torn_down")),
+                format::millis(t.metric("wall_per_1000_ms")),
+                format::millis(d.metric("wall_per_1000_ms")),
+                times(t.metric("wall_per_1000_ms") / d.metric("wall_per_1000_ms"))
             );
             wall.verdict = Verdict::of(r.median <= 1.0);
         }
