@@ -57,7 +57,10 @@ pub struct RunArgs {
     /// Scenarios to run (repeat or comma-separate); default: all.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub scenario: Vec<ScenarioKind>,
-    /// Policies to run (repeat or comma-separate); default: all.
+    /// Policies to run (repeat or comma-separate); default: all. Each
+    /// scenario runs those it has: dfly-before and dfly-2017 run in
+    /// mass-teardown only, the stack pools everywhere else (tidepool in
+    /// both).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub policy: Vec<PolicyKind>,
     /// Small sizes and short runs, for CI.

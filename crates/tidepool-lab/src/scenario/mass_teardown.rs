@@ -193,7 +193,15 @@ struct Run {
     error: Option<String>,
 }
 
-fn run_once(kind: PolicyKind, size: Size) -> Run {
+fn run_once(kind: PolicyKind, size: Size) -> Result<Run, String> {
+    // Built first: a refused configuration costs no thread.
+    let pool = StackPool::builder(STACK)
+        .batch_size(BURST)
+        .burst(BURST)
+        .unbounded()
+        .max_idle(BURST)
+        .build()
+        .map_err(|e| e.to_string())?;
     let start = Instant::now();
     let ms = || start.elapsed().as_secs_f64() * 1e3;
     let stop = Arc::new(AtomicBool::new(false));
@@ -206,13 +214,6 @@ fn run_once(kind: PolicyKind, size: Size) -> Run {
     let held = Arc::new(Barrier::new(size.holders + 1));
     let go = Arc::new(Barrier::new(size.holders + 1));
     let failed = Arc::new(Mutex::new(None::<String>));
-    let pool = StackPool::builder(STACK)
-        .batch_size(BURST)
-        .burst(BURST)
-        .unbounded()
-        .max_idle(BURST)
-        .build()
-        .expect("a valid stack pool configuration");
     let permits = Arc::new(Permits {
         free: Mutex::new(cpus),
         cv: Condvar::new(),
@@ -310,7 +311,7 @@ fn run_once(kind: PolicyKind, size: Size) -> Run {
         _ => (stats.munmap_calls, stats.pool.destroyed),
     };
     let error = failed.lock().unwrap_or_else(|p| p.into_inner()).take();
-    Run {
+    Ok(Run {
         samples,
         phases,
         peak_vmas,
@@ -319,7 +320,7 @@ fn run_once(kind: PolicyKind, size: Size) -> Run {
         torn_down,
         left_live: stats.pool.live,
         error,
-    }
+    })
 }
 
 fn pct(v: &[f64], p: f64) -> f64 {
@@ -413,12 +414,15 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
     let (size, sized_down) = size(settings);
     progress.scenario("mass-teardown", (policies.len() * settings.repeats) as u64);
     let mut runs: BTreeMap<PolicyKind, Vec<RunRecord>> = BTreeMap::new();
+    let mut errors = Vec::new();
     for repeat in 0..settings.repeats {
         for i in 0..policies.len() {
             let kind = policies[(i + repeat) % policies.len()];
             progress.run(kind, &format!("repeat {}/{}", repeat + 1, settings.repeats));
-            let run = run_once(kind, size);
-            runs.entry(kind).or_default().push(record(&run));
+            match run_once(kind, size) {
+                Ok(run) => runs.entry(kind).or_default().push(record(&run)),
+                Err(e) => errors.push(format!("policy could not be built: {kind}: {e}")),
+            }
             progress.run_done();
         }
     }
@@ -458,6 +462,7 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
     ];
     notes.extend(sized_down);
     notes.extend(results.iter().map(percentiles));
+    notes.extend(errors);
     ScenarioReport {
         id: "mass-teardown".to_owned(),
         title: "mass-teardown: many threads release many stacks at once".to_owned(),

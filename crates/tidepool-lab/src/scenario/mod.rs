@@ -1,6 +1,8 @@
 //! The workloads, one per seed finding, and how each is run for every
 //! policy: the same plan, warm-up first, repeats in rotating policy order,
-//! medians.
+//! medians. The stack-pool scenarios run through [`harness`];
+//! [`pressure`] adds a signal to it; [`mass_teardown`] runs its own holder
+//! and probe threads (its policies are teardowns, not pools).
 
 use std::collections::BTreeMap;
 use std::fmt;
