@@ -148,6 +148,17 @@ impl Metric {
 /// The x axis label, with its unit.
 pub const X_AXIS: &str = "time since the run started (s)";
 
+/// The x axis label of a scenario's plots, with its unit: mass-teardown's
+/// start when every stack is held, so that every run's release is at the
+/// same place.
+pub fn x_axis(scenario_id: &str) -> &'static str {
+    if scenario_id == "mass-teardown" {
+        "time since every stack was held (s)"
+    } else {
+        X_AXIS
+    }
+}
+
 /// A horizontal line with a name, e.g. `vm.max_map_count`.
 #[derive(Clone, Debug)]
 pub struct Limit {
@@ -404,9 +415,10 @@ pub fn plot(
     let _ = write!(
         svg,
         "<text class=\"axis-label x\" x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\" \
-         fill=\"#333\">{X_AXIS}</text>",
+         fill=\"#333\">{}</text>",
         (ax0 + ax1) / 2,
-        HEIGHT - 6
+        HEIGHT - 6,
+        esc(x_axis(&scenario.id))
     );
     let _ = write!(
         svg,
