@@ -49,8 +49,11 @@ use std::fmt;
 pub enum Error<E> {
     /// No idle object was at hand and the manager's `create` failed.
     Create(E),
-    /// No idle object was at hand and creating one would exceed
-    /// [`max_live`](crate::Builder::max_live).
+    /// Creating an object would exceed
+    /// [`max_live`](crate::Builder::max_live), and no idle object was left
+    /// anywhere in the pool: before failing, `get` looks in the depot and
+    /// takes another thread's cache (see the
+    /// [`implementation`](crate::implementation) notes, *Limits*).
     Exhausted {
         /// The configured `max_live`.
         limit: usize,

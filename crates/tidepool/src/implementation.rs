@@ -203,6 +203,26 @@
 //! Every stack holds an `Arc` of its slab set, so the set outlives the pool
 //! while detached stacks live.
 //!
+//! # Limits (`shared/at_limit.rs`)
+//!
+//! `max_live` bounds the objects in existence (live or idle). A `get` that
+//! finds both its batches and the depot empty creates; if that would pass
+//! `max_live`, it recycles before it fails:
+//!
+//! ```text
+//!  1. depot         donated since we looked?                 take a batch
+//!  2. other caches  revoke one owned slot at a time (after    its batches go
+//!                   our own id, wrapping), stop at the first  to the depot,
+//!                   with objects                              then take one
+//!  3. destroys      `flush_pending_destroys` (destroy.rs)     create again
+//!  4. Exhausted     at most ROUNDS (4) rounds per get
+//! ```
+//!
+//! Zero false `Exhausted`: a `get` fails only when no idle object is left
+//! anywhere it can reach (`tests/limits.rs`). Stealing uses the revocation
+//! protocol above, so where the OS has no process-wide barrier the owner
+//! is only asked to flush and the `get` may still fail.
+//!
 //! # Accounting
 //!
 //! Counts that change on every operation (`gets`, `returns`) are per slot,

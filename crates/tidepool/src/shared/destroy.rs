@@ -46,6 +46,21 @@ impl<M: Manage> Shared<M> {
         n
     }
 
+    /// The hook a `get` at `max_live` calls before it gives up
+    /// (`at_limit.rs`): run the destroys that are queued but not done, so
+    /// their places under `max_live` come free. Returns whether it freed
+    /// any.
+    ///
+    /// Destroys run at once on the thread that ends an object, so nothing
+    /// is ever queued here and this returns `false`; a per-pool destroy
+    /// queue flushes itself here. (A destroy under way on another thread
+    /// frees its place when it returns: `get` does not wait for it, a
+    /// waiting get does; see `waiters.rs`.)
+    #[cold]
+    pub(crate) fn flush_pending_destroys(&self) -> bool {
+        false
+    }
+
     /// Ends a guard by destroying its object. A panic from `destroy`
     /// reaches the caller, unless its thread is already unwinding.
     #[cold]

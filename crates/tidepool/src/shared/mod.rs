@@ -8,6 +8,10 @@
 //!            │ depot empty                               outside the bracket)
 //!            ▼
 //!         manager.create (max_live checked first)
+//!            │ at max_live
+//!            ▼
+//!         recycle before failing (at_limit.rs): depot, steal another
+//!         thread's cache, pending destroys; then Exhausted
 //! ```
 //!
 //! `put` runs the other way: recycle, push onto the local cache, donate the
@@ -22,8 +26,11 @@
 //! * `destroy.rs`: the one path by which objects end, with its accounting;
 //! * `pass.rs`: everything reclaim does to this pool (interval passes,
 //!   pressure, holds, taking caches back, trim, drain, purge), and the tick
-//!   the process-wide reclaimer calls.
+//!   the process-wide reclaimer calls;
+//! * `at_limit.rs`: what `get` does at `max_live` before it fails (recycle:
+//!   depot, other threads' caches, pending destroys).
 
+mod at_limit;
 mod destroy;
 mod pass;
 
@@ -187,6 +194,8 @@ impl<M: Manage> Shared<M> {
     #[inline(never)]
     fn get_slow(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
         let batch_size = this.config.batch_size;
+        // Times round the recycle-before-failing loop (`at_limit.rs`).
+        let mut rounds = 0;
         let item = loop {
             let Some((slot, refused)) = Self::claim_local(this) else {
                 return this.get_slotless();
@@ -216,7 +225,17 @@ impl<M: Manage> Shared<M> {
                 slot.count_get();
                 break item;
             }
-            let item = this.create()?;
+            let item = match this.create() {
+                Ok(item) => item,
+                Err(Error::Exhausted { .. })
+                    if rounds < at_limit::ROUNDS
+                        && this.recycle_before_failing(thread::current_tid()) =>
+                {
+                    rounds += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             slot.count_get();
             break item;
         };
@@ -226,9 +245,20 @@ impl<M: Manage> Shared<M> {
 
     #[cold]
     fn get_slotless(&self) -> Result<M::Item, Error<M::Error>> {
-        let item = match self.depot.take_one() {
-            Some(item) => item,
-            None => self.create()?,
+        let mut rounds = 0;
+        let item = loop {
+            if let Some(item) = self.depot.take_one() {
+                break item;
+            }
+            match self.create() {
+                Ok(item) => break item,
+                Err(Error::Exhausted { .. })
+                    if rounds < at_limit::ROUNDS && self.recycle_before_failing(None) =>
+                {
+                    rounds += 1;
+                }
+                Err(e) => return Err(e),
+            }
         };
         self.counters.slotless_gets.add(1);
         Ok(item)

@@ -280,6 +280,38 @@ impl<M: Manage> Shared<M> {
         self.destroy_batches(caches.into_iter().chain(depot).collect(), Site::Caller)
     }
 
+    /// Takes one other thread's cache for a `get` at `max_live`
+    /// (`at_limit.rs`): the first owned slot, after the caller's own id
+    /// (`me`, never taken) and wrapping round, whose revocation yields
+    /// objects. Returns its batches (empty if none could be taken: every
+    /// cache is empty, or its owner is busy, or the OS has no barrier and
+    /// the owners were only asked to flush).
+    ///
+    /// One barrier per slot tried: costly, but only at the limit, and it
+    /// stops at the first cache with objects.
+    pub(crate) fn steal_cache(&self, me: Option<usize>) -> Vec<Vec<M::Item>> {
+        let _gate = fork::gate();
+        let _state = self.reclaim.lock.lock();
+        let mut others = Vec::new();
+        self.slots.for_each(|tid, slot| {
+            if Some(tid) != me && slot.is_owned() {
+                others.push((tid, slot));
+            }
+        });
+        // Start after our own id, so that threads at the limit do not all
+        // pick on the lowest one.
+        let start = me.map_or(0, |me| others.partition_point(|&(tid, _)| tid < me));
+        others.rotate_left(start);
+        for (_, slot) in others {
+            let taken = Slot::revoke_remote([slot]);
+            if !taken.is_empty() {
+                self.reclaim.caches_taken.add(1);
+                return taken;
+            }
+        }
+        Vec::new()
+    }
+
     /// Purges the depot's not-yet-purged objects, oldest first, up to
     /// `limit`. Returns how many were purged.
     pub(crate) fn purge(&self, limit: usize) -> usize {
