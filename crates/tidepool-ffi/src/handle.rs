@@ -243,6 +243,15 @@ impl Kind {
         }
     }
 
+    pub(crate) fn release_local(&self) -> usize {
+        match self {
+            #[cfg(unix)]
+            Kind::Stack(s) => s.pool.release_local(),
+            Kind::Buf(b) => b.pool.release_local(),
+            Kind::Obj(o) => o.pool.release_local(),
+        }
+    }
+
     pub(crate) fn drain(&self) -> usize {
         match self {
             #[cfg(unix)]

@@ -170,6 +170,31 @@ impl<M: Manage> Pool<M> {
         self.shared.trim()
     }
 
+    /// Hands the calling thread's cached objects back to the depot now,
+    /// where every thread can reuse them, and gives up the thread's cache
+    /// (its next `get` or `put` of this pool takes a new one). Returns how
+    /// many objects left the cache.
+    ///
+    /// A thread's cache goes back on its own when the thread exits; call
+    /// this where that moment is too late: before a thread parks for good,
+    /// or in a runtime's own thread-exit hook while what the manager needs
+    /// is still there. Nothing is destroyed unless the depot is full
+    /// ([`max_idle`](crate::Builder::max_idle)).
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::new(|| vec![0u8; 64]);
+    /// drop(pool.get()?);
+    /// assert_eq!(pool.stats().idle_cached(), 1);
+    /// assert_eq!(pool.release_local(), 1);
+    /// let s = pool.stats();
+    /// assert_eq!((s.idle_cached(), s.idle_depot), (0, 1));
+    /// # Ok::<(), tidepool::Error<std::convert::Infallible>>(())
+    /// ```
+    pub fn release_local(&self) -> usize {
+        self.shared.supervise();
+        self.shared.release_local()
+    }
+
     /// Destroys every idle object it can reach: the whole depot (ignoring
     /// `min_idle`) and every thread cache whose owner is not inside a `get`
     /// or `put` of this pool right now; a busy owner is asked to hand its

@@ -439,6 +439,25 @@ impl<M: Manage> Shared<M> {
     }
 }
 
+impl<M: Manage> Shared<M> {
+    /// Hands this thread's cache to the depot now, as its exit would, and
+    /// gives the slot up (the next operation re-claims it). Returns how
+    /// many objects left the cache; those the full depot refused are
+    /// destroyed (a panic there reaches the caller, see [`Site::Caller`]).
+    pub(crate) fn release_local(&self) -> usize {
+        let Some(slot) = self.local() else {
+            return 0;
+        };
+        // No access bracket is open on this thread: brackets never run user
+        // code, so this cannot be called from inside one.
+        let batches = slot.release();
+        let n = batches.iter().map(Vec::len).sum();
+        let refused = self.donate_all(batches);
+        self.destroy_batches(refused, Site::Caller);
+        n
+    }
+}
+
 impl<M: Manage> ThreadExit for Shared<M> {
     fn thread_exit(&self, tid: usize) {
         let Some(slot) = self.slots.get(tid) else {

@@ -139,6 +139,13 @@ impl StackPool {
         self.pool.purge()
     }
 
+    /// Hands the calling thread's cached stacks back to the depot now
+    /// ([`Pool::release_local`]); a thread does this on its own when it
+    /// exits. Returns how many stacks left the cache.
+    pub fn release_local(&self) -> usize {
+        self.pool.release_local()
+    }
+
     /// Reclaims every idle stack this thread can reach: destroys the
     /// depot's and this thread's cached stacks ([`Pool::drain`]), releasing
     /// their pages and unmapping each slab whose last stack they were.
