@@ -58,6 +58,12 @@ pub enum Error<E> {
         /// The configured `max_live`.
         limit: usize,
     },
+    /// [`get_timeout`](crate::Pool::get_timeout) waited its whole timeout
+    /// at [`max_live`](crate::Builder::max_live) and was handed no object.
+    Timeout {
+        /// The configured `max_live`.
+        limit: usize,
+    },
 }
 
 impl<E> Error<E> {
@@ -65,7 +71,7 @@ impl<E> Error<E> {
     pub fn into_create_error(self) -> Option<E> {
         match self {
             Error::Create(e) => Some(e),
-            Error::Exhausted { .. } => None,
+            Error::Exhausted { .. } | Error::Timeout { .. } => None,
         }
     }
 
@@ -74,7 +80,7 @@ impl<E> Error<E> {
     pub fn create_error(&self) -> Option<&E> {
         match self {
             Error::Create(e) => Some(e),
-            Error::Exhausted { .. } => None,
+            Error::Exhausted { .. } | Error::Timeout { .. } => None,
         }
     }
 }
@@ -86,6 +92,10 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
             Error::Exhausted { limit } => write!(
                 f,
                 "pool exhausted: {limit} objects exist (max_live) and none is idle"
+            ),
+            Error::Timeout { limit } => write!(
+                f,
+                "timed out waiting for one of the pool's {limit} objects (max_live)"
             ),
         }
     }

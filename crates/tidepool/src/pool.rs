@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::callbacks::Site;
 use crate::pressure::Level;
@@ -147,6 +148,66 @@ impl<M: Manage> Pool<M> {
     #[inline]
     pub fn get_owned(self: &Arc<Self>) -> Result<OwnedPooled<M>, Error<M::Error>> {
         let item = Shared::get(&self.shared)?;
+        Ok(OwnedPooled::new(Arc::clone(self), item))
+    }
+
+    /// Like [`get`](Pool::get), but at [`max_live`](Builder::max_live)
+    /// waits up to `timeout` for another thread to give an object back (or
+    /// for one to be destroyed, making room to create one).
+    ///
+    /// Waiters are served first come, first served: while any wait, a
+    /// thread that drops a guard hands its object straight to the oldest
+    /// waiter instead of its own cache, and each object wakes exactly one
+    /// waiter. A plain `get` never waits; it fails fast with
+    /// [`Error::Exhausted`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] if nothing was handed over in time (a `timeout` of
+    /// zero still queues once: an object given back meanwhile is taken);
+    /// [`Error::Create`] as for `get`. Never `Exhausted`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use tidepool::{Error, Pool};
+    ///
+    /// let pool = Arc::new(Pool::builder(|| vec![0u8; 1024]).max_live(1).build()?);
+    /// let only = pool.get_owned()?;
+    /// // At the limit: a plain get fails at once, a timed one waits.
+    /// assert!(matches!(pool.get(), Err(Error::Exhausted { limit: 1 })));
+    /// assert!(matches!(
+    ///     pool.get_timeout(Duration::from_millis(1)),
+    ///     Err(Error::Timeout { limit: 1 })
+    /// ));
+    /// // Another thread gives it back while we wait: handed straight to us.
+    /// let giver = std::thread::spawn(move || {
+    ///     std::thread::sleep(Duration::from_millis(10));
+    ///     drop(only);
+    /// });
+    /// let buf = pool.get_timeout(Duration::from_secs(60))?;
+    /// assert_eq!(buf.len(), 1024);
+    /// giver.join().unwrap();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get_timeout(&self, timeout: Duration) -> Result<Pooled<'_, M>, Error<M::Error>> {
+        let item = Shared::get_timeout(&self.shared, timeout)?;
+        Ok(Pooled::new(self, item))
+    }
+
+    /// [`get_timeout`](Pool::get_timeout) with an owned guard, as
+    /// [`get_owned`](Pool::get_owned).
+    ///
+    /// # Errors
+    ///
+    /// As for [`get_timeout`](Pool::get_timeout).
+    pub fn get_owned_timeout(
+        self: &Arc<Self>,
+        timeout: Duration,
+    ) -> Result<OwnedPooled<M>, Error<M::Error>> {
+        let item = Shared::get_timeout(&self.shared, timeout)?;
         Ok(OwnedPooled::new(Arc::clone(self), item))
     }
 

@@ -61,6 +61,9 @@ pub struct Stats {
     /// is reported with `log::warn!`). Either way the object was counted as
     /// destroyed. See [`Manage`](crate::Manage)'s panic notes.
     pub callback_panics: u64,
+    /// [`get_timeout`](crate::Pool::get_timeout) callers waiting at
+    /// `max_live` right now.
+    pub waiting: u64,
 }
 
 impl Stats {

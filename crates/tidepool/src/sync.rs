@@ -50,6 +50,32 @@ mod inner {
             self.0.try_lock().ok()
         }
     }
+
+    /// loom's condition variable; loom has no time, so a deadline is
+    /// ignored (a model never times out).
+    #[derive(Debug)]
+    pub(crate) struct Condvar(loom::sync::Condvar);
+
+    impl Condvar {
+        pub(crate) fn new() -> Self {
+            Self(loom::sync::Condvar::new())
+        }
+
+        pub(crate) fn notify_one(&self) {
+            self.0.notify_one();
+        }
+
+        /// Waits for a notification; `true` if the deadline passed (never,
+        /// under loom).
+        pub(crate) fn wait_until<'a, T>(
+            &self,
+            guard: MutexGuard<'a, T>,
+            _deadline: Option<std::time::Instant>,
+        ) -> (MutexGuard<'a, T>, bool) {
+            let guard = self.0.wait(guard).unwrap_or_else(|p| p.into_inner());
+            (guard, false)
+        }
+    }
 }
 
 #[cfg(not(loom))]
@@ -62,6 +88,38 @@ mod inner {
     pub(crate) use parking_lot::{Mutex, MutexGuard};
     pub(crate) use std::thread::yield_now;
     pub(crate) use std::thread_local;
+
+    /// parking_lot's condition variable, with the guard passed by value as
+    /// loom's wants it.
+    #[derive(Debug, Default)]
+    pub(crate) struct Condvar(parking_lot::Condvar);
+
+    impl Condvar {
+        pub(crate) fn new() -> Self {
+            Self(parking_lot::Condvar::new())
+        }
+
+        pub(crate) fn notify_one(&self) {
+            self.0.notify_one();
+        }
+
+        /// Waits for a notification or `deadline` (`None`: none); `true` if
+        /// the deadline passed.
+        pub(crate) fn wait_until<'a, T>(
+            &self,
+            mut guard: MutexGuard<'a, T>,
+            deadline: Option<std::time::Instant>,
+        ) -> (MutexGuard<'a, T>, bool) {
+            let timed_out = match deadline {
+                Some(deadline) => self.0.wait_until(&mut guard, deadline).timed_out(),
+                None => {
+                    self.0.wait(&mut guard);
+                    false
+                }
+            };
+            (guard, timed_out)
+        }
+    }
 
     /// The owner's half of the asymmetric fence: keeps the compiler from
     /// moving the owner's "busy" store after its "revoked?" load. The CPU may

@@ -4,8 +4,9 @@
 mod common;
 
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
+use std::time::Duration;
 
 use common::{Counting, Held, Ledger};
 use tidepool::{Error, Pool};
@@ -125,4 +126,147 @@ fn a_get_at_the_limit_takes_a_depot_batch_first() {
     drop(all);
     drop(pool);
     ledger.assert_all_accounted();
+}
+
+// === get_timeout: FIFO waiting at the limit ===
+
+/// Waits (yielding) until `n` callers are queued in `get_timeout`: the
+/// order of arrival is made by sequencing, not by timing.
+fn until_waiting(pool: &P, n: u64) {
+    while pool.stats().waiting != n {
+        thread::yield_now();
+    }
+}
+
+/// Long enough never to run out in a test: the outcome is decided by the
+/// hand-offs, not by the clock.
+const FOREVER: Duration = Duration::from_secs(600);
+
+#[test]
+fn waiters_are_served_in_arrival_order_one_object_each() {
+    let (pool, ledger) = pool_live(1, 4, 1);
+    let only = Held::new(pool.get_owned().unwrap());
+    let id = only.id();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for i in 0..5 {
+        let (p, order) = (Arc::clone(&pool), Arc::clone(&order));
+        waiters.push(thread::spawn(move || {
+            let got = Held::new(p.get_owned_timeout(FOREVER).expect("served"));
+            order.lock().unwrap().push((i, got.id()));
+            // Dropped here: handed straight to the next waiter.
+        }));
+        until_waiting(&pool, i + 1);
+    }
+    assert!(
+        matches!(pool.get(), Err(Error::Exhausted { limit: 1 })),
+        "a plain get does not wait"
+    );
+    drop(only);
+    for w in waiters {
+        w.join().unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    assert_eq!(
+        order,
+        (0..5).map(|i| (i, id)).collect::<Vec<_>>(),
+        "FIFO, the one object"
+    );
+    let s = pool.stats();
+    assert_eq!((s.created, s.live, s.waiting), (1, 0, 0));
+    assert_eq!(s.live + s.idle, s.existing());
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn a_destroy_or_detach_makes_room_for_the_oldest_waiter() {
+    let (pool, ledger) = pool_live(1, 4, 1);
+    let first = Held::new(pool.get_owned().unwrap());
+    let (tx, rx) = channel();
+    let mut waiters = Vec::new();
+    for i in 0..2 {
+        let (p, tx) = (Arc::clone(&pool), tx.clone());
+        waiters.push(thread::spawn(move || {
+            let got = Held::new(p.get_owned_timeout(FOREVER).expect("served"));
+            tx.send((i, got.id())).unwrap();
+            got // kept until joined
+        }));
+        until_waiting(&pool, i + 1);
+    }
+    // A discard frees the place: the oldest waiter creates in it.
+    let first_id = first.id();
+    first.discard();
+    let (who, id) = rx.recv().unwrap();
+    assert_eq!(who, 0);
+    assert_ne!(id, first_id, "a new object");
+    let got0 = waiters.remove(0).join().unwrap();
+    // A detach frees it too: the next waiter.
+    let _obj = got0.detach();
+    let (who, _) = rx.recv().unwrap();
+    assert_eq!(who, 1);
+    drop(waiters.remove(0).join().unwrap());
+    let s = pool.stats();
+    assert_eq!(
+        (s.created, s.destroyed, s.detached, s.waiting),
+        (3, 1, 1, 0)
+    );
+    assert_eq!(s.live + s.idle, s.existing());
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn get_timeout_times_out_when_nothing_comes_back_and_leaves_the_queue() {
+    let (pool, ledger) = pool_live(1, 4, 1);
+    let only = pool.get().unwrap();
+    for timeout in [Duration::ZERO, Duration::from_millis(1)] {
+        match pool.get_timeout(timeout) {
+            Err(Error::Timeout { limit: 1 }) => {}
+            other => panic!("expected Timeout, got {other:?}"),
+        }
+        assert_eq!(pool.stats().waiting, 0);
+    }
+    let err = pool.get_owned_timeout(Duration::ZERO).unwrap_err();
+    assert!(err.to_string().contains("timed out"), "{err}");
+    drop(only);
+    // Below the limit it returns at once, like get.
+    assert!(pool.get_timeout(Duration::ZERO).is_ok());
+    // Without a limit there is nothing to wait for.
+    let (manager, _) = Counting::new();
+    let unlimited = Pool::builder(manager).background(false).build().unwrap();
+    let held: Vec<_> = (0..100)
+        .map(|_| unlimited.get_timeout(Duration::ZERO).unwrap())
+        .collect();
+    drop(held);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[cfg(unix)]
+#[test]
+fn stack_pools_wait_too() {
+    use tidepool::stack::{StackError, StackPool};
+    let pool = StackPool::builder(16 * 1024)
+        .max_live(1)
+        .background(false)
+        .build()
+        .unwrap();
+    let only = pool.get().unwrap();
+    let top = only.top().as_ptr() as usize;
+    assert!(matches!(
+        pool.get_timeout(Duration::ZERO),
+        Err(StackError::Timeout { limit: 1 })
+    ));
+    let p = pool.clone();
+    let waiter = thread::spawn(move || p.get_timeout(FOREVER).map(|s| s.top().as_ptr() as usize));
+    while pool.stats().pool.waiting != 1 {
+        thread::yield_now();
+    }
+    drop(only);
+    assert_eq!(
+        waiter.join().unwrap().unwrap(),
+        top,
+        "the same stack, handed over"
+    );
 }

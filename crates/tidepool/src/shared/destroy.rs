@@ -9,7 +9,6 @@
 
 use super::Shared;
 use crate::callbacks::{Caught, Site};
-use crate::sync::atomic::Ordering;
 use crate::Manage;
 
 impl<M: Manage> Shared<M> {
@@ -29,7 +28,7 @@ impl<M: Manage> Shared<M> {
             self.counters.destroyed.add(1);
             // Only now is the resource gone: a `create` under `max_live` may
             // take its place.
-            self.counters.existing.fetch_sub(1, Ordering::Relaxed);
+            self.release_place();
         }
         n
     }
@@ -74,6 +73,6 @@ impl<M: Manage> Shared<M> {
     /// Ends a guard by letting its object go.
     pub(crate) fn count_detach(&self) {
         self.counters.detached.add(1);
-        self.counters.existing.fetch_sub(1, Ordering::Relaxed);
+        self.release_place();
     }
 }

@@ -28,11 +28,13 @@
 //!   pressure, holds, taking caches back, trim, drain, purge), and the tick
 //!   the process-wide reclaimer calls;
 //! * `at_limit.rs`: what `get` does at `max_live` before it fails (recycle:
-//!   depot, other threads' caches, pending destroys).
+//!   depot, other threads' caches, pending destroys), and `get_timeout`;
+//! * `waiters.rs`: the FIFO queue of `get_timeout` callers.
 
 mod at_limit;
 mod destroy;
 mod pass;
+mod waiters;
 
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Weak};
@@ -46,6 +48,7 @@ use crate::reclaim::Clock;
 use crate::sync::atomic::{AtomicUsize, Ordering};
 use crate::sync::SharedCounter;
 use crate::{Config, Error, Manage, Stats};
+use waiters::{Handoff, Waiters};
 
 pub(crate) use pass::ReclaimShared;
 
@@ -68,6 +71,9 @@ pub(crate) struct Shared<M: Manage> {
     pub(crate) reclaim: CachePadded<ReclaimShared>,
     /// Panics caught from the manager's callbacks.
     panics: PanicRecord,
+    /// `get_timeout` callers waiting at `max_live` (`waiters.rs`); its
+    /// count is read on every put, and written only when one comes or goes.
+    waiters: CachePadded<Waiters<M::Item>>,
 }
 
 /// Pool-wide counts. Per-thread `gets`/`returns` live in the slots.
@@ -90,6 +96,10 @@ struct Counters {
     /// Gets and returns by threads without a cache (exiting threads).
     slotless_gets: SharedCounter,
     slotless_returns: SharedCounter,
+    /// Objects handed to waiters (each a get), and the part of them given
+    /// straight from a guard's drop (each a return too).
+    waiter_gets: SharedCounter,
+    waiter_returns: SharedCounter,
     /// Objects in existence; reserved before `create` so `max_live` holds
     /// exactly under contention, released after `destroy` returns (or
     /// unwinds).
@@ -104,6 +114,7 @@ impl<M: Manage> Shared<M> {
             counters: CachePadded::default(),
             reclaim: CachePadded::new(ReclaimShared::new(clock, config.reclaim_interval)),
             panics: PanicRecord::new::<M>(),
+            waiters: CachePadded::new(Waiters::new()),
             manager: ManuallyDrop::new(manager),
             config,
         }
@@ -169,12 +180,17 @@ impl<M: Manage> Shared<M> {
 
     /// Gives `batches` to the depot; returns the ones it refuses, for the
     /// caller to destroy outside the lock.
+    /// Waiters at `max_live` are served from the depot first.
     pub(crate) fn donate_all(&self, batches: Vec<Vec<M::Item>>) -> Vec<Vec<M::Item>> {
-        batches
+        let refused = batches
             .into_iter()
             .filter(|batch| !batch.is_empty())
             .filter_map(|batch| self.depot.donate(batch).err())
-            .collect()
+            .collect();
+        if self.waiters.any() {
+            self.serve_waiters_from_depot();
+        }
+        refused
     }
 
     // === get ===
@@ -267,23 +283,24 @@ impl<M: Manage> Shared<M> {
     /// Creates an object, within `max_live`.
     #[cold]
     fn create(&self) -> Result<M::Item, Error<M::Error>> {
-        /// Gives back the place reserved under `max_live` unless disarmed:
-        /// on error and on panic alike.
-        struct Reservation<'a>(&'a AtomicUsize);
-        impl Drop for Reservation<'_> {
+        self.reserve_place()?;
+        self.create_reserved()
+    }
+
+    /// Creates an object in a place under `max_live` already reserved for
+    /// it, which is given back if `create` fails or panics.
+    #[cold]
+    fn create_reserved(&self) -> Result<M::Item, Error<M::Error>> {
+        /// Gives the reserved place back unless disarmed: on error and on
+        /// panic alike.
+        struct Reservation<'a, M: Manage>(&'a Shared<M>);
+        impl<M: Manage> Drop for Reservation<'_, M> {
             fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::Relaxed);
+                self.0.release_place();
             }
         }
 
-        let existing = &self.counters.existing;
-        let before = existing.fetch_add(1, Ordering::Relaxed);
-        let reservation = Reservation(existing);
-        if let Some(limit) = self.config.max_live {
-            if before >= limit {
-                return Err(Error::Exhausted { limit });
-            }
-        }
+        let reservation = Reservation(self);
         let item = self.callbacks().create().map_err(Error::Create)?;
         std::mem::forget(reservation);
         self.counters.created.add(1);
@@ -292,6 +309,28 @@ impl<M: Manage> Shared<M> {
         // reserve: the reclaimer must know (its next deadline may be ours).
         self.arm_background();
         Ok(item)
+    }
+
+    /// Reserves a place under `max_live` for an object about to be created.
+    fn reserve_place(&self) -> Result<(), Error<M::Error>> {
+        let before = self.counters.existing.fetch_add(1, Ordering::Relaxed);
+        if let Some(limit) = self.config.max_live {
+            if before >= limit {
+                self.counters.existing.fetch_sub(1, Ordering::Relaxed);
+                return Err(Error::Exhausted { limit });
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives back the place of an object that is gone (destroyed, detached,
+    /// or never created): to the oldest waiter at `max_live` if there is
+    /// one (it creates in it), else to the count.
+    pub(crate) fn release_place(&self) {
+        if self.waiters.any() && self.waiters.serve(Handoff::Place).is_ok() {
+            return;
+        }
+        self.counters.existing.fetch_sub(1, Ordering::Relaxed);
     }
 
     // === put ===
@@ -304,6 +343,14 @@ impl<M: Manage> Shared<M> {
         if let Some(slot) = this.local() {
             let Some(item) = this.recycle(item, Site::Caller) else {
                 return;
+            };
+            let item = if this.waiters.any() {
+                let Some(item) = this.hand_to_waiter(item) else {
+                    return;
+                };
+                item
+            } else {
+                item
             };
             if let Err(item) = slot.push(item, this.config.batch_size) {
                 Self::put_slow(this, item, Site::Caller);
@@ -323,7 +370,9 @@ impl<M: Manage> Shared<M> {
             None => Site::ThreadExit,
         };
         if let Some(item) = this.recycle(item, site) {
-            Self::put_slow(this, item, site);
+            if let Some(item) = this.hand_to_waiter(item) {
+                Self::put_slow(this, item, site);
+            }
         }
     }
 
@@ -404,8 +453,8 @@ impl<M: Manage> Shared<M> {
         let destroyed = c.destroyed.read();
         let detached = c.detached.read();
         let discarded = c.discarded.read();
-        let mut returns = c.slotless_returns.read();
-        let mut gets = c.slotless_gets.read();
+        let mut returns = c.slotless_returns.read() + c.waiter_returns.read();
+        let mut gets = c.slotless_gets.read() + c.waiter_gets.read();
         self.slots.for_each(|_, slot| {
             let (g, r) = slot.counts();
             gets += g;
@@ -425,6 +474,7 @@ impl<M: Manage> Shared<M> {
             caches_taken: r.caches_taken.read(),
             working_set: existing.saturating_sub(depot.idle_unused as u64),
             callback_panics: self.panics.count(),
+            waiting: self.waiters.len() as u64,
             created,
             destroyed,
             detached,
