@@ -225,13 +225,15 @@
 //!
 //! # Accounting
 //!
-//! Counts that change on every operation (`gets`, `returns`) are per slot,
-//! written only by the slot's owner with a plain load and store, and summed by
-//! `stats()`. Counts that change only on the slow path (`created`,
-//! `destroyed`, `detached`, `misses`, `discarded`) are shared atomics on their
-//! own cache lines (FreeBSD's lesson: a hot shared counter written on every
-//! allocation costs more than the allocation). The invariants, exact when no
-//! thread is inside the pool:
+//! Counts that change on every operation (`gets`, `returns`) and on every
+//! create or destroy (`created`, `destroyed`) are per slot, written only by
+//! the slot's owner with a plain load and store, and summed by `stats()`;
+//! threads without a slot in the pool (exiting ones, the reclaimer) count in
+//! shared atomics. The rare counts (`detached`, `discarded`, waiters' gets)
+//! are shared atomics on their own cache lines (FreeBSD's lesson: a hot
+//! shared counter written on every allocation costs more than the
+//! allocation). Every create is a miss, so `misses == created`. The
+//! invariants, exact when no thread is inside the pool:
 //!
 //! ```text
 //! existing == created - destroyed - detached
@@ -239,6 +241,25 @@
 //! live + idle == existing
 //! ```
 //!
+//! ## `max_live`: places lent in chunks (`shared/places.rs`)
+//!
+//! The limit is a budget of places, exact at every instant:
+//!
+//! ```text
+//! reserved == existing + sum(slot credits) + places in flight  <= max_live
+//! ```
+//!
+//! `reserved` grows only by a compare-and-swap that keeps it within the
+//! limit, so the limit is never passed, not even transiently. A thread takes
+//! a chunk of places (`max_live / 64`, at most a batch) and keeps the unused
+//! ones as credits in its slot (`cache/credit.rs`); its creates spend them
+//! and its destroys give them back (up to two chunks), so steady churn
+//! touches only the slot's own cache line. Within `4 * chunk` places of the
+//! limit places move one at a time; a reservation that finds `reserved` full
+//! recalls every slot's credits (three rounds, yielding between) before it
+//! says no; `trim`, `drain` and thread exit give credits back too. The loom
+//! model `src/tests/loom_places.rs` checks the hand-off.
+
 //! Accounting is by pool, never by thread: an object taken on one thread and
 //! dropped on another is counted once out and once back, whichever threads
 //! those are. (QEMU's 2021 resizing pool kept per-thread counts of live

@@ -270,3 +270,45 @@ fn stack_pools_wait_too() {
         "the same stack, handed over"
     );
 }
+
+// === scalable accounting: credits ===
+
+#[test]
+fn places_parked_in_another_threads_credits_are_recalled_at_the_limit() {
+    // max_live 256, batch 8: places are lent 4 at a time far from the limit.
+    const N: usize = 256;
+    let (pool, ledger) = pool_live(8, 8, N);
+    let p = Arc::clone(&pool);
+    let (tx, rx) = channel();
+    let (done_tx, done_rx) = channel::<()>();
+    let other = thread::spawn(move || {
+        // One object live here; the rest of its chunk stays parked.
+        let one = Held::new(p.get_owned().unwrap());
+        tx.send(()).unwrap();
+        done_rx.recv().unwrap();
+        drop(one);
+    });
+    rx.recv().unwrap();
+    // Every other place, on this thread: the last few only after recalling
+    // the other thread's credits.
+    let mine: Vec<_> = (0..N - 1)
+        .map(|i| {
+            Held::new(
+                pool.get_owned()
+                    .unwrap_or_else(|e| panic!("get {i}: {e:?}")),
+            )
+        })
+        .collect();
+    assert!(matches!(pool.get(), Err(Error::Exhausted { limit: N })));
+    assert_eq!(pool.stats().existing(), N as u64);
+    assert_eq!(ledger.max_existing(), N as u64);
+    done_tx.send(()).unwrap();
+    other.join().unwrap();
+    drop(mine);
+    // Trim returns parked credits; counts stay exact.
+    pool.trim();
+    let s = pool.stats();
+    assert_eq!(s.live + s.idle, s.existing());
+    drop(pool);
+    ledger.assert_all_accounted();
+}

@@ -21,11 +21,15 @@ impl<M: Manage> Shared<M> {
         caught: &mut Caught,
     ) -> usize {
         let callbacks = self.callbacks();
+        let local = self.local();
         let mut n = 0;
         for item in items {
             callbacks.destroy(item, caught);
             n += 1;
-            self.counters.destroyed.add(1);
+            match &local {
+                Some(slot) => slot.count_destroyed(),
+                None => self.counters.destroyed.add(1),
+            }
             // Only now is the resource gone: a `create` under `max_live` may
             // take its place.
             self.release_place();

@@ -29,11 +29,13 @@
 //!   the process-wide reclaimer calls;
 //! * `at_limit.rs`: what `get` does at `max_live` before it fails (recycle:
 //!   depot, other threads' caches, pending destroys), and `get_timeout`;
-//! * `waiters.rs`: the FIFO queue of `get_timeout` callers.
+//! * `waiters.rs`: the FIFO queue of `get_timeout` callers;
+//! * `places.rs`: the `max_live` budget, lent to threads in chunks.
 
 mod at_limit;
 mod destroy;
 mod pass;
+pub(crate) mod places;
 mod waiters;
 
 use std::mem::ManuallyDrop;
@@ -45,9 +47,10 @@ use crate::cache::{thread, LocalSlot, SlotTable, ThreadExit};
 use crate::callbacks::{self, Callbacks, Caught, PanicRecord, Site};
 use crate::depot::Depot;
 use crate::reclaim::Clock;
-use crate::sync::atomic::{AtomicUsize, Ordering};
+
 use crate::sync::SharedCounter;
 use crate::{Config, Error, Manage, Stats};
+use places::Places;
 use waiters::{Handoff, Waiters};
 
 pub(crate) use pass::ReclaimShared;
@@ -71,15 +74,20 @@ pub(crate) struct Shared<M: Manage> {
     pub(crate) reclaim: CachePadded<ReclaimShared>,
     /// Panics caught from the manager's callbacks.
     panics: PanicRecord,
+    /// The `max_live` budget (`places.rs`); `None` without a limit.
+    places: Option<Places>,
     /// `get_timeout` callers waiting at `max_live` (`waiters.rs`); its
     /// count is read on every put, and written only when one comes or goes.
     waiters: CachePadded<Waiters<M::Item>>,
 }
 
-/// Pool-wide counts. Per-thread `gets`/`returns` live in the slots.
+/// Pool-wide counts. Per-thread `gets`/`returns`/`created`/`destroyed`
+/// live in the slots; these are the slot-less threads' share (exiting
+/// threads, the reclaimer) and the slow-path counts.
 ///
-/// Invariants, exact whenever no thread is inside the pool:
-/// * `existing == created - destroyed - detached`
+/// Invariants, exact whenever no thread is inside the pool (each count
+/// summed over every slot plus this):
+/// * `existing == created - destroyed - detached <= max_live`
 /// * `live == gets - returns - discarded - detached`
 ///   (`gets`, `returns` summed over every slot plus the slot-less ones)
 /// * `live + idle == existing`, `idle == depot + sum(cache lengths)`
@@ -88,8 +96,6 @@ struct Counters {
     created: SharedCounter,
     destroyed: SharedCounter,
     detached: SharedCounter,
-    /// Gets that had to create.
-    misses: SharedCounter,
     /// Guards that ended by destroying their object (discard, refused by
     /// `recycle`, dropped while panicking).
     discarded: SharedCounter,
@@ -100,10 +106,6 @@ struct Counters {
     /// straight from a guard's drop (each a return too).
     waiter_gets: SharedCounter,
     waiter_returns: SharedCounter,
-    /// Objects in existence; reserved before `create` so `max_live` holds
-    /// exactly under contention, released after `destroy` returns (or
-    /// unwinds).
-    existing: AtomicUsize,
 }
 
 impl<M: Manage> Shared<M> {
@@ -115,6 +117,9 @@ impl<M: Manage> Shared<M> {
             reclaim: CachePadded::new(ReclaimShared::new(clock, config.reclaim_interval)),
             panics: PanicRecord::new::<M>(),
             waiters: CachePadded::new(Waiters::new()),
+            places: config
+                .max_live
+                .map(|limit| Places::new(limit, Places::chunk_for(limit, config.batch_size))),
             manager: ManuallyDrop::new(manager),
             config,
         }
@@ -133,7 +138,21 @@ impl<M: Manage> Shared<M> {
 
     /// Objects in existence, live or idle.
     pub(crate) fn existing(&self) -> u64 {
-        self.counters.existing.load(Ordering::Relaxed) as u64
+        let (created, destroyed) = self.lifetime_counts();
+        created.saturating_sub(destroyed + self.counters.detached.read())
+    }
+
+    /// Objects created and destroyed: every slot's share plus the
+    /// slot-less one. Destroyed is read first, so that a concurrent
+    /// destroy cannot make `created - destroyed` negative.
+    fn lifetime_counts(&self) -> (u64, u64) {
+        let mut destroyed = self.counters.destroyed.read();
+        self.slots
+            .for_each(|_, slot| destroyed += slot.lifetime_counts().1);
+        let mut created = self.counters.created.read();
+        self.slots
+            .for_each(|_, slot| created += slot.lifetime_counts().0);
+        (created, destroyed)
     }
 
     /// Settles the panics one operation caught (see `callbacks.rs`).
@@ -303,34 +322,51 @@ impl<M: Manage> Shared<M> {
         let reservation = Reservation(self);
         let item = self.callbacks().create().map_err(Error::Create)?;
         std::mem::forget(reservation);
-        self.counters.created.add(1);
-        self.counters.misses.add(1);
+        match self.local() {
+            Some(slot) => slot.count_created(),
+            None => self.counters.created.add(1),
+        }
         // The pool may have just gained its first object beyond its
         // reserve: the reclaimer must know (its next deadline may be ours).
         self.arm_background();
         Ok(item)
     }
 
-    /// Reserves a place under `max_live` for an object about to be created.
+    /// Reserves a place under `max_live` for an object about to be created
+    /// (`places.rs`): a credit of this thread's slot in the common case.
     fn reserve_place(&self) -> Result<(), Error<M::Error>> {
-        let before = self.counters.existing.fetch_add(1, Ordering::Relaxed);
-        if let Some(limit) = self.config.max_live {
-            if before >= limit {
-                self.counters.existing.fetch_sub(1, Ordering::Relaxed);
-                return Err(Error::Exhausted { limit });
-            }
-        }
-        Ok(())
+        let Some(places) = &self.places else {
+            return Ok(());
+        };
+        let local = self.local();
+        places
+            .reserve(local.as_ref().map(LocalSlot::credit), |visit| {
+                self.slots.for_each(|_, slot| visit(slot.credit()));
+            })
+            .map_err(|_| Error::Exhausted {
+                limit: places.limit(),
+            })
     }
 
     /// Gives back the place of an object that is gone (destroyed, detached,
     /// or never created): to the oldest waiter at `max_live` if there is
     /// one (it creates in it), else to the count.
     pub(crate) fn release_place(&self) {
+        let Some(places) = &self.places else {
+            return;
+        };
         if self.waiters.any() && self.waiters.serve(Handoff::Place).is_ok() {
             return;
         }
-        self.counters.existing.fetch_sub(1, Ordering::Relaxed);
+        places.release(self.local().as_ref().map(LocalSlot::credit));
+    }
+
+    /// Returns every thread's unused places under `max_live` to the global
+    /// count (`trim`, `drain`).
+    pub(crate) fn recall_credits(&self) {
+        if let Some(places) = &self.places {
+            places.recall(|visit| self.slots.for_each(|_, slot| visit(slot.credit())));
+        }
     }
 
     // === put ===
@@ -450,7 +486,6 @@ impl<M: Manage> Shared<M> {
         let c = &*self.counters;
         // Read the subtrahends before what they are subtracted from, so a
         // concurrent destroy cannot make a difference negative.
-        let destroyed = c.destroyed.read();
         let detached = c.detached.read();
         let discarded = c.discarded.read();
         let mut returns = c.slotless_returns.read() + c.waiter_returns.read();
@@ -460,8 +495,9 @@ impl<M: Manage> Shared<M> {
             gets += g;
             returns += r;
         });
-        let misses = c.misses.read();
-        let created = c.created.read();
+        // Every create is a miss: a get, a prefill, a waiter's create.
+        let (created, destroyed) = self.lifetime_counts();
+        let misses = created;
         let depot = self.depot.counts();
         let live = gets.saturating_sub(returns + discarded + detached);
         let existing = created.saturating_sub(destroyed + detached);
@@ -518,6 +554,10 @@ impl<M: Manage> ThreadExit for Shared<M> {
         let refused = self.donate_all(unsafe { LocalSlot::new(slot) }.release());
         // A TLS destructor: nothing may unwind.
         self.destroy_batches(refused, Site::ThreadExit);
+        // Its unused places under `max_live` go back to everyone.
+        if let Some(places) = &self.places {
+            places.return_credits(slot.credit().recall());
+        }
     }
 }
 

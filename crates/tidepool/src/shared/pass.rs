@@ -261,6 +261,7 @@ impl<M: Manage> Shared<M> {
     /// Destroys the depot's objects that sat unused since the previous trim
     /// (never below `min_idle`).
     pub(crate) fn trim(&self) -> usize {
+        self.recall_credits();
         let trimmed = self.depot.trim(self.config.min_idle);
         let mut caught = Caught::default();
         let n = self.destroy_all(trimmed.into_iter().flatten(), &mut caught);
@@ -271,6 +272,7 @@ impl<M: Manage> Shared<M> {
 
     /// Destroys the depot's objects and every thread cache it can take.
     pub(crate) fn drain(&self) -> usize {
+        self.recall_credits();
         let caches = {
             let _gate = fork::gate();
             let _state = self.reclaim.lock.lock();
