@@ -255,8 +255,8 @@ impl Kind {
     pub(crate) fn drain(&self) -> usize {
         match self {
             #[cfg(unix)]
-            Kind::Stack(s) => s.pool.drain(),
-            Kind::Buf(b) => b.pool.drain(),
+            Kind::Stack(s) => s.pool.drain_blocking(),
+            Kind::Buf(b) => b.pool.drain_blocking(),
             Kind::Obj(o) => o.drain(),
         }
     }

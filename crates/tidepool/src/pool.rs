@@ -256,17 +256,36 @@ impl<M: Manage> Pool<M> {
         self.shared.release_local()
     }
 
-    /// Destroys every idle object it can reach: the whole depot (ignoring
+    /// Tears down every idle object it can reach: the whole depot (ignoring
     /// `min_idle`) and every thread cache whose owner is not inside a `get`
     /// or `put` of this pool right now; a busy owner is asked to hand its
     /// cache to the depot at its next operation instead. Returns how many
-    /// objects were destroyed.
+    /// objects it took.
+    ///
+    /// They go to the pool's destroy queue (see
+    /// [`Builder::teardown_threads`](crate::Builder::teardown_threads)),
+    /// and this call destroys at most one chunk of it
+    /// ([`Builder::teardown_chunk`](crate::Builder::teardown_chunk)) before
+    /// returning; the rest is finished by the reclaimer thread or by the
+    /// next callers, and shows in [`Stats::destroying`] until then. Call
+    /// [`drain_blocking`](Pool::drain_blocking) to have them all destroyed
+    /// on return.
     ///
     /// On systems without a process-wide barrier (`membarrier(2)`), other
     /// threads' caches are only asked to flush.
     pub fn drain(&self) -> usize {
         self.shared.supervise();
         self.shared.drain()
+    }
+
+    /// Like [`drain`](Pool::drain), but destroys everything it takes on
+    /// this thread, then helps until the destroy queue is empty (waiting,
+    /// by yielding, for a place among the
+    /// [`teardown_threads`](crate::Builder::teardown_threads) if need be).
+    /// Returns how many objects it took, all destroyed by then.
+    pub fn drain_blocking(&self) -> usize {
+        self.shared.supervise();
+        self.shared.drain_blocking()
     }
 
     /// Runs the reclaim pass if one is due by the pool's clock, as the

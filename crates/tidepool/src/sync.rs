@@ -182,6 +182,13 @@ impl OwnerCounter {
         self.0.store(self.0.load(Relaxed) + 1, Release);
     }
 
+    /// Adds `n`; as [`bump_release`](OwnerCounter::bump_release).
+    #[inline(always)]
+    pub(crate) fn add_release(&self, n: u64) {
+        use atomic::Ordering::{Relaxed, Release};
+        self.0.store(self.0.load(Relaxed) + n, Release);
+    }
+
     #[inline]
     pub(crate) fn read(&self) -> u64 {
         self.0.load(atomic::Ordering::Relaxed)

@@ -104,6 +104,8 @@ pub(crate) struct Slot<T> {
     /// so no create or destroy writes a shared counter.
     created: OwnerCounter,
     destroyed: OwnerCounter,
+    /// Gets of this slot's owners that had to create (one per burst).
+    misses: OwnerCounter,
     /// Unused places under `max_live` lent to this slot.
     credit: Credit,
 }
@@ -126,6 +128,7 @@ impl<T> Default for Slot<T> {
             returns: OwnerCounter::default(),
             created: OwnerCounter::default(),
             destroyed: OwnerCounter::default(),
+            misses: OwnerCounter::default(),
             credit: Credit::default(),
         }
     }
@@ -142,6 +145,11 @@ impl<T> Slot<T> {
     /// `(created, destroyed)`.
     pub(crate) fn lifetime_counts(&self) -> (u64, u64) {
         (self.created.read(), self.destroyed.read())
+    }
+
+    /// Gets of this slot's owners that had to create.
+    pub(crate) fn misses(&self) -> u64 {
+        self.misses.read()
     }
 
     /// The slot's unused places under `max_live`, for any thread to recall.
@@ -461,15 +469,16 @@ impl<'a, T> LocalSlot<'a, T> {
         &self.slot.credit
     }
 
-    /// Counts an object created by this thread.
-    pub(crate) fn count_created(&self) {
-        self.slot.created.bump_release();
+    /// Counts `n` objects created by this thread for one get: one miss.
+    pub(crate) fn count_created(&self, n: u64) {
+        self.slot.created.add_release(n);
+        self.slot.misses.bump_release();
     }
 
-    /// Counts objects destroyed by this thread (the owner's counter: one
-    /// load and one store each).
-    pub(crate) fn count_destroyed(&self) {
-        self.slot.destroyed.bump_release();
+    /// Counts `n` objects destroyed by this thread (the owner's counter:
+    /// one load and one store).
+    pub(crate) fn count_destroyed(&self, n: u64) {
+        self.slot.destroyed.add_release(n);
     }
 
     /// Gives the slot up at thread exit: empties the cache and lets the next

@@ -101,7 +101,7 @@ impl<M: Manage> Shared<M> {
     fn redeem(&self, handoff: Handoff<M::Item>) -> Result<M::Item, Error<M::Error>> {
         let item = match handoff {
             Handoff::Object(item) => item,
-            Handoff::Place => self.create_reserved()?,
+            Handoff::Place => self.create_reserved(super::Reservation(self, 1))?,
         };
         self.counters.waiter_gets.add(1);
         self.pass_lazily();

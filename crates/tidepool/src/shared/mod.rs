@@ -7,11 +7,12 @@
 //!         depot.take_full ──► a full batch ──► object   (room reserved
 //!            │ depot empty                               outside the bracket)
 //!            ▼
-//!         manager.create (max_live checked first)
+//!         manager.create, or create_batch for a burst
+//!         (max_live places reserved first)
 //!            │ at max_live
 //!            ▼
 //!         recycle before failing (at_limit.rs): depot, steal another
-//!         thread's cache, pending destroys; then Exhausted
+//!         thread's cache, the destroy queue; then Exhausted
 //! ```
 //!
 //! `put` runs the other way: recycle, push onto the local cache, donate the
@@ -36,6 +37,7 @@ mod at_limit;
 mod destroy;
 mod pass;
 pub(crate) mod places;
+pub(crate) mod teardown;
 mod waiters;
 
 use std::mem::ManuallyDrop;
@@ -51,6 +53,7 @@ use crate::reclaim::Clock;
 use crate::sync::SharedCounter;
 use crate::{Config, Error, Manage, Stats};
 use places::Places;
+use teardown::Teardown;
 use waiters::{Handoff, Waiters};
 
 pub(crate) use pass::ReclaimShared;
@@ -67,6 +70,9 @@ pub(crate) struct Shared<M: Manage> {
     pub(crate) config: Config,
     pub(crate) slots: SlotTable<M::Item>,
     pub(crate) depot: Depot<M::Item>,
+    /// Batches the pool decided to destroy, run in chunks by a bounded
+    /// number of threads (`teardown.rs`).
+    pub(crate) teardown: Teardown<M::Item>,
     /// Slow-path counters, on their own cache lines: they change only when
     /// objects are created or destroyed, never on a cache hit.
     counters: CachePadded<Counters>,
@@ -90,11 +96,15 @@ pub(crate) struct Shared<M: Manage> {
 /// * `existing == created - destroyed - detached <= max_live`
 /// * `live == gets - returns - discarded - detached`
 ///   (`gets`, `returns` summed over every slot plus the slot-less ones)
-/// * `live + idle == existing`, `idle == depot + sum(cache lengths)`
+/// * `live + idle + destroying == existing`,
+///   `idle == depot + sum(cache lengths)`,
+///   `destroying == teardown.destroying()` (queued or being destroyed)
 #[derive(Default)]
 struct Counters {
     created: SharedCounter,
     destroyed: SharedCounter,
+    /// Gets (and prefills) that had to create: one per burst.
+    misses: SharedCounter,
     detached: SharedCounter,
     /// Guards that ended by destroying their object (discard, refused by
     /// `recycle`, dropped while panicking).
@@ -112,6 +122,7 @@ impl<M: Manage> Shared<M> {
     pub(crate) fn new(manager: M, config: Config, clock: Arc<dyn Clock>) -> Self {
         Self {
             depot: Depot::new(config.batch_size, config.max_idle),
+            teardown: Teardown::new(teardown_limit(&config), config.teardown_chunk),
             slots: SlotTable::new(),
             counters: CachePadded::default(),
             reclaim: CachePadded::new(ReclaimShared::new(clock, config.reclaim_interval)),
@@ -260,8 +271,19 @@ impl<M: Manage> Shared<M> {
                 slot.count_get();
                 break item;
             }
-            let item = match this.create() {
-                Ok(item) => item,
+            let burst = this.config.burst;
+            // One object, or a burst: the one to hand out and the rest (no
+            // `Vec` for a lone object: it may be a big one).
+            let created = if burst == 1 {
+                this.create().map(|item| (item, Vec::new()))
+            } else {
+                this.create_burst(burst).map(|mut made| {
+                    let item = made.pop().expect("a burst is never empty");
+                    (item, made)
+                })
+            };
+            let (item, mut made) = match created {
+                Ok(created) => created,
                 Err(Error::Exhausted { .. })
                     if rounds < at_limit::ROUNDS
                         && this.recycle_before_failing(thread::current_tid()) =>
@@ -271,6 +293,17 @@ impl<M: Manage> Shared<M> {
                 }
                 Err(e) => return Err(e),
             };
+            if !made.is_empty() {
+                // The rest of the burst becomes this cache's loaded batch
+                // (room for a whole batch made here, outside the bracket).
+                made.reserve_exact(batch_size - made.len());
+                if let Err(made) = slot.install_loaded(made) {
+                    // Revoked meanwhile: the rest goes to the depot.
+                    let refused = this.donate_all(vec![made]);
+                    // `item` is in hand: contained.
+                    this.destroy_batches(refused, Site::Upkeep);
+                }
+            }
             slot.count_get();
             break item;
         };
@@ -299,53 +332,108 @@ impl<M: Manage> Shared<M> {
         Ok(item)
     }
 
-    /// Creates an object, within `max_live`.
+    /// Creates one object, within `max_live`.
     #[cold]
     fn create(&self) -> Result<M::Item, Error<M::Error>> {
-        self.reserve_place()?;
-        self.create_reserved()
+        let reservation = self.reserve(1)?;
+        self.create_reserved(reservation)
     }
 
-    /// Creates an object in a place under `max_live` already reserved for
-    /// it, which is given back if `create` fails or panics.
+    /// Creates one object in a place under `max_live` reserved for it
+    /// (given back if `create` fails or panics).
     #[cold]
-    fn create_reserved(&self) -> Result<M::Item, Error<M::Error>> {
-        /// Gives the reserved place back unless disarmed: on error and on
-        /// panic alike.
-        struct Reservation<'a, M: Manage>(&'a Shared<M>);
-        impl<M: Manage> Drop for Reservation<'_, M> {
-            fn drop(&mut self) {
-                self.0.release_place();
+    pub(crate) fn create_reserved(
+        &self,
+        reservation: Reservation<'_, M>,
+    ) -> Result<M::Item, Error<M::Error>> {
+        let item = self.callbacks().create().map_err(Error::Create)?;
+        reservation.fill(1);
+        self.count_created(1);
+        Ok(item)
+    }
+
+    /// Creates between 1 and `want` (at least 2) objects with one
+    /// `create_batch` call (a refill's burst), within `max_live`.
+    #[cold]
+    fn create_burst(&self, want: usize) -> Result<Vec<M::Item>, Error<M::Error>> {
+        let reservation = self.reserve(want)?;
+        let n = reservation.1;
+        let mut items = if n == 1 {
+            vec![self.callbacks().create().map_err(Error::Create)?]
+        } else {
+            self.callbacks().create_batch(n).map_err(Error::Create)?
+        };
+        if items.is_empty() {
+            // Outside the contract (`Ok` is never empty): one the ordinary
+            // way.
+            items.push(self.callbacks().create().map_err(Error::Create)?);
+        }
+        // Outside the contract too: more than asked. Counted as made and
+        // destroyed at once; they never held a place, so none is given back.
+        let surplus = items.split_off(items.len().min(n));
+        reservation.fill(items.len());
+        if !surplus.is_empty() {
+            let k = surplus.len() as u64;
+            let mut caught = Caught::default();
+            self.callbacks().destroy_batch(surplus, &mut caught);
+            self.counters.created.add(k);
+            self.counters.destroyed.add(k);
+            self.settle(caught, Site::Upkeep);
+        }
+        self.count_created(items.len());
+        Ok(items)
+    }
+
+    /// Reserves between 1 and `want` places under `max_live`
+    /// (`places.rs`: from this thread's credits in the common case), given
+    /// back by the [`Reservation`] unless filled. At the limit, the destroy
+    /// queue is finished first: objects on their way out still hold places
+    /// (wasmtime's pooling allocator flushes its decommit queue the same
+    /// way).
+    fn reserve(&self, want: usize) -> Result<Reservation<'_, M>, Error<M::Error>> {
+        let Some(places) = &self.places else {
+            // No limit, no accounting: the count is for the burst size.
+            return Ok(Reservation(self, want));
+        };
+        loop {
+            let local = self.local();
+            let mut got = 0;
+            while got < want
+                && places
+                    .reserve(local.as_ref().map(LocalSlot::credit), |visit| {
+                        self.slots.for_each(|_, slot| visit(slot.credit()));
+                    })
+                    .is_ok()
+            {
+                got += 1;
+            }
+            if got > 0 {
+                return Ok(Reservation(self, got));
+            }
+            if self.teardown.destroying() == 0 {
+                return Err(Error::Exhausted {
+                    limit: places.limit(),
+                });
+            }
+            if self.flush_teardown(Site::Caller) == 0 {
+                // Other threads hold the last of them: let them finish.
+                crate::sync::yield_now();
             }
         }
+    }
 
-        let reservation = Reservation(self);
-        let item = self.callbacks().create().map_err(Error::Create)?;
-        std::mem::forget(reservation);
+    /// Counts `n` objects created by one get (or prefill): one miss.
+    fn count_created(&self, n: usize) {
         match self.local() {
-            Some(slot) => slot.count_created(),
-            None => self.counters.created.add(1),
+            Some(slot) => slot.count_created(n as u64),
+            None => {
+                self.counters.created.add(n as u64);
+                self.counters.misses.add(1);
+            }
         }
         // The pool may have just gained its first object beyond its
         // reserve: the reclaimer must know (its next deadline may be ours).
         self.arm_background();
-        Ok(item)
-    }
-
-    /// Reserves a place under `max_live` for an object about to be created
-    /// (`places.rs`): a credit of this thread's slot in the common case.
-    fn reserve_place(&self) -> Result<(), Error<M::Error>> {
-        let Some(places) = &self.places else {
-            return Ok(());
-        };
-        let local = self.local();
-        places
-            .reserve(local.as_ref().map(LocalSlot::credit), |visit| {
-                self.slots.for_each(|_, slot| visit(slot.credit()));
-            })
-            .map_err(|_| Error::Exhausted {
-                limit: places.limit(),
-            })
     }
 
     /// Gives back the place of an object that is gone (destroyed, detached,
@@ -425,7 +513,7 @@ impl<M: Manage> Shared<M> {
             }
             None => {
                 self.counters.discarded.add(1);
-                self.destroy_all(Some(item), &mut caught);
+                self.destroy_all([vec![item]], &mut caught);
                 self.settle(caught, site);
                 None
             }
@@ -468,7 +556,8 @@ impl<M: Manage> Shared<M> {
             // lose.
             let _ = slot.install_spare(empty);
         }
-        this.destroy_batches(refused, site);
+        // Past `max_idle`: to the destroy queue, one chunk of it here.
+        this.tear_down(refused, 1, site);
         this.pass_lazily();
     }
 
@@ -476,7 +565,7 @@ impl<M: Manage> Shared<M> {
     fn put_slotless(&self, item: M::Item, site: Site) {
         self.counters.slotless_returns.add(1);
         if let Err(item) = self.depot.put_one(item) {
-            self.destroy_batches(vec![vec![item]], site);
+            self.tear_down(vec![vec![item]], 1, site);
         }
     }
 
@@ -497,10 +586,12 @@ impl<M: Manage> Shared<M> {
         });
         // Every create is a miss: a get, a prefill, a waiter's create.
         let (created, destroyed) = self.lifetime_counts();
-        let misses = created;
+        let mut misses = c.misses.read();
+        self.slots.for_each(|_, slot| misses += slot.misses());
         let depot = self.depot.counts();
         let live = gets.saturating_sub(returns + discarded + detached);
         let existing = created.saturating_sub(destroyed + detached);
+        let destroying = self.teardown.destroying() as u64;
         let r = &*self.reclaim;
         Stats {
             reclaimed: r.reclaimed.read(),
@@ -515,12 +606,33 @@ impl<M: Manage> Shared<M> {
             destroyed,
             detached,
             live,
-            idle: existing.saturating_sub(live),
+            idle: existing.saturating_sub(live + destroying),
+            destroying,
             idle_depot: depot.idle as u64,
             idle_purged: depot.purged as u64,
             hits: gets.saturating_sub(misses),
             misses,
             depot_exchanges: depot.exchanges,
+        }
+    }
+}
+
+/// Places reserved under `max_live` for objects being created; those not
+/// filled are given back when it drops (on error and on panic too).
+pub(crate) struct Reservation<'a, M: Manage>(&'a Shared<M>, usize);
+
+impl<M: Manage> Reservation<'_, M> {
+    /// `made` of the places hold objects now; the rest are given back.
+    fn fill(mut self, made: usize) {
+        self.1 -= made.min(self.1);
+    }
+}
+
+impl<M: Manage> Drop for Reservation<'_, M> {
+    /// Gives back the places not filled: on error and on panic alike.
+    fn drop(&mut self) {
+        for _ in 0..self.1 {
+            self.0.release_place();
         }
     }
 }
@@ -552,8 +664,9 @@ impl<M: Manage> ThreadExit for Shared<M> {
         // SAFETY: we run on thread `tid`, in its TLS destructor, before its id
         // is freed.
         let refused = self.donate_all(unsafe { LocalSlot::new(slot) }.release());
-        // A TLS destructor: nothing may unwind.
-        self.destroy_batches(refused, Site::ThreadExit);
+        // A TLS destructor: nothing may unwind. One chunk at most here:
+        // threads exiting en masse must not all tear down at once.
+        self.tear_down(refused, 1, Site::ThreadExit);
         // Its unused places under `max_live` go back to everyone.
         if let Some(places) = &self.places {
             places.return_credits(slot.credit().recall());
@@ -571,8 +684,32 @@ impl<M: Manage> Drop for Shared<M> {
             batches.extend(slot.take_all_exclusive());
         });
         batches.extend(self.depot.take_down_to(0));
-        // A destructor (maybe a thread-local one): nothing may unwind.
-        self.destroy_batches(batches, Site::PoolDrop);
+        // A destructor (maybe a thread-local one): nothing may unwind. One
+        // chunk here; the rest goes to the reclaimer with the manager.
+        self.tear_down(batches, 1, Site::PoolDrop);
+        let rest = self.teardown.take_all();
+        #[cfg(not(loom))]
+        if !rest.is_empty() && self.config.background {
+            // SAFETY: the manager is taken once, here, and this drop
+            // touches it no more (it skips `drop_manager` below).
+            let manager = unsafe { ManuallyDrop::take(&mut self.manager) };
+            crate::reclaim::scheduler::adopt(Box::new(move || {
+                callbacks::finish_orphan(manager, rest);
+            }));
+            return;
+        }
+        // No reclaimer to hand it to: finished here.
+        self.destroy_batches(rest, Site::PoolDrop);
         callbacks::drop_manager(&mut self.manager, Site::PoolDrop, &self.panics);
     }
+}
+
+/// Threads that may run a pool's destroy queue at once:
+/// `min(ncpus, teardown_threads)`.
+fn teardown_limit(config: &Config) -> usize {
+    #[cfg(not(loom))]
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    #[cfg(loom)]
+    let cpus = usize::MAX;
+    config.teardown_threads.min(cpus)
 }
