@@ -53,6 +53,7 @@ mod depot;
 mod error;
 mod guard;
 pub mod implementation;
+mod lifetime;
 mod manage;
 #[cfg(target_os = "linux")]
 mod os;

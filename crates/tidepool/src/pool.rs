@@ -1,6 +1,8 @@
 //! The front door: [`Pool`].
 
 use std::fmt;
+use std::mem::ManuallyDrop;
+use std::ptr;
 use std::sync::Arc;
 
 use crate::pressure::Level;
@@ -47,10 +49,13 @@ use std::sync::Weak;
 /// assert!(stats.created <= 4, "each thread reuses its own object");
 /// ```
 pub struct Pool<M: Manage> {
-    pub(crate) shared: Arc<Shared<M>>,
-    /// How the reclaimer thread reaches this pool, if it does.
-    #[cfg(not(loom))]
-    background: Option<Arc<reclaimer::Handle>>,
+    /// The handle's reference to the shared state: released by `drop`,
+    /// through [`lifetime::close`](crate::lifetime), which keeps the state
+    /// until the last owned guard has ended. Owned guards hold an uncounted
+    /// copy of this pointer ([`Pool::alias`]). The handle is this one
+    /// pointer (the reclaimer's handle lives in `Shared::life`), so the
+    /// copy is one word.
+    pub(crate) shared: ManuallyDrop<Arc<Shared<M>>>,
 }
 
 impl<M: Manage> Pool<M> {
@@ -65,20 +70,30 @@ impl<M: Manage> Pool<M> {
     }
 
     pub(crate) fn from_parts(manager: M, config: Config, clock: Arc<dyn Clock>) -> Self {
-        let background = config.background;
         let shared = Arc::new(Shared::new(manager, config, clock));
         #[cfg(not(loom))]
-        let background = background.then(|| {
+        if shared.config.background {
             let weak: Weak<dyn Background> = Arc::downgrade(&shared) as Weak<Shared<M>>;
-            reclaimer::register(weak)
-        });
-        #[cfg(loom)]
-        let _ = background;
-        Self {
-            shared,
-            #[cfg(not(loom))]
-            background,
+            shared.life.set_background(reclaimer::register(weak));
         }
+        Self {
+            shared: ManuallyDrop::new(shared),
+        }
+    }
+
+    /// An uncounted copy of this handle, for an owned guard: never dropped,
+    /// valid while the shared state lives, which `lifetime` guarantees for
+    /// as long as the pool counts the guard's object as out.
+    #[inline(always)]
+    fn alias(&self) -> ManuallyDrop<Pool<M>> {
+        // SAFETY: a bitwise copy of the `Arc`'s pointer, without touching
+        // its count. The copy is never dropped (`ManuallyDrop`), so the
+        // count stays exactly the handle's; it is only dereferenced while
+        // the shared state is alive (see `lifetime`).
+        let shared = unsafe { ptr::read(&*self.shared) };
+        ManuallyDrop::new(Pool {
+            shared: ManuallyDrop::new(shared),
+        })
     }
 
     /// Takes an idle object, or creates one if none is at hand.
@@ -94,8 +109,10 @@ impl<M: Manage> Pool<M> {
         Ok(Pooled::new(self, item))
     }
 
-    /// Like [`get`](Pool::get), but the guard holds an `Arc` of the pool, so
-    /// it is `'static` and can be sent to and dropped on another thread.
+    /// Like [`get`](Pool::get), but the guard is `'static`: it can be sent
+    /// to and dropped on another thread, and may outlive every `Arc` of the
+    /// pool (the pool's objects and state then go when the last such guard
+    /// does). Taking and dropping it touch no shared reference count.
     ///
     /// # Errors
     ///
@@ -103,7 +120,9 @@ impl<M: Manage> Pool<M> {
     #[inline]
     pub fn get_owned(self: &Arc<Self>) -> Result<OwnedPooled<M>, Error<M::Error>> {
         let item = Shared::get(&self.shared)?;
-        Ok(OwnedPooled::new(Arc::clone(self), item))
+        self.shared.life.note_owned();
+        // SAFETY: `item` was just counted out of this pool.
+        Ok(unsafe { OwnedPooled::new(self.alias(), item) })
     }
 
     /// Counts of what the pool has done and holds (see [`Stats`] for which
@@ -186,11 +205,15 @@ impl<M: Manage> Pool<M> {
 impl<M: Manage> Drop for Pool<M> {
     fn drop(&mut self) {
         // Wait out a reclaim pass in progress on this pool, so the last
-        // reference is ours and the objects are destroyed right here.
+        // reference is ours and the objects are destroyed right here (or by
+        // the last owned guard).
         #[cfg(not(loom))]
-        if let Some(handle) = &self.background {
+        if let Some(handle) = self.shared.life.background() {
             handle.close();
         }
+        // SAFETY: taken once, here; `self` is not used again.
+        let shared = unsafe { ManuallyDrop::take(&mut self.shared) };
+        crate::lifetime::close(shared);
     }
 }
 

@@ -23,8 +23,9 @@ use crossbeam_utils::CachePadded;
 
 use crate::cache::{thread, LocalSlot, SlotTable, ThreadExit};
 use crate::depot::Depot;
+use crate::lifetime::Life;
 use crate::reclaim::{Clock, ReclaimShared};
-use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::atomic::{fence, AtomicUsize, Ordering};
 use crate::sync::SharedCounter;
 use crate::{Config, Error, Manage, Stats};
 
@@ -42,6 +43,9 @@ pub(crate) struct Shared<M: Manage> {
     counters: CachePadded<Counters>,
     /// Reclaim intervals, pressure holds and their counts (`reclaim/pass.rs`).
     pub(crate) reclaim: CachePadded<ReclaimShared>,
+    /// How owned guards keep this alive past the handle (`lifetime.rs`);
+    /// read on every owned guard's end, so on a line of its own.
+    pub(crate) life: CachePadded<Life>,
 }
 
 /// Pool-wide counts. Per-thread `gets`/`returns` live in the slots.
@@ -76,6 +80,7 @@ impl<M: Manage> Shared<M> {
             slots: SlotTable::new(),
             counters: CachePadded::default(),
             reclaim: CachePadded::new(ReclaimShared::new(clock, config.reclaim_interval)),
+            life: CachePadded::default(),
             manager,
             config,
         }
@@ -432,6 +437,26 @@ impl<M: Manage> Shared<M> {
             }
         }
         Ok(created)
+    }
+
+    // === owned guards (lifetime.rs) ===
+
+    /// Objects out of the pool, never less than the true figure: every end
+    /// count is read before every start count, and the `Acquire` fence
+    /// between pairs with the `Release` of each count, so a start that
+    /// happened before an end seen here is seen too. Zero means every
+    /// object handed out before the call has been given back, and every
+    /// end seen has stopped counting.
+    pub(crate) fn live_bound(&self) -> u64 {
+        let c = &*self.counters;
+        let mut ends = c.discarded.read() + c.detached.read() + c.slotless_returns.read();
+        self.slots.for_each(|_, slot| ends += slot.counts().1);
+        fence(Ordering::Acquire);
+        let mut starts = c.slotless_gets.read();
+        self.slots.for_each(|_, slot| starts += slot.counts().0);
+        // More ends than starts would be a counting bug: then keep the pool
+        // (a leak) rather than free it under a guard.
+        starts.checked_sub(ends).unwrap_or(u64::MAX)
     }
 
     // === stats ===

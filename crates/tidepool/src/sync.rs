@@ -28,6 +28,11 @@ mod inner {
         true
     }
 
+    /// Models always have the pair.
+    pub(crate) fn heavy_fence_available() -> bool {
+        true
+    }
+
     /// loom's mutex, with parking_lot's poison-free `lock()` signature.
     #[derive(Debug)]
     pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
@@ -52,7 +57,9 @@ mod inner {
 #[cfg(not(loom))]
 mod inner {
     pub(crate) mod atomic {
-        pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+        pub(crate) use std::sync::atomic::{
+            fence, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+        };
     }
     pub(crate) use parking_lot::Mutex;
     pub(crate) use std::thread::yield_now;
@@ -61,17 +68,40 @@ mod inner {
     /// The owner's half of the asymmetric fence: keeps the compiler from
     /// moving the owner's "busy" store after its "revoked?" load. The CPU may
     /// still reorder them; [`heavy_fence`] on the remote side covers that.
+    ///
+    /// Under miri, which cannot run `membarrier`, both halves are `SeqCst`
+    /// fences, as in the loom models.
     #[inline(always)]
     pub(crate) fn light_fence() {
+        #[cfg(miri)]
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        #[cfg(not(miri))]
         std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The remote half: a barrier on every running thread of the process
     /// (`membarrier(2)`). `false` where the OS offers none.
     pub(crate) fn heavy_fence() -> bool {
-        #[cfg(target_os = "linux")]
+        #[cfg(miri)]
+        {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            true
+        }
+        #[cfg(all(not(miri), target_os = "linux"))]
         return crate::os::membarrier::heavy_fence();
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(all(not(miri), not(target_os = "linux")))]
+        return false;
+    }
+
+    /// Whether [`heavy_fence`] works here, decided once per process: code
+    /// that relies on the pair must check this before it starts to skip the
+    /// light side's hardware fence.
+    pub(crate) fn heavy_fence_available() -> bool {
+        #[cfg(miri)]
+        return true;
+        #[cfg(all(not(miri), target_os = "linux"))]
+        return crate::os::membarrier::available();
+        #[cfg(all(not(miri), not(target_os = "linux")))]
         return false;
     }
 
@@ -134,9 +164,12 @@ impl OwnerCounter {
 pub(crate) struct SharedCounter(atomic::AtomicU64);
 
 impl SharedCounter {
+    /// `Release` (the same instruction as `Relaxed` on x86): a reader that
+    /// sees the new value after an `Acquire` fence also sees what the
+    /// bumping thread did before, as `Shared::live_bound` needs.
     #[inline]
     pub(crate) fn add(&self, n: u64) {
-        self.0.fetch_add(n, atomic::Ordering::Relaxed);
+        self.0.fetch_add(n, atomic::Ordering::Release);
     }
 
     #[inline]

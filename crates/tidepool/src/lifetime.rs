@@ -1,0 +1,578 @@
+//! How owned guards keep their pool alive without a reference count.
+//!
+//! An [`OwnedPooled`](crate::OwnedPooled) (and so every
+//! [`PooledStack`](crate::stack::PooledStack)) is `'static`: it may outlive
+//! the [`Pool`](crate::Pool) handle, on any thread. It used to hold a clone
+//! of the pool's `Arc`, paid for with a `lock incq` when taken and a
+//! `lock decq` when dropped, on one cache line that every thread writes.
+//! Now it holds a plain copy of the handle's pointer, and the shared state
+//! lives until the last of {the pool handle, the owned guards} is gone,
+//! which is found without any per-object read-modify-write. The scheme is
+//! Linux's `percpu_ref` (per-CPU counts, summed once the reference is
+//! killed) with user-space RCU in liburcu's `membarrier` flavour standing
+//! in for its grace periods:
+//!
+//! * **The count is the pool's own accounting.** Objects out of the pool
+//!   are `gets - returns - discarded - detached`, kept per thread cache
+//!   (single writer) and in slow-path counters; `Shared::live_bound` reads
+//!   them so that the figure is never below the truth. Once the handle is
+//!   gone no owned guard can be taken (`get_owned` needs it), so when the
+//!   figure reaches zero every owned guard has counted its end.
+//! * **Ends are read-side critical sections.** Ending an owned guard (drop,
+//!   `discard`, `detach`) may touch the shared state after the end is
+//!   counted (a full cache donates a batch to the depot and may run a
+//!   reclaim pass). So each end runs between a plain store of the pool's
+//!   address into this thread's *marker* and a plain store of zero. A
+//!   nested end of another pool (user code run by an end, ending another
+//!   guard) widens the marker to `ANY`.
+//! * **Closing.** When the handle drops after owned guards were handed out,
+//!   the pool is flagged closed and a global epoch is bumped. A pool is
+//!   free to go once (1) its live bound is zero, (2) no counted end of it is
+//!   in flight (`inflight`), and (3) no marker holds its address or `ANY`.
+//!   If that holds already, the handle's drop frees it there and then, as
+//!   before (nothing else delays it: other pools' ends are no concern).
+//!   Otherwise the shared state is parked in a process-wide list of
+//!   *orphans*, one heavy fence (`membarrier(2)`,
+//!   [`crate::sync::heavy_fence`]) is issued and the list is processed.
+//! * **Counted ends.** An end on a thread without a marker (no `membarrier`
+//!   on this system, or a thread whose thread-locals are being destroyed)
+//!   counts itself in the pool's `inflight` instead (a read-modify-write,
+//!   off the fast path).
+//! * **Whoever may be last processes its pool's orphan**: the closer; every
+//!   counted end, after it is done; and a reader whose end ran while a pool
+//!   was closed, or that ended a guard of a closed pool (a reader with an
+//!   `ANY` marker processes them all). So a pool's objects are destroyed by
+//!   the thread whose end or close let it go, before that returns, never by
+//!   a bystander. Nobody waits for anybody, and no user code runs under the
+//!   list's lock: a freed pool is dropped after it is released.
+//!
+//! # Invariant: an orphan is freed only when nothing can touch it again
+//!
+//! Let `O` be a closed pool and `P` a thread that frees it (its closer, or
+//! a processor of the list, under the list's lock). `P` reads, in this
+//! order: `O`'s end counts, an `Acquire` fence, `O`'s start counts (that is
+//! `live_bound`), `O.inflight`, every marker.
+//!
+//! * An owned guard that has not begun to end: its start was counted
+//!   before the close, which happened before `P` looked: `live_bound > 0`.
+//! * An end whose count `P` does not see: `live_bound > 0`.
+//! * An end whose count `P` sees: the count is a `Release` store made after
+//!   the end stored its marker (`O` or `ANY`), or incremented `inflight`, so
+//!   `P` sees that marker (or increment), or a later value, and a marker
+//!   changes to anything but `ANY` only once the end has stopped touching
+//!   `O` (the decrement likewise).
+//!
+//! So safety rests on the counts and the markers alone; the closed flag, the
+//! epoch and the heavy fence only make sure that someone processes the list
+//! after the last blocker goes.
+//!
+//! # Liveness: every orphan is freed once its last object is back
+//!
+//! A counted end processes after its `SeqCst` decrement of `inflight` if its
+//! `SeqCst` load sees an orphan pending; the closer counts its orphan
+//! pending (`SeqCst`) before it reads `inflight`: one of the two sees the
+//! other. A reader clears its marker, then (compiler fence) reloads the
+//! epoch and the pending count; the closer bumps both, then issues the heavy
+//! fence, then reads the markers: either the closer sees the marker
+//! cleared, or the reader sees the new epoch and the orphan pending, and
+//! processes. An end that loads the bumped epoch (`Acquire`) sees the
+//! closed flag (stored before the bump), and processes when it leaves.
+//! Processors take the list's lock one after another, so the last sees
+//! every marker the others cleared.
+
+use std::cell::Cell;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+
+use crate::shared::Shared;
+use crate::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use crate::sync::{heavy_fence, heavy_fence_available, light_fence, Mutex};
+use crate::Manage;
+
+/// `Life::state`: an owned guard has been handed out.
+const OWNED: u8 = 1;
+/// `Life::state`: the pool handle is gone.
+const CLOSED: u8 = 2;
+
+/// A pool's side of the protocol (a field of `Shared`).
+#[derive(Default)]
+pub(crate) struct Life {
+    /// `OWNED | CLOSED` bits; read on every end, written at most twice.
+    state: AtomicU8,
+    /// Ends in progress that are counted here rather than by a marker.
+    inflight: AtomicUsize,
+    /// How the reclaimer thread reaches this pool, if it does: closed by
+    /// the handle's drop. Kept here, not in the handle, so that the handle
+    /// is one pointer, which owned guards copy.
+    #[cfg(not(loom))]
+    background: std::sync::OnceLock<Arc<crate::reclaim::reclaimer::Handle>>,
+}
+
+impl Life {
+    /// Notes that an owned guard is being handed out (so the handle's drop
+    /// must wait for owned guards). A load on every `get_owned`, a store
+    /// once per pool.
+    #[inline(always)]
+    pub(crate) fn note_owned(&self) {
+        if self.state.load(Ordering::Relaxed) & OWNED == 0 {
+            self.note_owned_slow();
+        }
+    }
+
+    #[cold]
+    fn note_owned_slow(&self) {
+        self.state.fetch_or(OWNED, Ordering::Relaxed);
+    }
+
+    #[inline(always)]
+    fn is_closed(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & CLOSED != 0
+    }
+
+    /// Records the reclaimer's handle (once, as the pool is built).
+    #[cfg(not(loom))]
+    pub(crate) fn set_background(&self, handle: Arc<crate::reclaim::reclaimer::Handle>) {
+        let _ = self.background.set(handle);
+    }
+
+    /// The reclaimer's handle, if the pool has one.
+    #[cfg(not(loom))]
+    pub(crate) fn background(&self) -> Option<&crate::reclaim::reclaimer::Handle> {
+        self.background.get().map(|h| &**h)
+    }
+}
+
+// === readers ===
+
+/// A marker's value while its thread is inside ends of more than one pool.
+const ANY: usize = 1;
+
+/// What other threads see of a reader: the address of the pool whose guard
+/// it is ending, `ANY`, or 0 while it is outside every end.
+#[derive(Debug, Default)]
+struct Marker(CachePadded<AtomicUsize>);
+
+/// This thread's reader state, touched only by this thread.
+struct Reader {
+    /// This thread's marker, once registered.
+    marker: Cell<Option<&'static Marker>>,
+    /// Ends this thread is inside (they nest when an end runs user code
+    /// that ends another owned guard).
+    nest: Cell<u32>,
+    /// What the marker holds.
+    holds: Cell<usize>,
+    /// The epoch when the outermost end began.
+    epoch: Cell<u64>,
+    /// The outermost end must process the orphans when it leaves: one of
+    /// its ends was of a closed pool, or the marker was widened.
+    process: Cell<bool>,
+}
+
+impl Reader {
+    const fn new() -> Self {
+        Self {
+            marker: Cell::new(None),
+            nest: Cell::new(0),
+            holds: Cell::new(0),
+            epoch: Cell::new(0),
+            process: Cell::new(false),
+        }
+    }
+}
+
+// Constant-initialised and destructor-free: reaching it is one load, and it
+// is never gone, not even in other thread-locals' destructors.
+#[cfg(not(loom))]
+std::thread_local! {
+    static READER: Reader = const { Reader::new() };
+}
+
+#[cfg(loom)]
+loom::thread_local! {
+    static READER: Reader = Reader::new();
+}
+
+/// Hands this thread's marker back for reuse when the thread exits (the
+/// marker list grows with the peak number of threads, not with every
+/// thread ever started). Loom models leave markers to the model's end.
+#[cfg(not(loom))]
+struct Home;
+
+#[cfg(not(loom))]
+impl Drop for Home {
+    fn drop(&mut self) {
+        let _ = READER.try_with(|r| {
+            // Not inside an end (thread-local destructors do not run in
+            // one); if it ever were, the marker is simply never reused.
+            if r.nest.get() == 0 {
+                if let Some(marker) = r.marker.take() {
+                    markers().lock().free.push(marker);
+                }
+            }
+        });
+    }
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static HOME: Home = const { Home };
+}
+
+/// Every marker handed out; free ones are reused. Markers are never freed:
+/// one cache line per thread alive at the peak.
+#[derive(Default)]
+struct Markers {
+    all: Vec<&'static Marker>,
+    free: Vec<&'static Marker>,
+}
+
+#[cfg(not(loom))]
+fn markers() -> &'static Mutex<Markers> {
+    static MARKERS: Mutex<Markers> = Mutex::new(Markers {
+        all: Vec::new(),
+        free: Vec::new(),
+    });
+    &MARKERS
+}
+
+#[cfg(loom)]
+fn markers() -> &'static Mutex<Markers> {
+    loom::lazy_static! {
+        static ref MARKERS: Mutex<Markers> = Mutex::new(Markers::default());
+    }
+    &MARKERS
+}
+
+/// Gives this thread a marker. `None` (ends stay counted) if the system has
+/// no heavy fence, or the thread's thread-locals are being destroyed.
+#[cold]
+fn register(r: &Reader) -> Option<&'static Marker> {
+    if !heavy_fence_available() {
+        return None;
+    }
+    // Arms the hand-back at thread exit; fails once this thread's
+    // thread-locals are being destroyed.
+    #[cfg(not(loom))]
+    HOME.try_with(|_| ()).ok()?;
+    let mut markers = markers().lock();
+    let marker = match markers.free.pop() {
+        Some(marker) => marker,
+        None => {
+            let marker: &'static Marker = Box::leak(Box::default());
+            markers.all.push(marker);
+            marker
+        }
+    };
+    r.marker.set(Some(marker));
+    Some(marker)
+}
+
+/// No end is marked as inside the pool at `address`.
+fn unmarked(marked: &[usize], address: usize) -> bool {
+    !marked.iter().any(|&held| held == address || held == ANY)
+}
+
+/// What the markers hold now, zeros left out.
+fn marked() -> Vec<usize> {
+    markers()
+        .lock()
+        .all
+        .iter()
+        .map(|m| m.0.load(Ordering::Acquire))
+        .filter(|&held| held != 0)
+        .collect()
+}
+
+// === epochs and orphans ===
+
+#[cfg(not(loom))]
+fn epoch() -> &'static AtomicU64 {
+    static EPOCH: AtomicU64 = AtomicU64::new(1);
+    &EPOCH
+}
+
+#[cfg(loom)]
+fn epoch() -> &'static AtomicU64 {
+    loom::lazy_static! {
+        static ref EPOCH: AtomicU64 = AtomicU64::new(1);
+    }
+    &EPOCH
+}
+
+/// Orphans in the list: ends check this before taking its lock.
+#[cfg(not(loom))]
+fn pending() -> &'static AtomicUsize {
+    static PENDING: AtomicUsize = AtomicUsize::new(0);
+    &PENDING
+}
+
+#[cfg(loom)]
+fn pending() -> &'static AtomicUsize {
+    loom::lazy_static! {
+        static ref PENDING: AtomicUsize = AtomicUsize::new(0);
+    }
+    &PENDING
+}
+
+/// A closed pool waiting for its owned guards.
+trait Orphan: Send {
+    /// Its address, as readers mark it.
+    fn address(&self) -> usize;
+    /// Every object is back and no counted end is in flight.
+    fn quiet(&self) -> bool;
+}
+
+struct Orphaned<M: Manage> {
+    /// The handle's reference, dropped when the orphan is freed.
+    shared: Arc<Shared<M>>,
+}
+
+impl<M: Manage> Orphan for Orphaned<M> {
+    fn address(&self) -> usize {
+        Arc::as_ptr(&self.shared) as usize
+    }
+
+    fn quiet(&self) -> bool {
+        // `live_bound` first: an end it sees counted shows its `inflight`
+        // increment (or marker) to the reads that follow.
+        self.shared.live_bound() == 0 && self.shared.life.inflight.load(Ordering::SeqCst) == 0
+    }
+}
+
+#[cfg(not(loom))]
+fn orphans() -> &'static Mutex<Vec<Box<dyn Orphan>>> {
+    static ORPHANS: Mutex<Vec<Box<dyn Orphan>>> = Mutex::new(Vec::new());
+    &ORPHANS
+}
+
+#[cfg(loom)]
+fn orphans() -> &'static Mutex<Vec<Box<dyn Orphan>>> {
+    loom::lazy_static! {
+        static ref ORPHANS: Mutex<Vec<Box<dyn Orphan>>> = Mutex::new(Vec::new());
+    }
+    &ORPHANS
+}
+
+/// Frees the orphans at `scope` (an address, or `ANY` for all) that
+/// nothing can touch any more (see the module docs). The pools are
+/// dropped, destroying their objects, after the list's lock is released.
+///
+/// A thread processes only the orphans it may have been the last to hold
+/// up, so that a pool's objects are destroyed by the thread whose end (or
+/// close) let the pool go, before that end returns, and never later by a
+/// bystander.
+#[cold]
+#[inline(never)]
+fn process(scope: usize) {
+    let freed: Vec<Box<dyn Orphan>> = {
+        let mut list = orphans().lock();
+        let quiet: Vec<bool> = list
+            .iter()
+            .map(|o| (scope == ANY || o.address() == scope) && o.quiet())
+            .collect();
+        if !quiet.contains(&true) {
+            return;
+        }
+        // After the counts (see `quiet`).
+        let marked = marked();
+        let mut freed = Vec::new();
+        let mut keep = Vec::with_capacity(list.len());
+        for (orphan, quiet) in list.drain(..).zip(quiet) {
+            if quiet && unmarked(&marked, orphan.address()) {
+                freed.push(orphan);
+            } else {
+                keep.push(orphan);
+            }
+        }
+        *list = keep;
+        pending().fetch_sub(freed.len(), Ordering::SeqCst);
+        freed
+    };
+    drop(freed);
+}
+
+// === ends and closes ===
+
+/// Ends an owned guard of `shared`: runs `end`, which gives the object back
+/// (or destroys or detaches it), such that `shared` stays alive until `end`
+/// has returned, however the pool handle and other guards go meanwhile.
+///
+/// `shared` is a pointer, not a reference: the pool may be freed by another
+/// thread as soon as this end no longer protects it, before this function
+/// returns.
+///
+/// # Safety
+///
+/// `shared` points to a pool's shared state that is alive now, and the
+/// calling guard is one that pool counts as out (its start is counted, its
+/// end is done by `end` and nothing else).
+#[inline(always)]
+pub(crate) unsafe fn end_owned<M: Manage, R>(
+    shared: NonNull<Shared<M>>,
+    end: impl FnOnce() -> R,
+) -> R {
+    let mut end = Some(end);
+    let run = |r: &Reader| {
+        let end = end.take().expect("taken once");
+        match r.marker.get() {
+            // SAFETY: forwarded from our caller.
+            Some(marker) => unsafe { end_marked(r, marker, shared, end) },
+            // SAFETY: forwarded from our caller.
+            None => unsafe { end_unmarked(r, shared, end) },
+        }
+    };
+    match READER.try_with(run) {
+        Ok(out) => out,
+        // SAFETY: forwarded from our caller.
+        Err(_) => unsafe { end_counted(shared, end.take().expect("not run")) },
+    }
+}
+
+/// The fast path: mark, end, unmark.
+///
+/// # Safety
+///
+/// As for [`end_owned`].
+#[inline(always)]
+unsafe fn end_marked<M: Manage, R>(
+    r: &Reader,
+    marker: &'static Marker,
+    shared: NonNull<Shared<M>>,
+    end: impl FnOnce() -> R,
+) -> R {
+    let me = shared.as_ptr() as usize;
+    let nest = r.nest.get();
+    r.nest.set(nest + 1);
+    if nest == 0 {
+        // `Acquire`: if this is the epoch a closer bumped, its closed flag
+        // is visible below.
+        r.epoch.set(epoch().load(Ordering::Acquire));
+        r.holds.set(me);
+        r.process.set(false);
+        marker.0.store(me, Ordering::Relaxed);
+    } else if r.holds.get() != me && r.holds.get() != ANY {
+        r.holds.set(ANY);
+        r.process.set(true);
+        marker.0.store(ANY, Ordering::Relaxed);
+    }
+    // Unmarks even if `end` unwinds (a panicking manager), so the pool is
+    // not held forever.
+    let _leave = Leave { r, marker, nest };
+    // SAFETY: alive (our caller's promise), and our marker keeps it so
+    // until `end` returns.
+    if unsafe { shared.as_ref() }.life.is_closed() {
+        // This end may be the last: look when leaving.
+        r.process.set(true);
+    }
+    end()
+}
+
+/// Clears the marker when the outermost end is done.
+struct Leave<'a> {
+    r: &'a Reader,
+    marker: &'static Marker,
+    nest: u32,
+}
+
+impl Drop for Leave<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.r.nest.set(self.nest);
+        if self.nest == 0 {
+            let held = self.r.holds.replace(0);
+            self.marker.0.store(0, Ordering::Release);
+            // The heavy side of this pair is the closer's (module docs,
+            // liveness).
+            light_fence();
+            let closed_meanwhile = epoch().load(Ordering::Relaxed) != self.r.epoch.get();
+            if (closed_meanwhile || self.r.process.get()) && pending().load(Ordering::Relaxed) != 0
+            {
+                process(held);
+            }
+        }
+    }
+}
+
+/// No marker yet: get one, or end counted.
+///
+/// # Safety
+///
+/// As for [`end_owned`].
+#[cold]
+#[inline(never)]
+unsafe fn end_unmarked<M: Manage, R>(
+    r: &Reader,
+    shared: NonNull<Shared<M>>,
+    end: impl FnOnce() -> R,
+) -> R {
+    match register(r) {
+        // SAFETY: forwarded from our caller.
+        Some(marker) => unsafe { end_marked(r, marker, shared, end) },
+        // SAFETY: forwarded from our caller.
+        None => unsafe { end_counted(shared, end) },
+    }
+}
+
+/// Ends counted in the pool's `inflight`, on a thread without a marker.
+///
+/// # Safety
+///
+/// As for [`end_owned`].
+#[cold]
+#[inline(never)]
+unsafe fn end_counted<M: Manage, R>(shared: NonNull<Shared<M>>, end: impl FnOnce() -> R) -> R {
+    /// Decrements `inflight` even if `end` unwinds, then processes.
+    struct Done<M: Manage>(NonNull<Shared<M>>);
+    impl<M: Manage> Drop for Done<M> {
+        fn drop(&mut self) {
+            // SAFETY: our increment keeps the pool alive until this
+            // decrement, its last use here.
+            unsafe { self.0.as_ref() }
+                .life
+                .inflight
+                .fetch_sub(1, Ordering::SeqCst);
+            if pending().load(Ordering::SeqCst) != 0 {
+                process(self.0.as_ptr() as usize);
+            }
+        }
+    }
+    // SAFETY: alive (our caller's promise): the end is not counted yet.
+    unsafe { shared.as_ref() }
+        .life
+        .inflight
+        .fetch_add(1, Ordering::Relaxed);
+    let _done = Done(shared);
+    end()
+}
+
+/// The pool handle is gone: frees the shared state now if no owned guard
+/// is out or ending, else parks it until the last one has ended.
+pub(crate) fn close<M: Manage>(shared: Arc<Shared<M>>) {
+    if shared.life.state.load(Ordering::Relaxed) & OWNED == 0 {
+        return drop(shared);
+    }
+    shared.life.state.fetch_or(CLOSED, Ordering::Relaxed);
+    // `Release`: publishes `CLOSED` to every end that loads this epoch.
+    epoch().fetch_add(1, Ordering::AcqRel);
+    let orphan = Orphaned { shared };
+    let address = orphan.address();
+    // Every guard back and no end inside: free it here, so that its objects
+    // are destroyed before the handle's drop returns (the same checks as
+    // `process`, in the same order). Parked, another thread's `process`
+    // could free it, and its objects, after this drop has returned.
+    if orphan.quiet() && unmarked(&marked(), address) {
+        return drop(orphan);
+    }
+    {
+        let mut list = orphans().lock();
+        list.push(Box::new(orphan));
+        pending().fetch_add(1, Ordering::SeqCst);
+    }
+    // Every reader that entered before now shows its marker to the scan
+    // below, or sees the epoch and the orphan when it leaves (module docs,
+    // liveness). Without a heavy fence no reader has a marker (`register`).
+    heavy_fence();
+    process(address);
+}
