@@ -110,11 +110,14 @@ macro_rules! guard_impl {
         impl<$($lt,)? M: Manage> Drop for $guard<$($lt,)? M> {
             #[inline]
             fn drop(&mut self) {
-                // SAFETY: `item` is taken exactly once: here, or in
-                // `into_parts`, which forgets the guard so this never runs.
-                let item = unsafe { ManuallyDrop::take(&mut self.item) };
                 let shared = &self.pool.shared;
-                Self::end(&self.pool, || Shared::put(shared, item));
+                Self::end(&self.pool, || {
+                    // SAFETY: `item` is taken exactly once: here, or in
+                    // `into_parts`, which forgets the guard so this never
+                    // runs.
+                    let item = unsafe { ManuallyDrop::take(&mut self.item) };
+                    Shared::put(shared, item)
+                });
             }
         }
     };
@@ -177,9 +180,10 @@ impl<M: Manage> OwnedPooled<M> {
     fn end<R>(pool: &Pool<M>, end: impl FnOnce() -> R) -> R {
         let shared: NonNull<Shared<M>> = NonNull::from(&**pool.shared);
         // SAFETY: the guard's object is counted out of this pool until `end`
-        // gives it back, so the pool is alive now (`Pool::alias`); `end` is
-        // this guard's only end.
-        unsafe { crate::lifetime::end_owned(shared, end) }
+        // gives it back, so the pool is alive now (`Pool::alias`); the
+        // `Ending` is dropped right after `end`, this guard's only end.
+        let _ending = unsafe { crate::lifetime::Ending::begin(shared) };
+        end()
     }
 }
 

@@ -87,7 +87,7 @@ use std::sync::Arc;
 use crossbeam_utils::CachePadded;
 
 use crate::shared::Shared;
-use crate::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use crate::sync::{heavy_fence, heavy_fence_available, light_fence, Mutex};
 use crate::Manage;
 
@@ -112,7 +112,7 @@ pub(crate) struct Life {
 
 impl Life {
     /// Notes that an owned guard is being handed out (so the handle's drop
-    /// must wait for owned guards). A load on every `get_owned`, a store
+    /// must look for owned guards). A load on every `get_owned`, a store
     /// once per pool.
     #[inline(always)]
     pub(crate) fn note_owned(&self) {
@@ -149,41 +149,41 @@ impl Life {
 /// A marker's value while its thread is inside ends of more than one pool.
 const ANY: usize = 1;
 
-/// What other threads see of a reader: the address of the pool whose guard
-/// it is ending, `ANY`, or 0 while it is outside every end.
+/// What other threads see of a reader, on a cache line of its own.
 #[derive(Debug, Default)]
-struct Marker(CachePadded<AtomicUsize>);
+struct Marker(CachePadded<MarkerState>);
+
+#[derive(Debug, Default)]
+struct MarkerState {
+    /// The address of the pool whose guard the thread is ending, `ANY`, or
+    /// 0 while it is outside every end.
+    held: AtomicUsize,
+    /// Non-zero: the thread must process the orphans when its outermost end
+    /// is done (set by a closer that found the marker in its way, or by the
+    /// thread itself).
+    wake: AtomicU8,
+}
 
 /// This thread's reader state, touched only by this thread.
 struct Reader {
     /// This thread's marker, once registered.
     marker: Cell<Option<&'static Marker>>,
-    /// Ends this thread is inside (they nest when an end runs user code
-    /// that ends another owned guard).
-    nest: Cell<u32>,
-    /// What the marker holds.
-    holds: Cell<usize>,
-    /// The epoch when the outermost end began.
-    epoch: Cell<u64>,
-    /// The outermost end must process the orphans when it leaves: one of
-    /// its ends was of a closed pool, or the marker was widened.
-    process: Cell<bool>,
+    /// What the marker holds (0: outside every end).
+    held: Cell<usize>,
 }
 
 impl Reader {
     const fn new() -> Self {
         Self {
             marker: Cell::new(None),
-            nest: Cell::new(0),
-            holds: Cell::new(0),
-            epoch: Cell::new(0),
-            process: Cell::new(false),
+            held: Cell::new(0),
         }
     }
 }
 
-// Constant-initialised and destructor-free: reaching it is one load, and it
-// is never gone, not even in other thread-locals' destructors.
+// Constant-initialised and destructor-free: reaching it is an offset from
+// the thread pointer, and it is never gone, not even in other
+// thread-locals' destructors.
 #[cfg(not(loom))]
 std::thread_local! {
     static READER: Reader = const { Reader::new() };
@@ -206,7 +206,7 @@ impl Drop for Home {
         let _ = READER.try_with(|r| {
             // Not inside an end (thread-local destructors do not run in
             // one); if it ever were, the marker is simply never reused.
-            if r.nest.get() == 0 {
+            if r.held.get() == 0 {
                 if let Some(marker) = r.marker.take() {
                     markers().lock().free.push(marker);
                 }
@@ -280,28 +280,25 @@ fn marked() -> Vec<usize> {
         .lock()
         .all
         .iter()
-        .map(|m| m.0.load(Ordering::Acquire))
+        .map(|m| m.0.held.load(Ordering::Acquire))
         .filter(|&held| held != 0)
         .collect()
 }
 
-// === epochs and orphans ===
-
-#[cfg(not(loom))]
-fn epoch() -> &'static AtomicU64 {
-    static EPOCH: AtomicU64 = AtomicU64::new(1);
-    &EPOCH
-}
-
-#[cfg(loom)]
-fn epoch() -> &'static AtomicU64 {
-    loom::lazy_static! {
-        static ref EPOCH: AtomicU64 = AtomicU64::new(1);
+/// Asks every thread whose marker holds `address` (or `ANY`) to process
+/// the orphans when it leaves its end.
+fn wake_holders(address: usize) {
+    for m in &markers().lock().all {
+        let held = m.0.held.load(Ordering::Relaxed);
+        if held == address || held == ANY {
+            m.0.wake.store(1, Ordering::Relaxed);
+        }
     }
-    &EPOCH
 }
 
-/// Orphans in the list: ends check this before taking its lock.
+// === orphans ===
+
+/// Orphans in the list: counted ends check this before taking its lock.
 #[cfg(not(loom))]
 fn pending() -> &'static AtomicUsize {
     static PENDING: AtomicUsize = AtomicUsize::new(0);
@@ -395,156 +392,168 @@ fn process(scope: usize) {
 
 // === ends and closes ===
 
-/// Ends an owned guard of `shared`: runs `end`, which gives the object back
-/// (or destroys or detaches it), such that `shared` stays alive until `end`
-/// has returned, however the pool handle and other guards go meanwhile.
-///
-/// `shared` is a pointer, not a reference: the pool may be freed by another
-/// thread as soon as this end no longer protects it, before this function
-/// returns.
-///
-/// # Safety
-///
-/// `shared` points to a pool's shared state that is alive now, and the
-/// calling guard is one that pool counts as out (its start is counted, its
-/// end is done by `end` and nothing else).
-#[inline(always)]
-pub(crate) unsafe fn end_owned<M: Manage, R>(
+/// An owned guard's end in progress: made by [`Ending::begin`] before the
+/// guard gives its object back (or destroys or detaches it), dropped after,
+/// also when that unwinds. While it lives, the pool stays alive however its
+/// handle and other guards go on other threads.
+pub(crate) struct Ending<M: Manage> {
+    /// The pool. A pointer, not a reference: the pool may be freed by
+    /// another thread as soon as this end no longer protects it, before
+    /// the `Ending` is gone.
     shared: NonNull<Shared<M>>,
-    end: impl FnOnce() -> R,
-) -> R {
-    let mut end = Some(end);
-    let run = |r: &Reader| {
-        let end = end.take().expect("taken once");
-        match r.marker.get() {
+    /// How this end is protected, in one word: this thread's marker, which
+    /// this (outermost) end clears when done; [`NESTED`] for an end inside
+    /// another, whose marker covers it; or [`COUNTED`] for an end counted in
+    /// the pool's `inflight`.
+    marker: *const Marker,
+}
+
+/// `Ending::marker` of an end nested in another end on this thread.
+const NESTED: *const Marker = std::ptr::null();
+/// `Ending::marker` of an end counted in the pool's `inflight`.
+const COUNTED: *const Marker = std::ptr::dangling();
+
+impl<M: Manage> Ending<M> {
+    /// Begins an end of an owned guard of `shared`.
+    ///
+    /// # Safety
+    ///
+    /// `shared` points to a pool's shared state that is alive now, and the
+    /// calling guard is one that pool counts as out; the `Ending` is dropped
+    /// on this thread after the guard's end (put, discard or detach) is
+    /// done, and before anything else ends that guard.
+    #[inline(always)]
+    pub(crate) unsafe fn begin(shared: NonNull<Shared<M>>) -> Self {
+        let marker = READER
+            .try_with(|r| match r.marker.get() {
+                // SAFETY: forwarded from our caller.
+                Some(marker) => unsafe { Self::mark(r, marker, shared) },
+                // SAFETY: forwarded from our caller.
+                None => unsafe { Self::begin_unmarked(r, shared) },
+            })
             // SAFETY: forwarded from our caller.
-            Some(marker) => unsafe { end_marked(r, marker, shared, end) },
-            // SAFETY: forwarded from our caller.
-            None => unsafe { end_unmarked(r, shared, end) },
+            .unwrap_or_else(|_| unsafe { Self::count(shared) });
+        Self { shared, marker }
+    }
+
+    /// The fast path: marks this thread as inside an end of the pool.
+    /// Returns the marker if this is the outermost end, else [`NESTED`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`begin`](Self::begin).
+    #[inline(always)]
+    unsafe fn mark(
+        r: &Reader,
+        marker: &'static Marker,
+        shared: NonNull<Shared<M>>,
+    ) -> *const Marker {
+        let address = shared.as_ptr() as usize;
+        let held = r.held.get();
+        let ending = if held == 0 {
+            r.held.set(address);
+            marker.0.held.store(address, Ordering::Relaxed);
+            marker as *const Marker
+        } else {
+            if held != address {
+                Self::widen(r, marker);
+            }
+            NESTED
+        };
+        // After the marker store (see the liveness notes).
+        light_fence();
+        // SAFETY: alive (our caller's promise), and the marker keeps it so
+        // until this end is over.
+        if unsafe { shared.as_ref() }.life.is_closed() {
+            // This end may be the last: look when leaving.
+            marker.0.wake.store(1, Ordering::Relaxed);
         }
-    };
-    match READER.try_with(run) {
-        Ok(out) => out,
-        // SAFETY: forwarded from our caller.
-        Err(_) => unsafe { end_counted(shared, end.take().expect("not run")) },
+        ending
+    }
+
+    /// A nested end of another pool: the marker now covers every pool.
+    #[cold]
+    fn widen(r: &Reader, marker: &'static Marker) {
+        if r.held.get() != ANY {
+            r.held.set(ANY);
+            marker.0.held.store(ANY, Ordering::Relaxed);
+            marker.0.wake.store(1, Ordering::Relaxed);
+        }
+    }
+
+    /// No marker yet: get one, or count the end in the pool.
+    ///
+    /// # Safety
+    ///
+    /// As for [`begin`](Self::begin).
+    #[cold]
+    #[inline(never)]
+    unsafe fn begin_unmarked(r: &Reader, shared: NonNull<Shared<M>>) -> *const Marker {
+        match register(r) {
+            // SAFETY: forwarded from our caller.
+            Some(marker) => unsafe { Self::mark(r, marker, shared) },
+            // SAFETY: forwarded from our caller.
+            None => unsafe { Self::count(shared) },
+        }
+    }
+
+    /// # Safety
+    ///
+    /// As for [`begin`](Self::begin).
+    #[cold]
+    unsafe fn count(shared: NonNull<Shared<M>>) -> *const Marker {
+        // SAFETY: alive (our caller's promise); this increment keeps it so
+        // until the matching decrement.
+        unsafe { shared.as_ref() }
+            .life
+            .inflight
+            .fetch_add(1, Ordering::Relaxed);
+        COUNTED
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn end_counted(&self) {
+        // SAFETY: our increment kept the pool alive until this decrement,
+        // its last use here.
+        unsafe { self.shared.as_ref() }
+            .life
+            .inflight
+            .fetch_sub(1, Ordering::SeqCst);
+        if pending().load(Ordering::SeqCst) != 0 {
+            process(self.shared.as_ptr() as usize);
+        }
     }
 }
 
-/// The fast path: mark, end, unmark.
-///
-/// # Safety
-///
-/// As for [`end_owned`].
-#[inline(always)]
-unsafe fn end_marked<M: Manage, R>(
-    r: &Reader,
-    marker: &'static Marker,
-    shared: NonNull<Shared<M>>,
-    end: impl FnOnce() -> R,
-) -> R {
-    let me = shared.as_ptr() as usize;
-    let nest = r.nest.get();
-    r.nest.set(nest + 1);
-    if nest == 0 {
-        // `Acquire`: if this is the epoch a closer bumped, its closed flag
-        // is visible below.
-        r.epoch.set(epoch().load(Ordering::Acquire));
-        r.holds.set(me);
-        r.process.set(false);
-        marker.0.store(me, Ordering::Relaxed);
-    } else if r.holds.get() != me && r.holds.get() != ANY {
-        r.holds.set(ANY);
-        r.process.set(true);
-        marker.0.store(ANY, Ordering::Relaxed);
-    }
-    // Unmarks even if `end` unwinds (a panicking manager), so the pool is
-    // not held forever.
-    let _leave = Leave { r, marker, nest };
-    // SAFETY: alive (our caller's promise), and our marker keeps it so
-    // until `end` returns.
-    if unsafe { shared.as_ref() }.life.is_closed() {
-        // This end may be the last: look when leaving.
-        r.process.set(true);
-    }
-    end()
-}
-
-/// Clears the marker when the outermost end is done.
-struct Leave<'a> {
-    r: &'a Reader,
-    marker: &'static Marker,
-    nest: u32,
-}
-
-impl Drop for Leave<'_> {
+impl<M: Manage> Drop for Ending<M> {
     #[inline(always)]
     fn drop(&mut self) {
-        self.r.nest.set(self.nest);
-        if self.nest == 0 {
-            let held = self.r.holds.replace(0);
-            self.marker.0.store(0, Ordering::Release);
-            // The heavy side of this pair is the closer's (module docs,
-            // liveness).
-            light_fence();
-            let closed_meanwhile = epoch().load(Ordering::Relaxed) != self.r.epoch.get();
-            if (closed_meanwhile || self.r.process.get()) && pending().load(Ordering::Relaxed) != 0
-            {
-                process(held);
-            }
+        if self.marker == NESTED {
+            return;
+        }
+        if self.marker == COUNTED {
+            return self.end_counted();
+        }
+        // SAFETY: a registered marker, never freed.
+        let marker = unsafe { &*self.marker };
+        let held = READER.try_with(|r| r.held.replace(0)).unwrap_or(0);
+        marker.0.held.store(0, Ordering::Release);
+        // The heavy side of this pair is the closer's (module docs,
+        // liveness).
+        light_fence();
+        if marker.0.wake.load(Ordering::Relaxed) != 0 {
+            leave_slow(marker, held);
         }
     }
 }
 
-/// No marker yet: get one, or end counted.
-///
-/// # Safety
-///
-/// As for [`end_owned`].
+/// The outermost end is done and was asked to look at the orphans.
 #[cold]
 #[inline(never)]
-unsafe fn end_unmarked<M: Manage, R>(
-    r: &Reader,
-    shared: NonNull<Shared<M>>,
-    end: impl FnOnce() -> R,
-) -> R {
-    match register(r) {
-        // SAFETY: forwarded from our caller.
-        Some(marker) => unsafe { end_marked(r, marker, shared, end) },
-        // SAFETY: forwarded from our caller.
-        None => unsafe { end_counted(shared, end) },
-    }
-}
-
-/// Ends counted in the pool's `inflight`, on a thread without a marker.
-///
-/// # Safety
-///
-/// As for [`end_owned`].
-#[cold]
-#[inline(never)]
-unsafe fn end_counted<M: Manage, R>(shared: NonNull<Shared<M>>, end: impl FnOnce() -> R) -> R {
-    /// Decrements `inflight` even if `end` unwinds, then processes.
-    struct Done<M: Manage>(NonNull<Shared<M>>);
-    impl<M: Manage> Drop for Done<M> {
-        fn drop(&mut self) {
-            // SAFETY: our increment keeps the pool alive until this
-            // decrement, its last use here.
-            unsafe { self.0.as_ref() }
-                .life
-                .inflight
-                .fetch_sub(1, Ordering::SeqCst);
-            if pending().load(Ordering::SeqCst) != 0 {
-                process(self.0.as_ptr() as usize);
-            }
-        }
-    }
-    // SAFETY: alive (our caller's promise): the end is not counted yet.
-    unsafe { shared.as_ref() }
-        .life
-        .inflight
-        .fetch_add(1, Ordering::Relaxed);
-    let _done = Done(shared);
-    end()
+fn leave_slow(marker: &'static Marker, held: usize) {
+    marker.0.wake.store(0, Ordering::Relaxed);
+    process(held);
 }
 
 /// The pool handle is gone: frees the shared state now if no owned guard
@@ -554,8 +563,6 @@ pub(crate) fn close<M: Manage>(shared: Arc<Shared<M>>) {
         return drop(shared);
     }
     shared.life.state.fetch_or(CLOSED, Ordering::Relaxed);
-    // `Release`: publishes `CLOSED` to every end that loads this epoch.
-    epoch().fetch_add(1, Ordering::AcqRel);
     let orphan = Orphaned { shared };
     let address = orphan.address();
     // Every guard back and no end inside: free it here, so that its objects
@@ -570,9 +577,13 @@ pub(crate) fn close<M: Manage>(shared: Arc<Shared<M>>) {
         list.push(Box::new(orphan));
         pending().fetch_add(1, Ordering::SeqCst);
     }
-    // Every reader that entered before now shows its marker to the scan
-    // below, or sees the epoch and the orphan when it leaves (module docs,
-    // liveness). Without a heavy fence no reader has a marker (`register`).
+    // Liveness (module docs). After this fence, an end that marked itself
+    // before it shows its marker, and one that marks itself later sees
+    // `CLOSED`. Without a heavy fence no reader has a marker (`register`).
+    heavy_fence();
+    wake_holders(address);
+    // After this one, a holder woken above either sees its wake flag when
+    // it leaves, or has left already, and the `process` below sees that.
     heavy_fence();
     process(address);
 }

@@ -72,7 +72,7 @@ impl Manage for StackManager {
     type Error = StackError;
 
     fn create(&self) -> Result<GuardedStack, StackError> {
-        GuardedStack::map(self.guard_size, self.usable_size)
+        GuardedStack::map(self.usable_size)
     }
 
     fn purge(&self, stack: &mut GuardedStack) {
