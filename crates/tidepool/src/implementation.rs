@@ -149,10 +149,38 @@
 //! nothing. The reclaimer thread reaches a pool through a handle that the
 //! pool's drop closes first, waiting out a pass in progress, so the
 //! reclaimer never holds the last reference. No other thread can be in the
-//! middle of a `get` or `put` when the pool drops: a borrowed guard borrows
-//! the pool and an owned guard holds an `Arc` of it. So every object is
-//! destroyed exactly once, and by the time `drop(pool)` returns (unless a
+//! middle of a `get` or `put` when the shared state drops: a borrowed guard
+//! borrows the pool handle, and owned guards keep the state alive past the
+//! handle (next section). So every object is destroyed exactly once, and by
+//! the time the last of {`drop(pool)`, the owned guards} returns (unless a
 //! thread is exiting at that very moment).
+//!
+//! # Owned guards
+//!
+//! An owned guard ([`OwnedPooled`](crate::OwnedPooled), and every
+//! `PooledStack`) holds an uncounted copy of the handle's pointer, not an
+//! `Arc`: taking and dropping one touch no shared reference count. The
+//! shared state lives until the last of {the handle, the owned guards} is
+//! gone (`src/lifetime.rs`, after Linux's `percpu_ref` and liburcu's
+//! `membarrier` RCU):
+//!
+//! ```text
+//! end of an owned guard:   marker[this thread] = pool    (plain store)
+//!                          put / discard / detach        (counts the end)
+//!                          marker[this thread] = 0       (plain store)
+//! handle drop:             closed = true
+//!                          free now if  live == 0  and no marker == pool,
+//!                          else park it; the last end out frees it
+//! live = gets - returns - discarded - detached  (the pool's own counts,
+//!        ends read before starts, so never below the truth)
+//! ```
+//!
+//! Invariant: the state is freed only when `live == 0`, no counted end is in
+//! flight and no marker names the pool, read in that order; an end that
+//! has been counted stored its marker first, and clears it only once it no
+//! longer touches the pool. Closers that must wait ask the markers in their
+//! way to wake (two `membarrier(2)` calls, only then), so whoever is last
+//! frees the pool, and destroys its objects, before its own call returns.
 //!
 //! # Panics
 //!

@@ -21,32 +21,37 @@
 //! * **Ends are read-side critical sections.** Ending an owned guard (drop,
 //!   `discard`, `detach`) may touch the shared state after the end is
 //!   counted (a full cache donates a batch to the depot and may run a
-//!   reclaim pass). So each end runs between a plain store of the pool's
-//!   address into this thread's *marker* and a plain store of zero. A
-//!   nested end of another pool (user code run by an end, ending another
-//!   guard) widens the marker to `ANY`.
+//!   reclaim pass). So each end ([`Ending`]) runs between a plain store of
+//!   the pool's address into this thread's *marker* and a plain store of
+//!   zero. Ends nest when one runs user code that ends another guard: the
+//!   outermost end marks and unmarks, and a nested end of another pool
+//!   widens the marker to `ANY`.
 //! * **Closing.** When the handle drops after owned guards were handed out,
-//!   the pool is flagged closed and a global epoch is bumped. A pool is
-//!   free to go once (1) its live bound is zero, (2) no counted end of it is
-//!   in flight (`inflight`), and (3) no marker holds its address or `ANY`.
-//!   If that holds already, the handle's drop frees it there and then, as
-//!   before (nothing else delays it: other pools' ends are no concern).
-//!   Otherwise the shared state is parked in a process-wide list of
-//!   *orphans*, one heavy fence (`membarrier(2)`,
-//!   [`crate::sync::heavy_fence`]) is issued and the list is processed.
-//! * **Counted ends.** An end on a thread without a marker (no `membarrier`
-//!   on this system, or a thread whose thread-locals are being destroyed)
-//!   counts itself in the pool's `inflight` instead (a read-modify-write,
-//!   off the fast path).
+//!   the pool is flagged closed. It is free to go once (1) its live bound is
+//!   zero, (2) no counted end of it is in flight (`inflight`), and (3) no
+//!   marker holds its address or `ANY`. If that holds already, the
+//!   handle's drop frees it there and then, as before (other pools' ends
+//!   are no concern). Otherwise it is parked in a process-wide list of
+//!   *orphans*, and the markers in its way are asked to *wake* (see
+//!   liveness).
+//! * **Counted ends.** An end on a thread without a marker (no
+//!   `membarrier` on this system, or a thread whose thread-locals are being
+//!   destroyed) counts itself in the pool's `inflight` instead (a
+//!   read-modify-write, off the fast path).
 //! * **Whoever may be last processes its pool's orphan**: the closer; every
-//!   counted end, after it is done; and a reader whose end ran while a pool
-//!   was closed, or that ended a guard of a closed pool (a reader with an
-//!   `ANY` marker processes them all). So a pool's objects are destroyed by
-//!   the thread whose end or close let it go, before that returns, never by
-//!   a bystander. Nobody waits for anybody, and no user code runs under the
-//!   list's lock: a freed pool is dropped after it is released.
+//!   counted end, after it is done; and a reader whose marker is asked to
+//!   wake (by a closer, by ending a guard of a closed pool, or by widening;
+//!   a reader with an `ANY` marker processes every orphan). So a pool's
+//!   objects are destroyed by the thread whose end or close let it go,
+//!   before that returns, never by a bystander. Nobody waits for anybody,
+//!   and no user code runs under the list's lock: a freed pool is dropped
+//!   after it is released.
 //!
-//! # Invariant: an orphan is freed only when nothing can touch it again
+//! The fast path of an end is a few plain loads and stores on this
+//! thread's own lines, a load of the pool's closed flag, and compiler
+//! fences.
+//!
+//! # Invariant: a pool is freed only when nothing can touch it again
 //!
 //! Let `O` be a closed pool and `P` a thread that frees it (its closer, or
 //! a processor of the list, under the list's lock). `P` reads, in this
@@ -62,23 +67,25 @@
 //!   changes to anything but `ANY` only once the end has stopped touching
 //!   `O` (the decrement likewise).
 //!
-//! So safety rests on the counts and the markers alone; the closed flag, the
-//! epoch and the heavy fence only make sure that someone processes the list
-//! after the last blocker goes.
+//! So safety rests on the counts and the markers alone; the closed flag,
+//! the wake flags and the heavy fences only make sure that someone frees
+//! the pool after the last blocker goes.
 //!
-//! # Liveness: every orphan is freed once its last object is back
+//! # Liveness: every pool is freed once its last object is back
 //!
-//! A counted end processes after its `SeqCst` decrement of `inflight` if its
-//! `SeqCst` load sees an orphan pending; the closer counts its orphan
+//! A counted end processes after its `SeqCst` decrement of `inflight` if
+//! its `SeqCst` load sees an orphan pending; the closer counts its orphan
 //! pending (`SeqCst`) before it reads `inflight`: one of the two sees the
-//! other. A reader clears its marker, then (compiler fence) reloads the
-//! epoch and the pending count; the closer bumps both, then issues the heavy
-//! fence, then reads the markers: either the closer sees the marker
-//! cleared, or the reader sees the new epoch and the orphan pending, and
-//! processes. An end that loads the bumped epoch (`Acquire`) sees the
-//! closed flag (stored before the bump), and processes when it leaves.
-//! Processors take the list's lock one after another, so the last sees
-//! every marker the others cleared.
+//! other. For marked ends the closer, after parking its orphan, issues a
+//! heavy fence (`membarrier(2)`, [`crate::sync::heavy_fence`]; the ends'
+//! side of each pair is a compiler fence): an end that marked itself before
+//! it shows its marker to the closer, which sets that marker's wake flag;
+//! an end that marks itself after it sees the closed flag and wakes itself.
+//! Then a second heavy fence, and the closer processes: an end woken above
+//! either has cleared its marker before that fence, which the closer's
+//! processing sees, or loads its wake flag after it, sees it, and
+//! processes when it leaves. Processors take the list's lock one after
+//! another, so the last sees every marker the others cleared.
 
 use std::cell::Cell;
 use std::ptr::NonNull;
