@@ -2,3 +2,5 @@
 
 #[cfg(loom)]
 mod loom_cache;
+#[cfg(loom)]
+mod loom_lifetime;
