@@ -104,17 +104,33 @@ const OWNED: u8 = 1;
 const CLOSED: u8 = 2;
 
 /// A pool's side of the protocol (a field of `Shared`).
-#[derive(Default)]
 pub(crate) struct Life {
     /// `OWNED | CLOSED` bits; read on every end, written at most twice.
     state: AtomicU8,
     /// Ends in progress that are counted here rather than by a marker.
     inflight: AtomicUsize,
-    /// How the reclaimer thread reaches this pool, if it does: closed by
-    /// the handle's drop. Kept here, not in the handle, so that the handle
-    /// is one pointer, which owned guards copy.
+    /// Counted pool handles: one from the build, one more per
+    /// [`Pool::new_handle`](crate::Pool). The last one to drop closes the
+    /// pool; the others only release their `Arc`. A handle is dropped once,
+    /// so this is off every fast path.
+    handles: AtomicUsize,
+    /// The pool's place in the reclaimer's registry, if it has one: closed
+    /// by the last handle's drop. Kept here, not in the handle, so that the
+    /// handle is one pointer, which owned guards copy.
     #[cfg(not(loom))]
-    background: std::sync::OnceLock<Arc<crate::reclaim::reclaimer::Handle>>,
+    ticket: std::sync::OnceLock<crate::reclaim::registry::Ticket>,
+}
+
+impl Default for Life {
+    fn default() -> Self {
+        Self {
+            state: AtomicU8::new(0),
+            inflight: AtomicUsize::new(0),
+            handles: AtomicUsize::new(1),
+            #[cfg(not(loom))]
+            ticket: std::sync::OnceLock::new(),
+        }
+    }
 }
 
 impl Life {
@@ -138,16 +154,28 @@ impl Life {
         self.state.load(Ordering::Relaxed) & CLOSED != 0
     }
 
-    /// Records the reclaimer's handle (once, as the pool is built).
+    /// Records the pool's registry ticket (once, as the pool is built).
     #[cfg(not(loom))]
-    pub(crate) fn set_background(&self, handle: Arc<crate::reclaim::reclaimer::Handle>) {
-        let _ = self.background.set(handle);
+    pub(crate) fn set_ticket(&self, ticket: crate::reclaim::registry::Ticket) {
+        let _ = self.ticket.set(ticket);
     }
 
-    /// The reclaimer's handle, if the pool has one.
+    /// The pool's registry ticket, if it has one.
     #[cfg(not(loom))]
-    pub(crate) fn background(&self) -> Option<&crate::reclaim::reclaimer::Handle> {
-        self.background.get().map(|h| &**h)
+    pub(crate) fn ticket(&self) -> Option<&crate::reclaim::registry::Ticket> {
+        self.ticket.get()
+    }
+
+    /// Counts one more pool handle.
+    #[cfg(unix)]
+    pub(crate) fn acquire_handle(&self) {
+        self.handles.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a handle gone; `true` if it was the last, which then closes
+    /// the pool. (`AcqRel`: the last handle sees what the others did.)
+    pub(crate) fn release_handle(&self) -> bool {
+        self.handles.fetch_sub(1, Ordering::AcqRel) == 1
     }
 }
 

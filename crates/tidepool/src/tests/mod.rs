@@ -1,5 +1,7 @@
 //! Crate-internal test suites, chosen by cfg.
 
+#[cfg(not(loom))]
+mod bracket_alloc;
 #[cfg(loom)]
 mod loom_cache;
 #[cfg(loom)]
