@@ -60,6 +60,10 @@ pub(crate) struct Shared<M: Manage> {
     counters: CachePadded<Counters>,
     /// Reclaim intervals, pressure holds and their counts (`pass.rs`).
     pub(crate) reclaim: CachePadded<ReclaimShared>,
+    /// The batch size now: `config.batch_size <= batch <= config.max_batch`,
+    /// changed only by a reclaim pass (`pass.rs`, `adapt_batch`) and read
+    /// on every put, so it sits with the read-mostly fields.
+    batch: AtomicUsize,
     /// How owned guards keep this alive past the handle (`lifetime.rs`);
     /// read on every owned guard's end, so on a line of its own.
     pub(crate) life: CachePadded<Life>,
@@ -96,15 +100,27 @@ struct Counters {
 impl<M: Manage> Shared<M> {
     pub(crate) fn new(manager: M, config: Config, clock: Arc<dyn Clock>) -> Self {
         Self {
-            depot: Depot::new(config.batch_size, config.max_idle),
+            depot: Depot::new(config.batch_size, config.max_idle).growing_to(config.max_batch),
             slots: SlotTable::new(),
             counters: CachePadded::default(),
             reclaim: CachePadded::new(ReclaimShared::new(clock, config.reclaim_interval)),
             life: CachePadded::default(),
+            batch: AtomicUsize::new(config.batch_size),
             panics: PanicRecord::new::<M>(),
             manager: ManuallyDrop::new(manager),
             config,
         }
+    }
+
+    /// The batch size now (see `batch`).
+    #[inline(always)]
+    pub(crate) fn batch(&self) -> usize {
+        self.batch.load(Ordering::Relaxed)
+    }
+
+    /// Sets the batch size (a reclaim pass, under the reclaim lock).
+    pub(crate) fn set_batch(&self, n: usize) {
+        self.batch.store(n, Ordering::Relaxed);
     }
 
     /// The manager.
@@ -160,7 +176,7 @@ impl<M: Manage> Shared<M> {
         if !thread::watch(me) {
             return None;
         }
-        let flushed = local.claim(this.config.batch_size);
+        let flushed = local.claim(this.batch());
         let refused = this.donate_all(flushed);
         Some((local, refused))
     }
@@ -191,7 +207,7 @@ impl<M: Manage> Shared<M> {
     #[cold]
     #[inline(never)]
     fn get_slow(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
-        let batch_size = this.config.batch_size;
+        let batch_size = this.batch();
         let item = loop {
             let Some((slot, refused)) = Self::claim_local(this) else {
                 return this.get_slotless();
@@ -280,7 +296,7 @@ impl<M: Manage> Shared<M> {
             let Some(item) = this.recycle(item, Site::Caller) else {
                 return;
             };
-            if let Err(item) = slot.push(item, this.config.batch_size) {
+            if let Err(item) = slot.push(item, this.batch()) {
                 Self::put_slow(this, item, Site::Caller);
             }
             return;
@@ -327,7 +343,7 @@ impl<M: Manage> Shared<M> {
     #[cold]
     #[inline(never)]
     fn put_slow(this: &Arc<Self>, mut item: M::Item, site: Site) {
-        let batch_size = this.config.batch_size;
+        let batch_size = this.batch();
         // Batches the depot refused: destroyed once `item` is safely cached,
         // so a panicking `destroy` cannot lose it.
         let mut refused = Vec::new();
@@ -430,6 +446,7 @@ impl<M: Manage> Shared<M> {
             hits: gets.saturating_sub(misses),
             misses,
             depot_exchanges: depot.exchanges,
+            batch_size: self.batch(),
         }
     }
 }
