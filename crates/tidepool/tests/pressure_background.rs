@@ -259,7 +259,7 @@ fn the_reclaimer_empties_an_untouched_pool() {
     let s = wait_for(
         "the untouched pool to give back every idle object",
         || pool.stats(),
-        |s: &Stats| s.idle == 0,
+        |s: &Stats| s.idle == 0 && s.destroying == 0,
     );
     assert_eq!((s.created, s.destroyed), (100, 100));
     assert_eq!(s.reclaimed, 100, "all by reclaim passes: {s:?}");

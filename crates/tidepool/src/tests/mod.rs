@@ -6,3 +6,5 @@ mod bracket_alloc;
 mod loom_cache;
 #[cfg(loom)]
 mod loom_lifetime;
+#[cfg(loom)]
+mod loom_teardown;
