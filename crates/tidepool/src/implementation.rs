@@ -252,6 +252,24 @@
 //! protocol above, so where the OS has no process-wide barrier the owner
 //! is only asked to flush and the `get` may still fail.
 //!
+//! # Batch size
+//!
+//! The batch size is per pool and adapts (`Shared::batch`, changed only by a
+//! reclaim pass in `shared/pass.rs`, `adapt_batch`), as the kmem magazine
+//! layer resizes its magazines:
+//!
+//! ```text
+//! share = depot exchanges * batch / cache ops        (over the interval)
+//! two_way = sum over caches of min(gets, returns) * 4 >= cache ops
+//! share > 1/8 and two_way  ->  batch = min(2 * batch, max_batch)
+//! idle objects unused through two intervals  ->  batch = max(batch / 2, batch_size)
+//! batch_size <= batch <= max_batch
+//! ```
+//!
+//! A cache fills a batch up to `min(batch, capacity)`, so a grown size never
+//! makes `push` allocate: batches get room for the new size at their next
+//! depot visit, outside the access bracket.
+//!
 //! # Accounting
 //!
 //! Counts that change on every operation (`gets`, `returns`) and on every
@@ -324,10 +342,39 @@
 //! dropping on the reclaimer thread, right after the tick) or build a new
 //! one (registration takes the registry lock, which the tick does not
 //! hold). No other thread can be in the
-//! middle of a `get` or `put` when the pool drops: a borrowed guard borrows
-//! the pool and an owned guard holds an `Arc` of it. So every object is
-//! destroyed exactly once, and by the time `drop(pool)` returns (unless a
+//! middle of a `get` or `put` when the shared state drops: a borrowed guard
+//! borrows the pool handle, and owned guards keep the state alive past the
+//! handle (next section). So every object is destroyed exactly once, and by
+//! the time the last of {`drop(pool)`, the owned guards} returns (unless a
 //! thread is exiting at that very moment).
+//!
+//! # Owned guards
+//!
+//! An owned guard ([`OwnedPooled`](crate::OwnedPooled), and every
+//! `PooledStack`) holds an uncounted copy of the handle's pointer, not an
+//! `Arc`: taking and dropping one touch no shared reference count. The
+//! shared state lives until the last of {the handle, the owned guards} is
+//! gone (`src/lifetime.rs`, after Linux's `percpu_ref` and liburcu's
+//! `membarrier` RCU). Pool handles themselves are counted (`Life::handles`:
+//! the build's, and one per `PooledStack::pool`); the last one closes:
+//!
+//! ```text
+//! end of an owned guard:   marker[this thread] = pool    (plain store)
+//!                          put / discard / detach        (counts the end)
+//!                          marker[this thread] = 0       (plain store)
+//! handle drop:             closed = true
+//!                          free now if  live == 0  and no marker == pool,
+//!                          else park it; the last end out frees it
+//! live = gets - returns - discarded - detached  (the pool's own counts,
+//!        ends read before starts, so never below the truth)
+//! ```
+//!
+//! Invariant: the state is freed only when `live == 0`, no counted end is in
+//! flight and no marker names the pool, read in that order; an end that
+//! has been counted stored its marker first, and clears it only once it no
+//! longer touches the pool. Closers that must wait ask the markers in their
+//! way to wake (two `membarrier(2)` calls, only then), so whoever is last
+//! frees the pool, and destroys its objects, before its own call returns.
 //!
 //! # Panics: the callback contract
 //!

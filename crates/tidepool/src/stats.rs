@@ -42,6 +42,9 @@ pub struct Stats {
     pub misses: u64,
     /// Batches moved between thread caches and the depot.
     pub depot_exchanges: u64,
+    /// The batch size now: it grows with depot traffic and shrinks back
+    /// when idle objects go unused ([`Config::max_batch_size`](crate::Config::max_batch_size)).
+    pub batch_size: usize,
     /// Idle objects destroyed to fit the working set: by reclaim passes,
     /// [`trim`](crate::Pool::trim) and memory pressure (not by
     /// [`drain`](crate::Pool::drain)).

@@ -31,6 +31,11 @@ mod inner {
         true
     }
 
+    /// Models always have the pair.
+    pub(crate) fn heavy_fence_available() -> bool {
+        true
+    }
+
     /// loom's mutex, with parking_lot's poison-free `lock()` signature.
     #[derive(Debug)]
     pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
@@ -124,17 +129,40 @@ mod inner {
     /// The owner's half of the asymmetric fence: keeps the compiler from
     /// moving the owner's "busy" store after its "revoked?" load. The CPU may
     /// still reorder them; [`heavy_fence`] on the remote side covers that.
+    ///
+    /// Under miri, which cannot run `membarrier`, both halves are `SeqCst`
+    /// fences, as in the loom models.
     #[inline(always)]
     pub(crate) fn light_fence() {
+        #[cfg(miri)]
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        #[cfg(not(miri))]
         std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The remote half: a barrier on every running thread of the process
     /// (`membarrier(2)`). `false` where the OS offers none.
     pub(crate) fn heavy_fence() -> bool {
-        #[cfg(target_os = "linux")]
+        #[cfg(miri)]
+        {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            true
+        }
+        #[cfg(all(not(miri), target_os = "linux"))]
         return crate::os::membarrier::heavy_fence();
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(all(not(miri), not(target_os = "linux")))]
+        return false;
+    }
+
+    /// Whether [`heavy_fence`] works here, decided once per process: code
+    /// that relies on the pair must check this before it starts to skip the
+    /// light side's hardware fence.
+    pub(crate) fn heavy_fence_available() -> bool {
+        #[cfg(miri)]
+        return true;
+        #[cfg(all(not(miri), target_os = "linux"))]
+        return crate::os::membarrier::available();
+        #[cfg(all(not(miri), not(target_os = "linux")))]
         return false;
     }
 
@@ -205,9 +233,12 @@ impl OwnerCounter {
 pub(crate) struct SharedCounter(atomic::AtomicU64);
 
 impl SharedCounter {
+    /// `Release` (the same instruction as `Relaxed` on x86): a reader that
+    /// sees the new value after an `Acquire` fence also sees what the
+    /// bumping thread did before, as `Shared::live_bound` needs.
     #[inline]
     pub(crate) fn add(&self, n: u64) {
-        self.0.fetch_add(n, atomic::Ordering::Relaxed);
+        self.0.fetch_add(n, atomic::Ordering::Release);
     }
 
     #[inline]

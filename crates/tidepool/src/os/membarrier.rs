@@ -65,6 +65,12 @@ fn command() -> Option<libc::c_long> {
     })
 }
 
+/// Whether [`heavy_fence`] has a command to issue (registering for it the
+/// first time).
+pub(crate) fn available() -> bool {
+    command().is_some()
+}
+
 /// Issues a process-wide memory barrier. `false` if none is available.
 pub(crate) fn heavy_fence() -> bool {
     let Some(cmd) = command() else {

@@ -48,8 +48,9 @@ use crossbeam_utils::CachePadded;
 use crate::cache::{thread, LocalSlot, SlotTable, ThreadExit};
 use crate::callbacks::{self, Callbacks, Caught, PanicRecord, Site};
 use crate::depot::Depot;
+use crate::lifetime::Life;
 use crate::reclaim::Clock;
-
+use crate::sync::atomic::{fence, AtomicUsize, Ordering};
 use crate::sync::SharedCounter;
 use crate::{Config, Error, Manage, Stats};
 use places::Places;
@@ -78,6 +79,13 @@ pub(crate) struct Shared<M: Manage> {
     counters: CachePadded<Counters>,
     /// Reclaim intervals, pressure holds and their counts (`pass.rs`).
     pub(crate) reclaim: CachePadded<ReclaimShared>,
+    /// The batch size now: `config.batch_size <= batch <= config.max_batch`,
+    /// changed only by a reclaim pass (`pass.rs`, `adapt_batch`) and read
+    /// on every put, so it sits with the read-mostly fields.
+    batch: AtomicUsize,
+    /// How owned guards keep this alive past the handle (`lifetime.rs`);
+    /// read on every owned guard's end, so on a line of its own.
+    pub(crate) life: CachePadded<Life>,
     /// Panics caught from the manager's callbacks.
     panics: PanicRecord,
     /// The `max_live` budget (`places.rs`); `None` without a limit.
@@ -121,11 +129,13 @@ struct Counters {
 impl<M: Manage> Shared<M> {
     pub(crate) fn new(manager: M, config: Config, clock: Arc<dyn Clock>) -> Self {
         Self {
-            depot: Depot::new(config.batch_size, config.max_idle),
+            depot: Depot::new(config.batch_size, config.max_idle).growing_to(config.max_batch),
             teardown: Teardown::new(teardown_limit(&config), config.teardown_chunk),
             slots: SlotTable::new(),
             counters: CachePadded::default(),
             reclaim: CachePadded::new(ReclaimShared::new(clock, config.reclaim_interval)),
+            life: CachePadded::default(),
+            batch: AtomicUsize::new(config.batch_size),
             panics: PanicRecord::new::<M>(),
             waiters: CachePadded::new(Waiters::new()),
             places: config
@@ -134,6 +144,17 @@ impl<M: Manage> Shared<M> {
             manager: ManuallyDrop::new(manager),
             config,
         }
+    }
+
+    /// The batch size now (see `batch`).
+    #[inline(always)]
+    pub(crate) fn batch(&self) -> usize {
+        self.batch.load(Ordering::Relaxed)
+    }
+
+    /// Sets the batch size (a reclaim pass, under the reclaim lock).
+    pub(crate) fn set_batch(&self, n: usize) {
+        self.batch.store(n, Ordering::Relaxed);
     }
 
     /// The manager.
@@ -203,7 +224,7 @@ impl<M: Manage> Shared<M> {
         if !thread::watch(me) {
             return None;
         }
-        let flushed = local.claim(this.config.batch_size);
+        let flushed = local.claim(this.batch());
         let refused = this.donate_all(flushed);
         Some((local, refused))
     }
@@ -239,7 +260,7 @@ impl<M: Manage> Shared<M> {
     #[cold]
     #[inline(never)]
     fn get_slow(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
-        let batch_size = this.config.batch_size;
+        let batch_size = this.batch();
         // Times round the recycle-before-failing loop (`at_limit.rs`).
         let mut rounds = 0;
         let item = loop {
@@ -476,7 +497,7 @@ impl<M: Manage> Shared<M> {
             } else {
                 item
             };
-            if let Err(item) = slot.push(item, this.config.batch_size) {
+            if let Err(item) = slot.push(item, this.batch()) {
                 Self::put_slow(this, item, Site::Caller);
             }
             return;
@@ -525,7 +546,7 @@ impl<M: Manage> Shared<M> {
     #[cold]
     #[inline(never)]
     fn put_slow(this: &Arc<Self>, mut item: M::Item, site: Site) {
-        let batch_size = this.config.batch_size;
+        let batch_size = this.batch();
         // Batches the depot refused: destroyed once `item` is safely cached,
         // so a panicking `destroy` cannot lose it.
         let mut refused = Vec::new();
@@ -567,6 +588,26 @@ impl<M: Manage> Shared<M> {
         if let Err(item) = self.depot.put_one(item) {
             self.tear_down(vec![vec![item]], 1, site);
         }
+    }
+
+    // === owned guards (lifetime.rs) ===
+
+    /// Objects out of the pool, never less than the true figure: every end
+    /// count is read before every start count, and the `Acquire` fence
+    /// between pairs with the `Release` of each count, so a start that
+    /// happened before an end seen here is seen too. Zero means every
+    /// object handed out before the call has been given back, and every
+    /// end seen has stopped counting.
+    pub(crate) fn live_bound(&self) -> u64 {
+        let c = &*self.counters;
+        let mut ends = c.discarded.read() + c.detached.read() + c.slotless_returns.read();
+        self.slots.for_each(|_, slot| ends += slot.counts().1);
+        fence(Ordering::Acquire);
+        let mut starts = c.slotless_gets.read();
+        self.slots.for_each(|_, slot| starts += slot.counts().0);
+        // More ends than starts would be a counting bug: then keep the pool
+        // (a leak) rather than free it under a guard.
+        starts.checked_sub(ends).unwrap_or(u64::MAX)
     }
 
     // === stats ===
@@ -613,6 +654,7 @@ impl<M: Manage> Shared<M> {
             hits: gets.saturating_sub(misses),
             misses,
             depot_exchanges: depot.exchanges,
+            batch_size: self.batch(),
         }
     }
 }

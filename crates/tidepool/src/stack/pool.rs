@@ -312,9 +312,9 @@ impl PooledStack {
         self.inner.detach()
     }
 
-    /// The pool this stack came from (a new handle on it: an `Arc` clone).
+    /// The pool this stack came from (a new handle on it).
     pub fn pool(&self) -> StackPool {
-        StackPool::from_pool(Arc::clone(self.inner.pool_arc()))
+        StackPool::from_pool(Arc::new(self.inner.pool().new_handle()))
     }
 }
 

@@ -458,6 +458,11 @@ impl Held {
         self.guard.as_ref().expect("held").id()
     }
 
+    /// The pool the guard came from (alive while the guard is).
+    pub fn pool(&self) -> &tidepool::Pool<Counting> {
+        self.guard.as_ref().expect("held").pool()
+    }
+
     pub fn discard(mut self) {
         let guard = self.guard.take().expect("held");
         self.ledger.check_in(guard.id());
