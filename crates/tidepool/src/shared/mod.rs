@@ -600,10 +600,15 @@ impl<M: Manage> Shared<M> {
     /// end seen has stopped counting.
     pub(crate) fn live_bound(&self) -> u64 {
         let c = &*self.counters;
-        let mut ends = c.discarded.read() + c.detached.read() + c.slotless_returns.read();
+        // Objects handed straight to a waiter at `max_live` (`at_limit.rs`)
+        // are ends of the giver's guard and starts of the waiter's.
+        let mut ends = c.discarded.read()
+            + c.detached.read()
+            + c.slotless_returns.read()
+            + c.waiter_returns.read();
         self.slots.for_each(|_, slot| ends += slot.counts().1);
         fence(Ordering::Acquire);
-        let mut starts = c.slotless_gets.read();
+        let mut starts = c.slotless_gets.read() + c.waiter_gets.read();
         self.slots.for_each(|_, slot| starts += slot.counts().0);
         // More ends than starts would be a counting bug: then keep the pool
         // (a leak) rather than free it under a guard.
