@@ -61,6 +61,7 @@ mod inner {
     /// The owner's half of the asymmetric fence: keeps the compiler from
     /// moving the owner's "busy" store after its "revoked?" load. The CPU may
     /// still reorder them; [`heavy_fence`] on the remote side covers that.
+    #[cfg(not(miri))]
     #[inline(always)]
     pub(crate) fn light_fence() {
         std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
@@ -68,11 +69,28 @@ mod inner {
 
     /// The remote half: a barrier on every running thread of the process
     /// (`membarrier(2)`). `false` where the OS offers none.
+    #[cfg(not(miri))]
     pub(crate) fn heavy_fence() -> bool {
         #[cfg(target_os = "linux")]
         return crate::os::membarrier::heavy_fence();
         #[cfg(not(target_os = "linux"))]
         return false;
+    }
+
+    /// Miri cannot run `membarrier`, and a compiler fence means nothing to
+    /// its weak-memory model; as under loom, a `SeqCst` fence on both sides
+    /// gives the same guarantee, so miri checks the revocation protocol
+    /// (including the path that takes a cache) rather than skipping it.
+    #[cfg(miri)]
+    #[inline(always)]
+    pub(crate) fn light_fence() {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
+
+    #[cfg(miri)]
+    pub(crate) fn heavy_fence() -> bool {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        true
     }
 
     /// `std::cell::UnsafeCell` with loom's closure-based API, so the same code

@@ -186,6 +186,10 @@ fn status_of(name: &str) -> Option<SourceStatus> {
 /// A custom source given to `watch` fires; the pool responds and
 /// `sources()` counts the event.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "sources are polled with poll(2), which miri does not emulate"
+)]
 fn a_watched_source_fires_and_the_pool_responds() {
     let _serial = serial();
     let (pool, ledger) = background_pool(2, Duration::from_secs(3600));
@@ -228,6 +232,10 @@ fn a_watched_source_fires_and_the_pool_responds() {
 /// A source that fails is reported in `sources()` and dropped; the pools
 /// keep working.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "sources are polled with poll(2), which miri does not emulate"
+)]
 fn a_failing_source_is_reported_and_dropped() {
     let _serial = serial();
     let name = format!("test failing source {}", std::process::id());

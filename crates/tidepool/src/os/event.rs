@@ -108,6 +108,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "poll(2) is a real kernel call miri does not emulate")]
     fn a_signalled_eventfd_wakes_poll_until_drained() {
         let efd = EventFd::new().unwrap();
         let quiet = poll(&[(efd.as_fd(), Interest::Readable)], Some(Duration::ZERO)).unwrap();

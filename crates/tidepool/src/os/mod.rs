@@ -238,6 +238,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "mmap/mprotect/madvise/mincore need the kernel")]
     fn guarded_mapping_round_trip() {
         let page = page_size();
         let start = map_guarded(page, 4 * page).unwrap();

@@ -15,7 +15,7 @@
 
 use crate::sync::process::{fence, AtomicBool, Ordering};
 use std::io;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 
 use std::time::Duration;
 
@@ -90,9 +90,12 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
 /// last change): pools that gain objects must wake it.
 static PARKED: AtomicBool = AtomicBool::new(true);
 
-#[cfg(target_os = "linux")]
+// Under miri (no `poll(2)`, no /proc) the reclaimer runs on the portable
+// condvar fallback, with no default pressure sources.
+#[cfg(all(target_os = "linux", not(miri)))]
 fn waker() -> Option<&'static crate::os::event::EventFd> {
-    static WAKER: OnceLock<Option<crate::os::event::EventFd>> = OnceLock::new();
+    static WAKER: std::sync::OnceLock<Option<crate::os::event::EventFd>> =
+        std::sync::OnceLock::new();
     WAKER
         .get_or_init(|| crate::os::event::EventFd::new().ok())
         .as_ref()
@@ -100,11 +103,11 @@ fn waker() -> Option<&'static crate::os::event::EventFd> {
 
 /// Wakes the thread for a new round.
 pub(crate) fn wake() {
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(miri)))]
     if let Some(waker) = waker() {
         let _ = waker.signal();
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(any(not(target_os = "linux"), miri))]
     fallback::wake();
 }
 
@@ -200,7 +203,7 @@ fn start(registry: &mut Registry) {
     }
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(miri)))]
 fn add_default_sources(registry: &mut Registry) {
     use crate::pressure::{CgroupV1Pressure, PsiTrigger};
 
@@ -223,7 +226,7 @@ fn add_default_sources(registry: &mut Registry) {
     }
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(any(not(target_os = "linux"), miri))]
 fn add_default_sources(_: &mut Registry) {}
 
 /// The thread's body.
@@ -262,7 +265,7 @@ fn run() {
 
 /// Sleeps until `timeout`, a wake-up or a source firing; returns the highest
 /// level signalled. Sources that fail are reported once and dropped.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(miri)))]
 fn wait(sources: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> {
     use std::os::fd::AsFd;
 
@@ -311,13 +314,13 @@ fn wait(sources: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> 
     fired
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(any(not(target_os = "linux"), miri))]
 fn wait(_: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> {
     fallback::wait(timeout);
     None
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(any(not(target_os = "linux"), miri))]
 mod fallback {
     use parking_lot::{Condvar, Mutex};
     use std::time::Duration;
