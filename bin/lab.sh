@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tidepool-lab: reproduce the seeds' findings on this machine (issue #5).
 #
-#   bin/lab.sh              full run (about 2 minutes on 2 cores), report in target/lab/
+#   bin/lab.sh              full run (about 2.5 minutes on 2 cores), report in target/lab/
 #   bin/lab.sh --quick      small sizes, a few seconds per scenario
 #   bin/lab.sh --scenario map-count --policy qemu-2021,tidepool
 #

@@ -9,6 +9,22 @@
 //! * `coroutine/<subject>`: create a coroutine on such a stack, run it to
 //!   completion through one suspension, drop it. `fresh` also pays the page
 //!   faults of a never-touched stack; `pooled` reuses warm pages.
+//! * `stack_create/<subject>`: make a batch of 32 guarded 64 KiB stacks (a
+//!   thread cache's refill; 32 to a slab), with nothing to reuse; the
+//!   teardown is not timed. `burst` is `StackManager::create_batch(32)`
+//!   (one `mmap` + 32 `mprotect`s); `one_by_one_slab` is 32
+//!   `StackManager::create` calls (the same calls, one stack at a time);
+//!   `one_by_one_own` is 32 `GuardedStack::new` (one mapping per stack,
+//!   `mmap` + `mprotect` each: how every stack was made before slabs);
+//!   `burst_reused` refills 31 freed slots of a live slab (no syscall).
+//!   Target: `burst` at least 2x faster than `one_by_one_own`.
+//! * `stack_teardown/<subject>`: tear down 32 such stacks, touched, the
+//!   making not timed. `batch` is `StackManager::destroy_batch` (one
+//!   `munmap` for the slab); `one_by_one_own` drops 32 `GuardedStack::new`s
+//!   (32 `munmap`s).
+//!
+//! Exact system-call counts for a thousand stacks: `stack_teardown`
+//! (`src/bin/stack_teardown.rs`).
 //!
 //! `TIDEPOOL_BENCH_QUICK=1` shortens every measurement.
 
@@ -19,8 +35,9 @@ mod linux {
 
     use corosensei::stack::DefaultStack;
     use corosensei::{Coroutine, CoroutineResult, Yielder};
-    use criterion::{criterion_group, Criterion};
-    use tidepool::stack::StackPool;
+    use criterion::{criterion_group, BatchSize, Criterion};
+    use tidepool::stack::{GuardedStack, StackPool};
+    use tidepool::Manage;
 
     /// corosensei's `DefaultStack::default()` size.
     const STACK_SIZE: usize = 1024 * 1024;
@@ -71,6 +88,98 @@ mod linux {
         g.finish();
     }
 
+    /// A thread cache's refill in the creation benchmarks: one slab of
+    /// 64 KiB stacks.
+    const BURST: usize = 32;
+    const BURST_STACK: usize = 64 * 1024;
+
+    fn touch(stack: &GuardedStack) {
+        // SAFETY: the usable part is writable and ours alone.
+        unsafe { stack.bottom().as_ptr().write_bytes(1, stack.usable_size()) }
+    }
+
+    fn create(c: &mut Criterion) {
+        let mut g = c.benchmark_group("stack_create");
+        // No reuse possible between samples: every batch is torn down (not
+        // timed) before the next, so each one maps a new slab.
+        let pool = StackPool::builder(BURST_STACK).build().expect("valid");
+        let m = pool.manager();
+        assert_eq!(m.stacks_per_slab(), BURST, "one slab per burst");
+        g.bench_function("burst", |b| {
+            b.iter_batched(
+                || (),
+                |()| m.create_batch(BURST).expect("stacks"),
+                BatchSize::PerIteration,
+            )
+        });
+        g.bench_function("one_by_one_slab", |b| {
+            b.iter_batched(
+                || (),
+                |()| {
+                    (0..BURST)
+                        .map(|_| m.create().expect("a stack"))
+                        .collect::<Vec<_>>()
+                },
+                BatchSize::PerIteration,
+            )
+        });
+        g.bench_function("one_by_one_own", |b| {
+            b.iter_batched(
+                || (),
+                |()| {
+                    (0..BURST)
+                        .map(|_| GuardedStack::new(BURST_STACK).expect("a stack"))
+                        .collect::<Vec<_>>()
+                },
+                BatchSize::PerIteration,
+            )
+        });
+        // One stack keeps the slab mapped; the other 31 slots are freed
+        // (released) before each sample and refilled in it.
+        let mut holder = m.create_batch(BURST).expect("stacks");
+        m.destroy_batch(holder.split_off(1));
+        g.bench_function("burst_reused", |b| {
+            b.iter_batched(
+                || (),
+                |()| m.create_batch(BURST - 1).expect("stacks"),
+                BatchSize::PerIteration,
+            )
+        });
+        drop(holder);
+        g.finish();
+    }
+
+    fn teardown(c: &mut Criterion) {
+        let mut g = c.benchmark_group("stack_teardown");
+        let pool = StackPool::builder(BURST_STACK).build().expect("valid");
+        let m = pool.manager();
+        g.bench_function("batch", |b| {
+            b.iter_batched(
+                || {
+                    let v = m.create_batch(BURST).expect("stacks");
+                    v.iter().for_each(touch);
+                    v
+                },
+                |v| m.destroy_batch(v),
+                BatchSize::PerIteration,
+            )
+        });
+        g.bench_function("one_by_one_own", |b| {
+            b.iter_batched(
+                || {
+                    let v: Vec<_> = (0..BURST)
+                        .map(|_| GuardedStack::new(BURST_STACK).expect("a stack"))
+                        .collect();
+                    v.iter().for_each(touch);
+                    v
+                },
+                drop,
+                BatchSize::PerIteration,
+            )
+        });
+        g.finish();
+    }
+
     fn config() -> Criterion {
         let quick =
             std::env::var_os("TIDEPOOL_BENCH_QUICK").is_some_and(|v| !v.is_empty() && v != "0");
@@ -88,7 +197,7 @@ mod linux {
     criterion_group! {
         name = benches;
         config = config();
-        targets = get_put, coroutine
+        targets = get_put, coroutine, create, teardown
     }
 }
 

@@ -21,7 +21,7 @@ pub struct Machine {
     pub page_size: usize,
     /// `MemTotal` in MiB.
     pub memory_mib: u64,
-    /// Whether `/proc/pressure/memory` (PSI) exists.
+    /// Whether `/proc/pressure/memory` (PSI) can be read.
     pub psi: bool,
     /// `rustc --version`, if a rustc is on the PATH.
     pub rustc: Option<String>,
@@ -32,20 +32,6 @@ pub struct Machine {
 impl Machine {
     /// Looks at this machine.
     pub fn detect() -> Self {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu_model = cpuinfo
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                (k.trim() == "model name").then(|| v.trim().to_owned())
-            })
-            .unwrap_or_else(|| "unknown".to_owned());
-        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-        let memory_kib: u64 = meminfo
-            .lines()
-            .find_map(|l| l.strip_prefix("MemTotal:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0);
         let rustc = Command::new("rustc")
             .arg("--version")
             .output()
@@ -53,44 +39,33 @@ impl Machine {
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
         Machine {
-            cpu_model,
+            cpu_model: procfs::cpu_model().unwrap_or_else(|| "unknown CPU".to_owned()),
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .map(|s| s.trim().to_owned())
-                .unwrap_or_else(|_| "unknown".to_owned()),
+            kernel: procfs::kernel_release().unwrap_or_else(|| "unknown".to_owned()),
             max_map_count: procfs::max_map_count().unwrap_or(0),
-            page_size: page_size(),
-            memory_mib: memory_kib / 1024,
-            psi: std::path::Path::new("/proc/pressure/memory").exists(),
+            // corosensei maps stacks in pages of this size; 4 KiB is what
+            // every Linux the lab targets uses unless told otherwise.
+            page_size: procfs::page_size().unwrap_or(4096),
+            memory_mib: procfs::mem_total_kib().unwrap_or(0) / 1024,
+            psi: procfs::psi_memory().is_ok(),
             rustc,
             optimized: !cfg!(debug_assertions),
         }
     }
 
-    /// One line for a terminal.
+    /// One line for a terminal (at most about 100 columns).
     pub fn summary(&self) -> String {
-        format!(
-            "{} | {} cores | {} MiB | Linux {} | max_map_count {} | {} | {} build",
+        let mut line = format!(
+            "{} | {} cores | {} GiB | Linux {} | {} build",
             self.cpu_model,
             self.cores,
-            self.memory_mib,
+            (self.memory_mib + 512) / 1024,
             self.kernel,
-            self.max_map_count,
-            self.rustc.as_deref().unwrap_or("rustc: unknown"),
             if self.optimized { "release" } else { "debug" },
-        )
+        );
+        if line.chars().count() > 100 {
+            line = line.chars().take(99).collect::<String>() + "…";
+        }
+        line
     }
-}
-
-fn page_size() -> usize {
-    // The lab maps stacks with corosensei, which asks sysconf; 4 KiB is what
-    // every Linux the lab targets uses unless told otherwise.
-    std::fs::read_to_string("/proc/self/smaps")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("KernelPageSize:"))
-                .and_then(|v| v.split_whitespace().next()?.parse::<usize>().ok())
-        })
-        .map_or(4096, |kib| kib * 1024)
 }

@@ -1,9 +1,15 @@
-//! What the process holds, read from `/proc` the way `top` and the kernel
-//! see it: VMAs from `/proc/self/maps`, RSS and VSZ from `/proc/self/status`.
+//! Every `/proc` file the lab reads, one function each: what the process
+//! holds, the way `top` and the kernel see it (VMAs from `/proc/self/maps`,
+//! RSS and VSZ from `/proc/self/status`), who it runs as, and the machine
+//! facts a report records.
 //!
-//! Both readers use a fixed buffer on the stack and allocate nothing but
-//! the path: they run while a policy may have used up `vm.max_map_count`,
-//! when a large `malloc` (which would `mmap`) fails and aborts the process.
+//! The two per-sample readers ([`vmas`], [`memory`]) use a fixed buffer on
+//! the stack and allocate nothing but the path: they run while a policy may
+//! have used up `vm.max_map_count`, when a large `malloc` (which would
+//! `mmap`) fails and aborts the process.
+//!
+//! (The cgroup a process belongs to is looked up in
+//! [`crate::source::cgroup`], the one place that deals with cgroups.)
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -86,6 +92,77 @@ pub fn max_map_count() -> Option<u64> {
         .ok()
 }
 
+/// The effective user id of this process (`Uid:` in `/proc/self/status`,
+/// second field).
+pub fn euid() -> Option<u32> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// `model name` of the first CPU in `/proc/cpuinfo`.
+pub fn cpu_model() -> Option<String> {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == "model name").then(|| v.trim().to_owned())
+        })
+}
+
+/// `MemTotal` from `/proc/meminfo`, in KiB.
+pub fn mem_total_kib() -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// `/proc/sys/kernel/osrelease`.
+pub fn kernel_release() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+/// The page size of this process's mappings (`KernelPageSize` in
+/// `/proc/self/smaps`), in bytes.
+pub fn page_size() -> Option<usize> {
+    std::fs::read_to_string("/proc/self/smaps")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("KernelPageSize:"))?
+        .split_whitespace()
+        .next()?
+        .parse::<usize>()
+        .ok()
+        .map(|kib| kib * 1024)
+}
+
+/// The system-wide memory PSI file.
+pub const PSI_MEMORY: &str = "/proc/pressure/memory";
+
+/// Whether [`PSI_MEMORY`] can be read: the kernel has PSI and it is on.
+///
+/// # Errors
+///
+/// Why not, naming the file.
+pub fn psi_memory() -> Result<(), String> {
+    std::fs::read_to_string(PSI_MEMORY)
+        .map(drop)
+        .map_err(|e| format!("read {PSI_MEMORY}: {e} (a kernel without PSI, or booted with psi=0)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +177,14 @@ mod tests {
                 vsz_kib: 123456
             }
         );
+    }
+
+    #[test]
+    fn machine_facts_are_read() {
+        assert!(euid().is_some());
+        assert!(mem_total_kib().unwrap() > 0);
+        assert!(page_size().unwrap() >= 4096);
+        assert!(!kernel_release().unwrap().is_empty());
     }
 
     #[test]

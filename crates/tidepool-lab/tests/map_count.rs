@@ -7,6 +7,7 @@
 //! not on how fast this machine maps stacks.
 
 use tidepool_lab::policy::qemu_2024::global_pool_hard_max_size;
+use tidepool_lab::report::Verdict;
 use tidepool_lab::scenario::map_count::MapCountSize;
 use tidepool_lab::{Options, PolicyKind, ScenarioKind, Settings, Silent};
 
@@ -26,28 +27,26 @@ fn per_thread_hoarding_hits_the_map_count_and_capped_pools_do_not() {
     let kept_by_hoarder = (size.threads * size.spike) as u64;
 
     for r in &s.results {
-        let n = r.series.t_ms.len();
+        let series = r.median_series().expect("a median run");
+        let n = series.t_ms.len();
         assert!(n >= 2, "{}: samples", r.policy);
-        assert_eq!(r.series.vmas.len(), n);
+        assert_eq!(series.vmas.len(), n);
         assert_eq!(r.metric("final_live"), 0.0, "{}", r.policy);
-        match &r.first_failure {
-            Some(f) => {
-                // Recorded as data: when, the VMA count, what was said.
-                assert!(r.failures >= 1);
-                assert!(!f.message.is_empty());
-                assert_eq!(
-                    r.metric("aborted"),
-                    1.0,
-                    "{}: the run ended there",
-                    r.policy
-                );
-                assert!(r
-                    .series
-                    .events
-                    .iter()
-                    .any(|e| e.label.starts_with("creation failed")));
+        for run in &r.runs {
+            match &run.first_failure {
+                Some(f) => {
+                    // Recorded as data: when, the VMA count, what was said.
+                    assert!(run.metrics["failures"] >= 1.0);
+                    assert!(!f.message.is_empty());
+                    assert_eq!(
+                        run.metrics["aborted"], 1.0,
+                        "{}: the run ended there",
+                        r.policy
+                    );
+                    assert!(f.t_ms <= *run.series.t_ms.last().unwrap());
+                }
+                None => assert_eq!(run.metrics["failures"], 0.0),
             }
-            None => assert_eq!(r.failures, 0),
         }
     }
 
@@ -59,7 +58,7 @@ fn per_thread_hoarding_hits_the_map_count_and_capped_pools_do_not() {
         PolicyKind::Tidepool,
     ] {
         let r = s.result(p).unwrap();
-        assert_eq!(r.failures, 0, "{p}: {:?}", r.first_failure);
+        assert_eq!(r.failures, 0, "{p}: {:?}", r.first_failure());
         assert_eq!(r.metric("aborted"), 0.0);
         assert!(r.metric("peak_vmas") < max_map_count as f64, "{p}");
     }
@@ -77,12 +76,21 @@ fn per_thread_hoarding_hits_the_map_count_and_capped_pools_do_not() {
     if 2 * kept_by_hoarder > max_map_count {
         let r = s.result(PolicyKind::Qemu2021).unwrap();
         let f = r
-            .first_failure
-            .as_ref()
+            .first_failure()
             .expect("qemu-2021 runs into vm.max_map_count");
         assert!(
             f.vmas + 1000 >= max_map_count,
             "{f:?}: at the map count, not out of memory"
         );
+    }
+
+    // What the summary says about seed 000, from these runs.
+    assert_eq!(s.claims.len(), 3, "{:?}", s.claims);
+    assert!(s.claims.iter().all(|c| c.seed == "000"));
+    if 2 * kept_by_hoarder > max_map_count {
+        assert_eq!(s.claims[0].verdict, Verdict::Pass, "{:?}", s.claims[0]);
+    }
+    for c in &s.claims[1..] {
+        assert_eq!(c.verdict, Verdict::Pass, "{c:?}");
     }
 }

@@ -4,17 +4,23 @@
 //! (map-count has its own test binary: it uses up this process's VMAs.)
 //! The quick runs use the manual pressure source; one test runs the
 //! pressure scenario again with `auto` (real PSI where the kernel allows).
+//! Like the CLI, the process runs with `TIDEPOOL_PRESSURE=manual`, so that
+//! machine-wide pressure reaches tidepool's pools only through the lab's
+//! gate, in the pressure scenario.
 
 use std::sync::OnceLock;
 
 use tidepool_lab::policy::qemu_2024::COROUTINE_POOL_BATCH_MAX_SIZE;
-use tidepool_lab::pressure_source::{MANUAL_LABEL, REAL_LABEL};
-use tidepool_lab::report::{PolicyResult, ScenarioReport};
+use tidepool_lab::report::{PolicyResult, ScenarioReport, SeedStatus, Verdict};
+use tidepool_lab::source::{MANUAL_LABEL, REAL_LABEL};
 use tidepool_lab::{Options, PolicyKind, PressureSource, Report, ScenarioKind, Settings, Silent};
 
 fn report() -> &'static Report {
     static REPORT: OnceLock<Report> = OnceLock::new();
     REPORT.get_or_init(|| {
+        // Before the first pool of this process (every test goes through
+        // here first).
+        std::env::set_var("TIDEPOOL_PRESSURE", "manual");
         let options = Options {
             scenarios: vec![
                 ScenarioKind::Fio,
@@ -45,7 +51,7 @@ fn check_structure(s: &ScenarioReport) {
     assert_eq!(policies, PolicyKind::ALL, "{}: one result per policy", s.id);
     assert!(s.reclaim_interval_ms > 0.0);
     for r in &s.results {
-        let ser = &r.series;
+        let ser = r.median_series().expect("a median run");
         let n = ser.t_ms.len();
         assert!(n >= 3, "{} {}: {n} samples", s.id, r.policy);
         for (name, len) in [
@@ -79,16 +85,35 @@ fn check_structure(s: &ScenarioReport) {
                 c.key
             );
         }
+        // Every run is kept, with its own series and phase starts.
+        assert_eq!(r.runs.len(), report().repeats);
+        assert!(r.median_run < r.runs.len());
+        for run in &r.runs {
+            assert!(run.series.t_ms.len() >= 3);
+            assert_eq!(run.series.idle.len(), run.series.t_ms.len());
+            let phases: Vec<usize> = run.series.events.iter().map(|e| e.phase).collect();
+            assert_eq!(
+                phases,
+                (0..s.phases.len()).collect::<Vec<_>>(),
+                "{} {}",
+                s.id,
+                r.policy
+            );
+            assert!(run.pressure.withheld <= run.pressure.raised);
+            assert!(run.metrics.values().all(|v| v.is_finite()));
+        }
         // Once the workers stopped, no request was left holding a stack.
         assert_eq!(r.metric("final_live"), 0.0, "{} {}", s.id, r.policy);
         assert_eq!(
-            r.failures, 0,
+            r.failures,
+            0,
             "{} {}: {:?}",
-            s.id, r.policy, r.first_failure
+            s.id,
+            r.policy,
+            r.first_failure()
         );
         assert!(r.metric("completed") > 0.0, "{} {}", s.id, r.policy);
         assert_eq!(r.metric("aborted"), 0.0);
-        assert_eq!(r.repeats.len(), report().repeats);
     }
 }
 
@@ -123,6 +148,19 @@ fn fio_every_policy_serves_every_request() {
     assert!(q24.metric("final_idle") - q24.metric("left_after_exit") <= jobs * 2.0 * batch);
     let fixed = result(s, PolicyKind::QemuFixed);
     assert!(fixed.metric("left_after_exit") <= 128.0 + jobs);
+    // The same pressure conditions for every policy: with the gate closed,
+    // no signal reaches a pool here, whatever the machine does meanwhile.
+    assert!(
+        report().pressure_isolated,
+        "{}",
+        report().pressure_isolation
+    );
+    for r in &s.results {
+        for run in &r.runs {
+            assert_eq!(run.pressure.received, 0, "{}: {:?}", r.policy, run.pressure);
+            assert_eq!(run.pressure.withheld, run.pressure.raised, "{}", r.policy);
+        }
+    }
     // A pool reuses: far fewer stacks than requests.
     for p in [
         PolicyKind::Qemu2021,
@@ -198,15 +236,9 @@ fn pressure_is_signalled_to_every_policy_at_the_same_point() {
         .notes
         .iter()
         .any(|n| n.starts_with("pressure source: manual")));
+    assert!(s.phases[2].starts_with("pressure on"), "{:?}", s.phases);
+    assert!(s.phases[3].starts_with("pressure off"), "{:?}", s.phases);
     for r in &s.results {
-        assert!(
-            r.series
-                .events
-                .iter()
-                .any(|e| e.label.starts_with("pressure: critical")),
-            "{}: the signal is marked",
-            r.policy
-        );
         assert!(r.metric("rate_before") > 0.0 && r.metric("rate_after") > 0.0);
         // Each run's signal is recorded: manual, never timed out.
         assert_eq!(r.metric("signal_real"), 0.0, "{}", r.policy);
@@ -220,6 +252,18 @@ fn pressure_is_signalled_to_every_policy_at_the_same_point() {
             "{}: a note says which source delivered the signal",
             r.policy
         );
+        // One manual signal per run, raised the same for every policy.
+        for run in &r.runs {
+            assert!(run.pressure.raised >= 1, "{}: {:?}", r.policy, run.pressure);
+        }
+    }
+    // tidepool's pool received it in every run; the seed policies have no
+    // pressure response.
+    for run in &result(s, PolicyKind::Tidepool).runs {
+        assert!(run.pressure.received >= 1, "{:?}", run.pressure);
+    }
+    for p in [PolicyKind::None, PolicyKind::Qemu2021, PolicyKind::Qemu2024] {
+        assert_eq!(result(s, p).pressure_received(), 0, "{p}");
     }
     // Only tidepool's pool receives it (the seed policies do not listen).
     let tp = result(s, PolicyKind::Tidepool);
@@ -243,11 +287,12 @@ fn pressure_auto_source_is_real_or_says_why_not() {
     let _ = report();
     let mut settings = Settings::new(true);
     settings.policies = vec![PolicyKind::Tidepool];
+    settings.pressure_source = PressureSource::Auto;
     let options = Options {
         scenarios: vec![ScenarioKind::Pressure],
         settings,
     };
-    let r = tidepool_lab::run_with_pressure_source(&options, PressureSource::Auto, &Silent);
+    let r = tidepool_lab::run(&options, &Silent);
     let s = r.scenario("pressure").expect("the pressure scenario ran");
     let source = s.params["pressure source"].as_str();
     assert!(
@@ -283,7 +328,7 @@ fn pressure_auto_source_is_real_or_says_why_not() {
 }
 
 #[test]
-fn the_json_report_round_trips() {
+fn the_json_report_round_trips_and_keeps_its_schema() {
     let r = report();
     let text = r.to_json();
     let back = Report::from_json(&text).expect("the report parses back");
@@ -293,10 +338,132 @@ fn the_json_report_round_trips() {
         "the report read back differs from the one written"
     );
     assert_eq!(back.to_json(), text);
-    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(value["quick"], true);
-    assert!(value["machine"]["max_map_count"].as_u64().is_some());
-    assert_eq!(value["scenarios"][0]["results"][4]["policy"], "tidepool");
+    // The fields a reader of report.json relies on, by name.
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["quick"], true);
+    assert!(v["machine"]["max_map_count"].as_u64().is_some());
+    assert!(v["pressure_isolated"].is_boolean());
+    assert!(v["pressure_isolation"].is_string());
+    let seeds: Vec<&str> = v["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["seed"].as_str().unwrap())
+        .collect();
+    assert_eq!(seeds, ["000", "001", "002", "003", "004"]);
+    let s0 = &v["scenarios"][0];
+    for key in [
+        "id", "title", "seeds", "finding", "quotes", "workload", "params", "columns", "phases",
+        "results", "claims", "notes",
+    ] {
+        assert!(!s0[key].is_null(), "scenario field {key}");
+    }
+    let res = &s0["results"][4];
+    assert_eq!(res["policy"], "tidepool");
+    assert!(res["median_run"].is_u64());
+    let run = &res["runs"][0];
+    for key in ["received", "raised", "withheld"] {
+        assert!(run["pressure"][key].is_u64(), "pressure.{key}");
+    }
+    for key in [
+        "t_ms",
+        "idle",
+        "live",
+        "created",
+        "vmas",
+        "rss_kib",
+        "vsz_kib",
+        "throughput",
+    ] {
+        assert!(run["series"][key].is_array(), "series.{key}");
+    }
+    assert!(run["series"]["events"][0]["phase"].is_u64());
+    assert!(run["metrics"]["pressure_received"].is_number());
+    let claim = &s0["claims"][0];
+    for key in [
+        "seed",
+        "scenario",
+        "claim",
+        "published",
+        "published_detail",
+        "measured",
+        "measured_detail",
+        "rule",
+        "verdict",
+    ] {
+        assert!(claim[key].is_string(), "claim field {key}");
+    }
+}
+
+#[test]
+fn the_summary_has_a_row_for_every_seed_and_a_claim_per_scenario() {
+    let r = report();
+    let ids: Vec<&str> = r.summary.iter().map(|row| row.seed.as_str()).collect();
+    assert_eq!(ids, ["000", "001", "002", "003", "004"]);
+    for row in &r.summary {
+        match row.seed.as_str() {
+            // fio (000, 001), spike-then-idle and fio-cross-thread (001),
+            // pressure (003) ran here.
+            "000" | "001" | "003" => {
+                assert_eq!(row.status, SeedStatus::Measured, "{}", row.seed);
+                assert!(!row.claims.is_empty());
+                for c in &row.claims {
+                    assert_eq!(c.seed, row.seed);
+                    assert!(c.claim.chars().count() <= 44, "{}", c.claim);
+                    assert!(c.published.chars().count() <= 12, "{}", c.published);
+                    assert!(c.measured.chars().count() <= 14, "{}", c.measured);
+                    assert!(!c.rule.is_empty());
+                    // Every policy ran: every claim could be measured.
+                    assert_ne!(c.verdict, Verdict::Unmeasured, "{c:?}");
+                }
+            }
+            "002" | "004" => {
+                assert!(
+                    matches!(row.status, SeedStatus::NotInBuild { .. }),
+                    "{row:?}"
+                );
+                assert!(row.status_text().ends_with("not in this build yet"));
+                assert!(row.claims.is_empty());
+            }
+            other => panic!("unexpected seed {other}"),
+        }
+    }
+    // Every scenario that ran contributed claims to its seeds' rows.
+    for s in &r.scenarios {
+        assert!(!s.claims.is_empty(), "{}", s.id);
+        for c in &s.claims {
+            assert!(
+                s.seeds.contains(&c.seed) || c.seed == "000",
+                "{}: {}",
+                s.id,
+                c.seed
+            );
+        }
+    }
+    // The cross-thread scenario quotes why seed 001 was dropped, and says
+    // where those words stand: not in seed 001.
+    let q = &scenario("fio-cross-thread").quotes[0];
+    assert!(q.text.starts_with("Coroutines are created in one thread"));
+    assert!(q.source.contains("not in seed 001's text"), "{}", q.source);
+}
+
+#[test]
+fn the_terminal_table_fits_100_columns() {
+    let text = tidepool_lab::report::table::render(report());
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} chars: {line}",
+            line.chars().count()
+        );
+    }
+    for seed in ["000", "001", "002", "003", "004"] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(seed)),
+            "{seed}"
+        );
+    }
+    assert!(text.contains("signals"));
 }
 
 #[test]
@@ -306,17 +473,183 @@ fn the_html_report_is_self_contained_with_four_plots_per_scenario() {
     let (json, html) = r.write(&dir).unwrap();
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(std::fs::metadata(&json).unwrap().len() > 100);
+    // Written whole: nothing but the two files is left in the directory.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
-    assert_eq!(page.matches("<svg").count(), 4 * r.scenarios.len());
+    assert_eq!(
+        page.matches("<svg class=\"plot\"").count(),
+        4 * r.scenarios.len()
+    );
     for p in PolicyKind::ALL {
         assert!(page.contains(p.name()), "{p} is named");
     }
     for s in &r.scenarios {
         assert!(page.contains(&format!("id=\"{}\"", s.id)));
     }
+    // The summary comes first, before any scenario.
+    let summary = page.find("id=\"summary\"").unwrap();
+    let first = page.find("class=\"scenario\"").unwrap();
+    assert!(summary < first);
     // Nothing to fetch: no scripts, no external resources.
     assert!(!page.contains("<script"));
     assert!(!page.contains("src=\"http"));
     assert!(!page.contains("href=\"http"));
+}
+
+/// The value of attribute `name` in the tag starting at `tag`.
+fn attr(tag: &str, name: &str) -> Option<f64> {
+    let end = tag.find('>')?;
+    let tag = &tag[..end];
+    let key = format!(" {name}=\"");
+    let at = tag.find(&key)? + key.len();
+    let len = tag[at..].find('"')?;
+    tag[at..at + len].parse().ok()
+}
+
+/// Every tag `<{name} ...` with `class="{class}"` in `svg`.
+fn tags<'a>(svg: &'a str, name: &str, class: &str) -> Vec<&'a str> {
+    let open = format!("<{name} ");
+    let class = format!("class=\"{class}\"");
+    svg.match_indices(&open)
+        .map(|(i, _)| &svg[i..])
+        .filter(|t| t[..t.find('>').unwrap()].contains(&class))
+        .collect()
+}
+
+/// The text of the element starting at `tag`.
+fn text_of(tag: &str) -> &str {
+    let start = tag.find('>').unwrap() + 1;
+    &tag[start..start + tag[start..].find('<').unwrap()]
+}
+
+/// What a person checks on every plot, from the SVG the lab writes (the
+/// browser check, `bin/report-check.sh`, measures the same in Chromium):
+/// axis labels with units, a legend that does not overlap the plot area
+/// or the data, every line inside the plot area, outer text inside the
+/// picture.
+#[test]
+fn every_plot_has_labelled_axes_and_a_legend_off_the_data() {
+    use tidepool_lab::report::plot::{plot, Limit, Metric, HEIGHT, WIDTH};
+    let r = report();
+    let mut plots = 0;
+    for s in &r.scenarios {
+        for metric in Metric::ALL {
+            let limit = Limit {
+                value: 1000.0,
+                label: "a limit".to_owned(),
+            };
+            let svg = plot(s, metric, Some(&limit)).unwrap();
+            plots += 1;
+            let what = format!("{} / {metric:?}", s.id);
+            // Axis labels, each with a unit in parentheses at the end.
+            for axis in ["axis-label x", "axis-label y"] {
+                let t = tags(&svg, "text", axis);
+                assert_eq!(t.len(), 1, "{what}: {axis}");
+                let label = text_of(t[0]);
+                assert!(
+                    label.ends_with(')') && label.contains(" ("),
+                    "{what}: {axis} without a unit: {label}"
+                );
+            }
+            // The plot area and the legend's box.
+            let area = tags(&svg, "rect", "plot-area")[0];
+            let (ax, ay) = (attr(area, "x").unwrap(), attr(area, "y").unwrap());
+            let (aw, ah) = (attr(area, "width").unwrap(), attr(area, "height").unwrap());
+            let legend = tags(&svg, "rect", "legend-box")[0];
+            let (lx, ly) = (attr(legend, "x").unwrap(), attr(legend, "y").unwrap());
+            let (lw, lh) = (
+                attr(legend, "width").unwrap(),
+                attr(legend, "height").unwrap(),
+            );
+            let apart = lx >= ax + aw || ax >= lx + lw || ly >= ay + ah || ay >= ly + lh;
+            assert!(apart, "{what}: the legend overlaps the plot area");
+            assert!(
+                lx + lw <= f64::from(WIDTH) && ly + lh <= f64::from(HEIGHT),
+                "{what}"
+            );
+            // Every data line lies inside the plot area (the chart is nested
+            // at its own offset).
+            let nested = svg.find("<svg x=\"").expect("the nested chart");
+            let (ox, oy) = (
+                attr(&svg[nested..], "x").unwrap(),
+                attr(&svg[nested..], "y").unwrap(),
+            );
+            let mut points = 0;
+            let colours: Vec<String> = PolicyKind::ALL
+                .iter()
+                .map(|&p| tidepool_lab::report::plot::hex(p).to_uppercase())
+                .collect();
+            for (i, _) in svg.match_indices("<polyline ") {
+                let tag = &svg[i..];
+                let head = tag[..tag.find('>').unwrap()].to_uppercase();
+                if !colours.iter().any(|c| head.contains(c.as_str())) {
+                    continue; // the mesh and the axes
+                }
+                let at = tag.find("points=\"").unwrap() + 8;
+                let list = &tag[at..at + tag[at..].find('"').unwrap()];
+                for p in list.split_whitespace() {
+                    let (x, y) = p.split_once(',').unwrap();
+                    let (x, y) = (
+                        x.parse::<f64>().unwrap() + ox,
+                        y.parse::<f64>().unwrap() + oy,
+                    );
+                    assert!(
+                        x >= ax - 1.0 && x <= ax + aw + 1.0 && y >= ay - 1.0 && y <= ay + ah + 1.0,
+                        "{what}: a point ({x}, {y}) outside the plot area"
+                    );
+                    points += 1;
+                }
+            }
+            assert!(points > 0, "{what}: no data drawn");
+            // Markers stay inside the plot area.
+            for class in ["phase-marker", "limit"] {
+                for t in tags(&svg, "line", class) {
+                    for (k, lo, hi) in [
+                        ("x1", ax, ax + aw),
+                        ("x2", ax, ax + aw),
+                        ("y1", ay, ay + ah),
+                        ("y2", ay, ay + ah),
+                    ] {
+                        let v = attr(t, k).unwrap();
+                        assert!(v >= lo - 1.0 && v <= hi + 1.0, "{what}: {class} {k}={v}");
+                    }
+                }
+            }
+            // Text written around the chart fits the picture (width by
+            // estimate: 0.62 em a character).
+            for (i, _) in svg.match_indices("<text ") {
+                let tag = &svg[i..];
+                if tag[..tag.find('>').unwrap()].contains("transform") {
+                    continue; // the rotated y label: checked by the browser
+                }
+                let (Some(x), Some(y)) = (attr(tag, "x"), attr(tag, "y")) else {
+                    continue;
+                };
+                let inside_chart = svg[..i]
+                    .rfind("<svg x=")
+                    .is_some_and(|n| n > 0 && svg[n..i].find("</svg>").is_none());
+                if inside_chart {
+                    continue; // plotters' ticks: inside the nested chart, clipped by it
+                }
+                let size = attr(tag, "font-size").unwrap_or(12.0);
+                let w = 0.62 * size * text_of(tag).chars().count() as f64;
+                let anchor = &tag[..tag.find('>').unwrap()];
+                let left = if anchor.contains("text-anchor=\"middle\"") {
+                    x - w / 2.0
+                } else {
+                    x
+                };
+                assert!(
+                    left >= 0.0
+                        && left + w <= f64::from(WIDTH)
+                        && y <= f64::from(HEIGHT)
+                        && y >= size * 0.8,
+                    "{what}: text {:?} at ({x}, {y}) runs off the picture",
+                    text_of(tag)
+                );
+            }
+        }
+    }
+    assert_eq!(plots, 4 * r.scenarios.len());
 }

@@ -145,7 +145,10 @@ fn run(args: &Args) -> Result<(), Box<dyn Error>> {
         stats.pool.idle_depot,
         stats.pool.idle_cached(),
         stats.idle_resident_max / 1024,
-        pool.budget(),
+        pool.budget().map_or_else(
+            || "none (no map count on this OS)".to_owned(),
+            |b| b.to_string()
+        ),
     );
     let purged = pool.purge();
     let after = pool.stats();

@@ -38,6 +38,44 @@ pub const MIN_RECLAIM_INTERVAL: Duration = Duration::from_millis(1);
 /// bigger ones only make thread caches hoard more.
 pub const MAX_BATCH_SIZE: usize = 1 << 16;
 
+/// The most memory one thread's cache in one pool reserves up front: room
+/// for two batches of items, `2 * batch_size * size_of::<Item>()` bytes.
+///
+/// The default batch size shrinks for big items to stay within it (down to
+/// 1), and an explicit [`batch_size`](Builder::batch_size) above 1 that would
+/// pass it is refused: pool a `Box<T>` to keep big items in bigger batches
+/// (only the pointers are reserved then).
+pub const MAX_CACHE_BYTES: usize = 4 << 20;
+
+/// The longest reclaim interval accepted (a year): longer ones overflow
+/// deadlines, and mean "never", which [`background`](Builder::background)
+/// off says better.
+pub const MAX_RECLAIM_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The longest pressure hold accepted (a year): longer ones overflow
+/// deadlines.
+pub const MAX_PRESSURE_HOLD: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The batch size a pool gets when none is asked for: [`DEFAULT_BATCH_SIZE`],
+/// lowered so that two batches of `item_size`-byte items fit in
+/// [`MAX_CACHE_BYTES`], and to `max_live` and `max_idle` when they are
+/// smaller; at least 1.
+fn default_batch_size(item_size: usize, max_live: Option<usize>, max_idle: usize) -> usize {
+    let by_bytes = MAX_CACHE_BYTES
+        .checked_div(2 * item_size)
+        .unwrap_or(DEFAULT_BATCH_SIZE);
+    DEFAULT_BATCH_SIZE
+        .min(by_bytes)
+        .min(max_live.unwrap_or(usize::MAX))
+        .min(max_idle)
+        .max(1)
+}
+
+/// Bytes as MiB with one decimal, for messages.
+fn mib(bytes: u128) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+}
+
 /// Validated settings of a pool (see [`Builder`] for what each one means).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -108,25 +146,37 @@ impl Config {
             .saturating_add(self.max_idle)
     }
 
-    fn validate(self) -> Result<Self, ConfigError> {
-        if self.batch_size == 0 {
+    /// Checks the settings for a pool of `item_size`-byte items.
+    fn validate(self, item_size: usize) -> Result<Self, ConfigError> {
+        let batch = self.batch_size;
+        if batch == 0 {
             return Err(ConfigError::new("batch_size", "must be at least 1"));
         }
-        if self.batch_size > MAX_BATCH_SIZE {
+        if batch > MAX_BATCH_SIZE {
+            return Err(ConfigError::new(
+                "batch_size",
+                format!("is {batch}, the most allowed is {MAX_BATCH_SIZE}"),
+            ));
+        }
+        let reserve = 2 * batch as u128 * item_size as u128;
+        if batch > 1 && reserve > MAX_CACHE_BYTES as u128 {
             return Err(ConfigError::new(
                 "batch_size",
                 format!(
-                    "is {}, the most allowed is {MAX_BATCH_SIZE}",
-                    self.batch_size
+                    "is {batch}: two batches of {batch} items of {item_size} bytes would \
+                     reserve {} per thread, more than the {} allowed \
+                     (MAX_CACHE_BYTES); use a smaller batch_size, or pool Box<T>",
+                    mib(reserve),
+                    mib(MAX_CACHE_BYTES as u128),
                 ),
             ));
         }
-        if self.max_idle < self.batch_size {
+        if self.max_idle < batch {
             return Err(ConfigError::new(
                 "max_idle",
                 format!(
-                    "is {} but must hold at least one batch (batch_size = {})",
-                    self.max_idle, self.batch_size
+                    "is {} but must hold at least one batch (batch_size = {batch})",
+                    self.max_idle
                 ),
             ));
         }
@@ -148,11 +198,50 @@ impl Config {
                 ),
             ));
         }
-        if self.max_live == Some(0) {
+        if self.reclaim_interval > MAX_RECLAIM_INTERVAL {
             return Err(ConfigError::new(
-                "max_live",
-                "must be at least 1 (leave it unset for no limit)",
+                "reclaim_interval",
+                format!(
+                    "is {:?}, the longest allowed is {MAX_RECLAIM_INTERVAL:?} (turn \
+                     background reclaim off instead)",
+                    self.reclaim_interval
+                ),
             ));
+        }
+        if self.pressure_hold > MAX_PRESSURE_HOLD {
+            return Err(ConfigError::new(
+                "pressure_hold",
+                format!(
+                    "is {:?}, the longest allowed is {MAX_PRESSURE_HOLD:?}",
+                    self.pressure_hold
+                ),
+            ));
+        }
+        if let Some(limit) = self.max_live {
+            if limit == 0 {
+                return Err(ConfigError::new(
+                    "max_live",
+                    "must be at least 1 (leave it unset for no limit)",
+                ));
+            }
+            if batch > limit {
+                return Err(ConfigError::new(
+                    "batch_size",
+                    format!(
+                        "is {batch} but at most max_live = {limit} objects can exist: a \
+                         batch could never fill"
+                    ),
+                ));
+            }
+            if self.min_idle > limit {
+                return Err(ConfigError::new(
+                    "min_idle",
+                    format!(
+                        "is {} but at most max_live = {limit} objects can exist",
+                        self.min_idle
+                    ),
+                ));
+            }
         }
         Ok(self)
     }
@@ -175,6 +264,8 @@ impl Config {
 pub struct Builder<M> {
     manager: M,
     config: Config,
+    /// Asked for with `batch_size`; derived at `build` otherwise.
+    batch_size: Option<usize>,
     clock: Arc<dyn Clock>,
 }
 
@@ -183,15 +274,22 @@ impl<M: Manage> Builder<M> {
         Self {
             manager,
             config: Config::default(),
+            batch_size: None,
             clock: Arc::new(SystemClock),
         }
     }
 
-    /// Objects moved between a thread cache and the depot at a time
-    /// (default [`DEFAULT_BATCH_SIZE`], at most [`MAX_BATCH_SIZE`]). Each
-    /// thread caches at most two batches.
+    /// Objects moved between a thread cache and the depot at a time, at
+    /// most [`MAX_BATCH_SIZE`] and at most `max_live`. Each thread caches at
+    /// most two batches, and reserves room for them up front: two batches
+    /// of items may take at most [`MAX_CACHE_BYTES`] (a batch of 1 is always
+    /// allowed).
+    ///
+    /// Default: [`DEFAULT_BATCH_SIZE`], lowered to fit big items in
+    /// [`MAX_CACHE_BYTES`] and to `max_live` and `max_idle` when those are
+    /// smaller.
     pub fn batch_size(mut self, n: usize) -> Self {
-        self.config.batch_size = n;
+        self.batch_size = Some(n);
         self
     }
 
@@ -214,14 +312,15 @@ impl<M: Manage> Builder<M> {
 
     /// A reserve of idle objects (default 0) that reclaim and memory
     /// pressure never go below, like the kernel's `mempool` `min_nr`; at most
-    /// `max_idle`. Fill it with [`Pool::prefill`](crate::Pool::prefill).
+    /// `max_idle` and at most `max_live`. Fill it with [`Pool::prefill`](crate::Pool::prefill).
     pub fn min_idle(mut self, n: usize) -> Self {
         self.config.min_idle = n;
         self
     }
 
     /// How often the pool measures its working set (default
-    /// [`DEFAULT_RECLAIM_INTERVAL`], at least [`MIN_RECLAIM_INTERVAL`]).
+    /// [`DEFAULT_RECLAIM_INTERVAL`], at least [`MIN_RECLAIM_INTERVAL`], at
+    /// most [`MAX_RECLAIM_INTERVAL`]).
     /// Idle objects that sat unused through two whole intervals are
     /// destroyed; ones unused through one are purged
     /// ([`Manage::purge`](crate::Manage::purge)); a thread cache unused for a
@@ -232,18 +331,22 @@ impl<M: Manage> Builder<M> {
     }
 
     /// How long critical memory pressure holds the depot at `min_idle`
-    /// (default [`DEFAULT_PRESSURE_HOLD`]); thread caches keep working, at
-    /// most two batches each.
+    /// (default [`DEFAULT_PRESSURE_HOLD`], at most [`MAX_PRESSURE_HOLD`]);
+    /// thread caches keep working, at most two batches each.
     pub fn pressure_hold(mut self, hold: Duration) -> Self {
         self.config.pressure_hold = hold;
         self
     }
 
     /// Whether the process-wide reclaimer thread looks after this pool
-    /// (default `true`): it runs the reclaim intervals of pools nobody
-    /// touches, takes back idle thread caches, and delivers memory-pressure
-    /// signals. Without it, reclaim runs only when threads visit the depot,
+    /// (default `true`; the first pool with it on starts the thread): it
+    /// runs the reclaim intervals of pools nobody touches, takes back idle
+    /// thread caches, and delivers memory-pressure signals. With `false`
+    /// no thread is started for this pool; reclaim runs when threads visit
+    /// the depot and when you call [`Pool::reclaim`](crate::Pool::reclaim),
     /// and pressure only through [`Pool::pressure`](crate::Pool::pressure).
+    /// This is the setting for programs that manage their own threads (see
+    /// [`Pool::new`](crate::Pool::new)).
     pub fn background(mut self, on: bool) -> Self {
         self.config.background = on;
         self
@@ -263,7 +366,12 @@ impl<M: Manage> Builder<M> {
     ///
     /// A [`ConfigError`] naming the first field whose value cannot work.
     pub fn build(self) -> Result<Pool<M>, ConfigError> {
-        let config = self.config.validate()?;
+        let item_size = std::mem::size_of::<M::Item>();
+        let mut config = self.config;
+        config.batch_size = self
+            .batch_size
+            .unwrap_or_else(|| default_batch_size(item_size, config.max_live, config.max_idle));
+        let config = config.validate(item_size)?;
         Ok(Pool::from_parts(self.manager, config, self.clock))
     }
 }
@@ -272,6 +380,7 @@ impl<M> fmt::Debug for Builder<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
             .field("config", &self.config)
+            .field("batch_size", &self.batch_size)
             .finish_non_exhaustive()
     }
 }
@@ -319,7 +428,7 @@ mod tests {
     use super::*;
 
     fn build(c: Config) -> Result<Config, ConfigError> {
-        c.validate()
+        c.validate(8)
     }
 
     #[test]
@@ -372,6 +481,58 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(build(zero_live).unwrap_err().field(), "max_live");
+    }
+
+    #[test]
+    fn the_default_batch_fits_big_items_and_small_caps() {
+        assert_eq!(default_batch_size(8, None, 1024), DEFAULT_BATCH_SIZE);
+        assert_eq!(default_batch_size(0, None, 1024), DEFAULT_BATCH_SIZE);
+        assert_eq!(default_batch_size(1 << 20, None, 1024), 2);
+        assert_eq!(default_batch_size(64 << 20, None, 1024), 1);
+        assert_eq!(default_batch_size(8, Some(3), 1024), 3);
+        assert_eq!(default_batch_size(8, None, 5), 5);
+        assert_eq!(default_batch_size(8, None, 0), 1);
+        for size in [1, 100, 4096, 1 << 16, 1 << 20, 3 << 20] {
+            let batch = default_batch_size(size, None, 1024);
+            let c = Config {
+                batch_size: batch,
+                ..Config::default()
+            };
+            assert!(c.validate(size).is_ok(), "size {size}, batch {batch}");
+        }
+    }
+
+    #[test]
+    fn a_reserve_past_the_byte_bound_is_refused_but_a_batch_of_one_is_not() {
+        let c = |batch_size| Config {
+            batch_size,
+            ..Config::default()
+        };
+        let err = c(3).validate(1 << 20).unwrap_err();
+        assert_eq!(err.field(), "batch_size");
+        assert!(err.reason().contains("6.0 MiB"), "{err}");
+        assert!(c(2).validate(1 << 20).is_ok());
+        assert!(c(1).validate(100 << 20).is_ok());
+    }
+
+    #[test]
+    fn durations_past_a_year_are_refused() {
+        let long = Config {
+            reclaim_interval: MAX_RECLAIM_INTERVAL + Duration::from_nanos(1),
+            ..Config::default()
+        };
+        assert_eq!(build(long).unwrap_err().field(), "reclaim_interval");
+        let hold = Config {
+            pressure_hold: Duration::MAX,
+            ..Config::default()
+        };
+        assert_eq!(build(hold).unwrap_err().field(), "pressure_hold");
+        let edge = Config {
+            reclaim_interval: MAX_RECLAIM_INTERVAL,
+            pressure_hold: MAX_PRESSURE_HOLD,
+            ..Config::default()
+        };
+        assert!(build(edge).is_ok());
     }
 
     #[test]

@@ -4,6 +4,46 @@ use std::fmt;
 
 /// Why [`Pool::get`](crate::Pool::get) returned no object. The pool is
 /// unchanged by a failed `get`: nothing was created and nothing counted.
+///
+/// # As a `std::error::Error`
+///
+/// `Error<E>` is a [`std::error::Error`] for every manager error `E` that
+/// is `Debug + Display` — a `String`, an `anyhow::Error`, or a type of your
+/// own — so `pool.get()?` works in any function returning
+/// `Box<dyn std::error::Error>` or `anyhow::Result`.
+///
+/// It is a *leaf*: its [`Display`](fmt::Display) includes the manager's
+/// message (`creating a pooled object failed: <E>`) and
+/// [`source`](std::error::Error::source) returns `None`, so an error
+/// reporter that walks the `source()` chain prints the manager's message
+/// exactly once (the rule of the Rust API guidelines and of `thiserror`:
+/// show an inner error *or* return it as the source, never both). Returning
+/// `E` as the source would need `E: std::error::Error`, which `String` and
+/// `anyhow::Error` are not, and stable Rust cannot pick between the two by
+/// type. When `E` has a cause chain of its own, take `E` out with
+/// [`create_error`](Error::create_error) or
+/// [`into_create_error`](Error::into_create_error) (or match
+/// [`Error::Create`]) and report it directly.
+///
+/// ```
+/// // A manager whose errors are plain strings.
+/// struct Flaky;
+/// impl tidepool::Manage for Flaky {
+///     type Item = u32;
+///     type Error = String;
+///     fn create(&self) -> Result<u32, String> {
+///         Err("the device is gone".to_owned())
+///     }
+/// }
+///
+/// fn take(pool: &tidepool::Pool<Flaky>) -> Result<u32, Box<dyn std::error::Error>> {
+///     Ok(*pool.get()?)
+/// }
+///
+/// let err = take(&tidepool::Pool::new(Flaky)).unwrap_err();
+/// assert_eq!(err.to_string(), "creating a pooled object failed: the device is gone");
+/// assert!(err.source().is_none(), "the message is shown once, by Display");
+/// ```
 #[derive(Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error<E> {
@@ -25,6 +65,15 @@ impl<E> Error<E> {
             Error::Exhausted { .. } => None,
         }
     }
+
+    /// The manager's error, by reference, if that is what this is: the way
+    /// to reach its own `source()` chain (see [`Error`]).
+    pub fn create_error(&self) -> Option<&E> {
+        match self {
+            Error::Create(e) => Some(e),
+            Error::Exhausted { .. } => None,
+        }
+    }
 }
 
 impl<E: fmt::Display> fmt::Display for Error<E> {
@@ -39,11 +88,6 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
     }
 }
 
-impl<E: std::error::Error + 'static> std::error::Error for Error<E> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Create(e) => Some(e),
-            Error::Exhausted { .. } => None,
-        }
-    }
-}
+/// A leaf error: `Display` carries the manager's message, so `source()` is
+/// `None` (see [`Error`]).
+impl<E: fmt::Debug + fmt::Display> std::error::Error for Error<E> {}

@@ -142,6 +142,12 @@ impl<M: Manage> OwnedPooled<M> {
         }
     }
 
+    /// The `Arc` this guard holds its pool by.
+    #[cfg(unix)]
+    pub(crate) fn pool_arc(&self) -> &Arc<Pool<M>> {
+        &self.pool
+    }
+
     fn into_parts(self) -> (Arc<Pool<M>>, M::Item) {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped, so each field is moved out exactly

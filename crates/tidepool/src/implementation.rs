@@ -1,10 +1,31 @@
 //! How tidepool works.
 //!
 //! This module holds no code; it is a page of design notes next to the code
-//! they describe. The source folders follow the same layers:
-//! `cache/` (thread caches) → `depot/` (the shared, bounded store) →
-//! `reclaim/` and `pressure/` (sizing the pool over time) → `os/` (the
-//! kernel: mmap for stacks, eventfd and poll for the reclaimer, membarrier).
+//! they describe. The source folders follow the same layers, and imports go
+//! one way along them (each layer uses only the ones below it):
+//!
+//! ```text
+//!  pool.rs, guard.rs, config.rs        the front door
+//!  shared/                             one pool: get/put paths (mod.rs), the one
+//!    │                                 destroy path (destroy.rs), everything reclaim
+//!    │                                 does to it (pass.rs)
+//!    ├─► cache/                        thread caches (owner-only state + slot protocol)
+//!    ├─► depot/                        the shared, bounded store of batches
+//!    ├─► reclaim/                      process-wide: clock, registry of pools, the
+//!    │     ▲                           reclaimer thread (scheduler.rs), fork.rs;
+//!    │     │ feeds                     never reaches into a pool's depot or caches
+//!    │   pressure/                     PSI, cgroup v1: sources that feed reclaim
+//!    ├─► callbacks.rs                  every call into user code
+//!    └─► signal.rs                     what pressure is (Level, Source): shared
+//!                                      by reclaim and pressure
+//!  os/                                 the kernel: mmap for stacks, a wake-up fd and poll,
+//!                                      pthread_atfork, membarrier (imports nothing
+//!                                      of the crate but the `sync` facade)
+//! ```
+//!
+//! `sync.rs` (atomics, cells, locks; loom under `cfg(loom)`) is used by all;
+//! its `heavy_fence` is `os/membarrier.rs`. The module graph has no cycle
+//! (the one `sync.rs` ↔ `os/` pair is a facade over a leaf file).
 //!
 //! # Layers
 //!
@@ -38,12 +59,25 @@
 //! kept in a constant-initialised thread-local; a pool keeps its slots in
 //! buckets of doubling size indexed by id (`SlotTable`). A hit is: read the
 //! id, one leading-zeros count and one pointer load to find the slot, a plain
-//! store marking the owner busy, one load to check the slot is still ours,
-//! `Vec::pop`/`push`, a plain store clearing busy, and a single-writer
-//! counter bump. No lock, no atomic read-modify-write, no allocation (each
-//! batch is allocated once with room for `batch_size`). About 150
-//! instructions for a whole get + put round trip, guard included
-//! (`bin/callgrind.sh`).
+//! store of the owner's operation count into `entered` (the start of the
+//! access bracket), a compiler fence, one load to check the slot is still
+//! ours, `Vec::pop`/`push`, and a single-writer bump of `gets` or `returns`
+//! (the end of the bracket). No lock, no atomic read-modify-write, no
+//! allocation. About 150 instructions for a whole get + put round trip,
+//! guard included (`bin/callgrind.sh`).
+//!
+//! Nothing allocates, frees, takes a lock or calls user code inside an
+//! access bracket: every batch that enters a cache gets its room for
+//! `batch_size` objects beforehand, outside (a claim allocates both halves;
+//! a refill reserves the depot's batch; a donation reserves the spare's
+//! replacement), and batches replaced inside are unallocated. A test
+//! allocator checks it (`src/tests/bracket_alloc.rs`).
+//!
+//! Memory reserved up front is bounded in bytes: each thread's cache
+//! reserves `2 * batch_size * size_of::<Item>()` bytes per pool, at most
+//! `MAX_CACHE_BYTES` (4 MiB). The default batch size shrinks for big items
+//! to fit (a pool of 1 MiB values gets batches of 2), and a larger explicit
+//! batch is refused at build (`batch_size`), except a batch of 1.
 //!
 //! Owner-only state (`LocalCache`) is its own type behind a `LocalSlot`
 //! handle, which is `!Send` and made only after checking that the slot is
@@ -80,16 +114,24 @@
 //!                        └──── claim ───── FLUSH ◄─── (re-)claim ──────┘
 //! ```
 //!
-//! The owner brackets each cache access with plain stores to its `busy`
-//! flag and a compiler fence; the revoker stores `REVOKING`, runs one
-//! `membarrier(2)` for all the slots it revokes, then reads `busy`. The
-//! barrier forces, on every running thread, the full fence the owner
-//! skipped, so either the owner sees `REVOKING` and keeps off, or the
-//! revoker sees `busy` and leaves a `FLUSH` request for the owner's next
-//! access instead of touching the cache (folly's asymmetric fences; the loom
-//! models replace the pair with two `SeqCst` fences and fail if the owner's
-//! is dropped). Without `membarrier` (non-Linux, seccomp), revokers only
-//! leave flush requests.
+//! The owner brackets each cache access: on entry it stores its operation
+//! count (`gets + returns`) into `entered`, runs a compiler fence and checks
+//! the state; the access ends with the counter bump. So the owner is inside
+//! an access exactly when `entered == gets + returns`:
+//!
+//! ```text
+//! inside(owner)  ⇔  entered == gets + returns     (entered = OUTSIDE otherwise)
+//! ```
+//!
+//! The revoker stores `REVOKING`, runs one `membarrier(2)` for all the slots
+//! it revokes, then reads `entered` and the counters. The barrier forces, on
+//! every running thread, the full fence the owner skipped, so either the
+//! owner sees `REVOKING` and keeps off, or the revoker sees the owner inside
+//! and leaves a `FLUSH` request for the owner's next access instead of
+//! touching the cache (folly's asymmetric fences; the loom models replace
+//! the pair with two `SeqCst` fences and fail if the owner's is dropped).
+//! Without `membarrier` (non-Linux, seccomp), revokers only leave flush
+//! requests.
 //!
 //! ## Reclaim and pressure (`reclaim/`, `pressure/`)
 //!
@@ -105,6 +147,61 @@
 //! included, and holds the depot's cap at `min_idle` for `pressure_hold`.
 //! See the [`reclaim`](crate::reclaim) and [`pressure`](crate::pressure)
 //! module docs.
+//!
+//! The reclaimer sleeps until the earliest deadline of all its pools:
+//!
+//! ```text
+//! sleep until  min { next_pass(p), hold_until(p) : p registered, armed(p) }
+//! armed(p)     ⇔  p holds more than min_idle objects, or a hold is on
+//! ```
+//!
+//! A pool that becomes armed (registers, creates an object, is put under a
+//! hold) wakes it for a new round, so a short interval is never stuck behind
+//! a long one. The `armed` flag and the pool's object count are written and
+//! read across a `SeqCst` fence on each side (`shared/pass.rs`), so a new
+//! object is either seen by the reclaimer's round or wakes it.
+//!
+//! The reclaimer is supervised: nothing a pool does can kill it (see
+//! *Panics*), and every registration, `notify`, object creation and
+//! operation on a background pool other than a cache hit starts a new one if
+//! it is missing ([`reclaim::status`](crate::reclaim::status) tells).
+//!
+//! ## Stacks in slabs (`stack/slab.rs`)
+//!
+//! A stack pool's manager carves its stacks from slabs: one `mmap`
+//! reserves `k` slots (`k <= 32`, `k * slot <= 8 MiB`, `k <=` what
+//! `max_live` leaves), all `PROT_NONE`; a slot is opened with one
+//! `mprotect` the first time it is used, top slot first; the slab is
+//! unmapped with one `munmap` when its last stack is destroyed.
+//!
+//! ```text
+//!  base                                                        base + k * stride
+//!  │ guard │ stack │ guard │ stack │ ... │ guard │ stack │ guard │ stack │
+//!  └────── raw (PROT_NONE, one VMA) ─────┘└── open: 2 VMAs per slot ─────┘
+//!      slot i: [base + i * stride, base + (i + 1) * stride), guard first
+//! ```
+//!
+//! Per slab, under the manager's lock, one bit per slot in each mask:
+//!
+//! ```text
+//! raw    free, never opened          ready  free, opened, pages released
+//! opened usable part writable
+//! used   == all & !raw & !ready      (held by exactly one GuardedStack)
+//! raw & ready == 0,  raw & opened == 0,  ready ⊆ opened
+//! used != 0 for every slab in the set; a slab is removed from the set,
+//! then unmapped, by the one thread that saw `used` become 0
+//! VMAs(slab) == 1 + 2 * |opened| - [top slot opened]
+//! ```
+//!
+//! Claims and frees change the masks under the lock; the system calls run
+//! outside it while the slots concerned are `used`, so nobody else can hand
+//! them out or unmap their slab meanwhile (the slab's `mmap` alone runs
+//! under the lock, so two threads cannot both pass the budget). A freed
+//! slot's pages are released (`madvise`, one call per run of adjacent
+//! stacks) before it becomes `ready`, so a destroy gives memory back even
+//! while the slab lives on, and reuse of a `ready` slot costs no syscall.
+//! Every stack holds an `Arc` of its slab set, so the set outlives the pool
+//! while detached stacks live.
 //!
 //! # Accounting
 //!
@@ -146,23 +243,70 @@
 //! once for the same slot: while an exiting thread flushes, it holds a strong
 //! reference, so the drop waits for it (and then runs on that thread); once
 //! the pool is gone, the exiting thread's `upgrade` fails and it touches
-//! nothing. The reclaimer thread reaches a pool through a handle that the
-//! pool's drop closes first, waiting out a pass in progress, so the
-//! reclaimer never holds the last reference. No other thread can be in the
+//! nothing. The reclaimer thread reaches a pool through the registry
+//! (`reclaim/registry.rs`): it upgrades the pool's `Weak` and marks it busy
+//! under the registry lock, then runs the pool's tick without the lock. The
+//! pool's drop forgets the `Weak` under the lock and waits for a busy mark
+//! of another thread to clear, so the reclaimer never holds the last
+//! reference of a pool dropped elsewhere. A tick's own callback may drop its
+//! pool (the drop does not wait for its own thread; the pool then finishes
+//! dropping on the reclaimer thread, right after the tick) or build a new
+//! one (registration takes the registry lock, which the tick does not
+//! hold). No other thread can be in the
 //! middle of a `get` or `put` when the pool drops: a borrowed guard borrows
 //! the pool and an owned guard holds an `Arc` of it. So every object is
 //! destroyed exactly once, and by the time `drop(pool)` returns (unless a
 //! thread is exiting at that very moment).
 //!
-//! # Panics
+//! # Panics: the callback contract
 //!
-//! No manager method runs while a cache is borrowed or the depot is locked,
-//! and the pool's state is consistent before each call, so a panic from user
-//! code leaves nothing half-done. Batches are destroyed one object at a time
-//! under `catch_unwind`, so one panicking `destroy` does not leak the rest; the
-//! first panic is resumed afterwards (or dropped, in a TLS destructor, where a
-//! panic would abort). A guard dropped while its thread panics destroys its
-//! object rather than recycling something a panic may have left half-updated.
+//! Every call into user code goes through one file, `callbacks.rs`, whose
+//! docs state the contract; in short:
+//!
+//! * **No callback runs under a lock of tidepool's** (depot, reclaim state,
+//!   registry, thread ids) or inside an access bracket: the work is
+//!   collected under the lock, the lock released, then the callbacks run.
+//!   So a manager may re-enter its own pool, drop it, or build others.
+//! * `recycle`, `purge` and `destroy` run under `catch_unwind`, and the
+//!   operation carries on to its end: every object it took out is destroyed
+//!   or back in the depot, every count exact. Then the first panic is
+//!   **resumed** on the caller's own path (`get`, a guard's drop, `trim`,
+//!   `drain`, `purge`, `reclaim`, `pressure`, `prefill`; not while that
+//!   thread is unwinding already), and **contained** everywhere else: on the
+//!   reclaimer thread, in a reclaim pass run lazily on a `get` or `put`, at
+//!   thread exit and in the pool's drop. Contained means counted in
+//!   `Stats::callback_panics`, reported once per pool with `log::warn!`,
+//!   never resumed: destructors never unwind.
+//! * The object whose callback panicked is treated as destroyed: counted,
+//!   never handed out again.
+//! * Accounting is panic-safe: a `max_live` place taken before `create` is
+//!   given back by a guard if `create` unwinds; an object's `destroyed`
+//!   count and place are given back after its `destroy` returns or unwinds;
+//!   so after any panic
+//!
+//! ```text
+//! live + idle == created - destroyed - detached
+//! ```
+//!
+//! * Anything else that panics on the reclaimer thread (a user `Clock`, a
+//!   pressure `Source`) ends only that step: a source is dropped and
+//!   reported, other panics are counted in `reclaim::status().panics`.
+//!
+//! A guard dropped while its thread panics destroys its object rather than
+//! recycling something a panic may have left half-updated.
+//!
+//! # fork
+//!
+//! A process may fork at any moment, from any thread. `pthread_atfork`
+//! handlers hold the registry lock, the thread-id lock and the stack
+//! registry's lock across the fork, and a *fork gate* keeps the reclaimer
+//! thread from holding any pool lock at that instant; the child starts a new
+//! fork generation: the reclaimer is marked missing, its wake-up descriptor
+//! (shared with the parent) closed. The child's first call that needs the
+//! reclaimer starts a fresh one with a fresh descriptor, which looks after the
+//! inherited pools and the new ones. The parent is never woken by the child.
+//! See `reclaim/fork.rs` for the whole contract and its one limit (a pool
+//! lock held by an application thread at the instant of the fork).
 //!
 //! # Prior art
 //!

@@ -50,19 +50,23 @@
 #![cfg_attr(miri, allow(dead_code))]
 
 mod cache;
+mod callbacks;
 mod config;
 mod depot;
 mod error;
+#[cfg(feature = "metrics")]
+mod export;
 mod guard;
 pub mod implementation;
 mod manage;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 mod os;
 mod pool;
 pub mod pressure;
 pub mod reclaim;
 mod shared;
-#[cfg(target_os = "linux")]
+mod signal;
+#[cfg(unix)]
 pub mod stack;
 mod stats;
 mod sync;
@@ -70,9 +74,17 @@ mod sync;
 #[cfg(test)]
 mod tests;
 
+/// The README's Rust snippets, compiled and run as doctests, so the README
+/// cannot drift from the API (its other blocks are marked `sh`, `toml`, `c`
+/// or `text`). They use both features and the `stack` module.
+#[cfg(all(doctest, unix, feature = "corosensei", feature = "metrics"))]
+#[doc = include_str!("../../../README.md")]
+mod readme {}
+
 pub use config::{
     Builder, Config, ConfigError, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IDLE, DEFAULT_PRESSURE_HOLD,
-    DEFAULT_RECLAIM_INTERVAL, MAX_BATCH_SIZE, MIN_RECLAIM_INTERVAL,
+    DEFAULT_RECLAIM_INTERVAL, MAX_BATCH_SIZE, MAX_CACHE_BYTES, MAX_PRESSURE_HOLD,
+    MAX_RECLAIM_INTERVAL, MIN_RECLAIM_INTERVAL,
 };
 pub use error::Error;
 pub use guard::{OwnedPooled, Pooled};

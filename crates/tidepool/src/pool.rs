@@ -3,14 +3,13 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::callbacks::Site;
 use crate::pressure::Level;
+use crate::reclaim::Clock;
 #[cfg(not(loom))]
-use crate::reclaim::reclaimer::{self, Background};
-use crate::reclaim::{Clock, SystemClock};
+use crate::reclaim::{registry, scheduler};
 use crate::shared::Shared;
 use crate::{Builder, Config, Error, Manage, OwnedPooled, Pooled, Stats};
-#[cfg(not(loom))]
-use std::sync::Weak;
 
 /// A pool of reusable objects made by a [`Manage`]r.
 ///
@@ -48,15 +47,59 @@ use std::sync::Weak;
 /// ```
 pub struct Pool<M: Manage> {
     pub(crate) shared: Arc<Shared<M>>,
-    /// How the reclaimer thread reaches this pool, if it does.
+    /// The pool's place in the reclaimer's registry, if it has one.
     #[cfg(not(loom))]
-    background: Option<Arc<reclaimer::Handle>>,
+    background: Option<registry::Ticket>,
 }
 
 impl<M: Manage> Pool<M> {
-    /// A pool with the default settings ([`Config::default`]).
+    /// A pool with the default settings ([`Config::default`], with the
+    /// batch size lowered for big items: see
+    /// [`Builder::batch_size`](crate::Builder::batch_size)).
+    ///
+    /// # The reclaimer thread
+    ///
+    /// The defaults have [`background`](Builder::background) on, so the
+    /// first such pool in the process **starts a thread**,
+    /// `tidepool-reclaim`, one for every pool in the process. It runs the
+    /// reclaim passes of pools nobody touches, takes back the caches of
+    /// threads that stopped using a pool, and delivers memory pressure (on
+    /// Linux it opens the default pressure sources: see
+    /// [`pressure`](crate::pressure)). It sleeps with no timeout while no
+    /// pool holds anything beyond its reserve, and is never stopped.
+    ///
+    /// The thread is supervised: if it is missing (in a forked child, whose
+    /// copy of the process has no such thread), the next registration,
+    /// [`notify`](crate::pressure::notify), or operation on a background
+    /// pool other than a cache hit starts a new one
+    /// ([`reclaim::status`](crate::reclaim::status) tells).
+    ///
+    /// Programs that manage their own threads — embedded runtimes,
+    /// sandboxes that forbid spawning — build their pools with
+    /// `background(false)`, which
+    /// starts nothing, and drive reclaim themselves: [`reclaim`](Pool::reclaim)
+    /// from their own timer or event loop (it runs a pass only when one is
+    /// due, so calling it often is cheap), and [`pressure`](Pool::pressure)
+    /// when they learn of memory pressure. Without either, passes still run
+    /// when threads visit the depot, and a thread's cache comes back when the
+    /// thread exits.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let pool = tidepool::Pool::builder(|| vec![0u8; 4096])
+    ///     .background(false) // no thread is started for this pool
+    ///     .reclaim_interval(Duration::from_secs(15))
+    ///     .build()?;
+    /// drop(pool.get()?);
+    /// // From your own loop, e.g. once a second:
+    /// pool.reclaim(); // a pass when one is due, else nothing
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(manager: M) -> Self {
-        Self::from_parts(manager, Config::default(), Arc::new(SystemClock))
+        Self::builder(manager)
+            .build()
+            .expect("the default settings are valid for every item type")
     }
 
     /// A builder to choose settings; see [`Builder`].
@@ -69,8 +112,9 @@ impl<M: Manage> Pool<M> {
         let shared = Arc::new(Shared::new(manager, config, clock));
         #[cfg(not(loom))]
         let background = background.then(|| {
-            let weak: Weak<dyn Background> = Arc::downgrade(&shared) as Weak<Shared<M>>;
-            reclaimer::register(weak)
+            let weak: std::sync::Weak<dyn registry::Background> =
+                Arc::downgrade(&shared) as std::sync::Weak<Shared<M>>;
+            scheduler::register(weak, crate::pressure::default_sources)
         });
         #[cfg(loom)]
         let _ = background;
@@ -109,6 +153,7 @@ impl<M: Manage> Pool<M> {
     /// Counts of what the pool has done and holds (see [`Stats`] for which
     /// figures are exact).
     pub fn stats(&self) -> Stats {
+        self.shared.supervise();
         self.shared.stats()
     }
 
@@ -121,6 +166,7 @@ impl<M: Manage> Pool<M> {
     /// (two intervals unused); `trim` is for callers that know better when
     /// to look. Call [`drain`](Pool::drain) to drop everything now.
     pub fn trim(&self) -> usize {
+        self.shared.supervise();
         self.shared.trim()
     }
 
@@ -133,6 +179,7 @@ impl<M: Manage> Pool<M> {
     /// On systems without a process-wide barrier (`membarrier(2)`), other
     /// threads' caches are only asked to flush.
     pub fn drain(&self) -> usize {
+        self.shared.supervise();
         self.shared.drain()
     }
 
@@ -141,15 +188,22 @@ impl<M: Manage> Pool<M> {
     /// would. Returns how many idle objects it destroyed. With a
     /// [`ManualClock`](crate::reclaim::ManualClock) this drives reclaim
     /// deterministically.
+    ///
+    /// For a pool built with [`background(false)`](Builder::background),
+    /// call this from a thread of your own at least once per
+    /// [`reclaim_interval`](Builder::reclaim_interval) (see
+    /// [`Pool::new`]).
     pub fn reclaim(&self) -> usize {
-        self.shared.pass_if_due()
+        self.shared.supervise();
+        self.shared.pass_if_due(Site::Caller)
     }
 
     /// Applies a memory-pressure level to this pool now (see
     /// [`crate::pressure`]); the reclaimer thread does this for every pool
     /// when a source fires. Returns how many idle objects were destroyed.
     pub fn pressure(&self, level: Level) -> usize {
-        self.shared.pressure(level)
+        self.shared.supervise();
+        self.shared.pressure(level, Site::Caller)
     }
 
     /// Creates objects into the depot until it holds `min_idle`: the
@@ -159,6 +213,7 @@ impl<M: Manage> Pool<M> {
     ///
     /// As for [`get`](Pool::get); the objects created before the error stay.
     pub fn prefill(&self) -> Result<usize, Error<M::Error>> {
+        self.shared.supervise();
         self.shared.prefill()
     }
 
@@ -169,6 +224,7 @@ impl<M: Manage> Pool<M> {
     ///
     /// Objects in thread caches are hot and are left alone.
     pub fn purge(&self) -> usize {
+        self.shared.supervise();
         self.shared.purge(usize::MAX)
     }
 
@@ -179,17 +235,20 @@ impl<M: Manage> Pool<M> {
 
     /// The pool's manager.
     pub fn manager(&self) -> &M {
-        &self.shared.manager
+        self.shared.manager()
     }
 }
 
 impl<M: Manage> Drop for Pool<M> {
     fn drop(&mut self) {
-        // Wait out a reclaim pass in progress on this pool, so the last
-        // reference is ours and the objects are destroyed right here.
+        // Wait out a reclaim pass in progress on this pool on another
+        // thread, so the last reference is ours and the objects are
+        // destroyed right here. (On the reclaimer thread itself, from a
+        // callback of that pass, this does not wait: the pool then finishes
+        // dropping there, right after the pass.)
         #[cfg(not(loom))]
-        if let Some(handle) = &self.background {
-            handle.close();
+        if let Some(ticket) = &self.background {
+            scheduler::close(ticket);
         }
     }
 }

@@ -54,6 +54,13 @@ pub struct Stats {
     /// The working-set estimate: objects in existence less those that sat
     /// idle in the depot through this reclaim interval and the last.
     pub working_set: u64,
+    /// Panics caught from the manager's `recycle`, `purge` and `destroy`
+    /// (and its own `Drop`). Those on the caller's own path were resumed on
+    /// it; those on the reclaimer thread, in a lazy reclaim pass, at thread
+    /// exit or in the pool's drop were contained (the first one of the pool
+    /// is reported with `log::warn!`). Either way the object was counted as
+    /// destroyed. See [`Manage`](crate::Manage)'s panic notes.
+    pub callback_panics: u64,
 }
 
 impl Stats {

@@ -8,10 +8,13 @@
 #[cfg(loom)]
 mod inner {
     pub(crate) mod atomic {
-        pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
+        pub(crate) use loom::sync::atomic::{
+            fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize,
+        };
         pub(crate) use std::sync::atomic::Ordering;
     }
     pub(crate) use loom::cell::UnsafeCell;
+    pub(crate) use loom::sync::MutexGuard;
     pub(crate) use loom::thread::yield_now;
     pub(crate) use loom::thread_local;
 
@@ -52,9 +55,11 @@ mod inner {
 #[cfg(not(loom))]
 mod inner {
     pub(crate) mod atomic {
-        pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+        pub(crate) use std::sync::atomic::{
+            fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+        };
     }
-    pub(crate) use parking_lot::Mutex;
+    pub(crate) use parking_lot::{Mutex, MutexGuard};
     pub(crate) use std::thread::yield_now;
     pub(crate) use std::thread_local;
 
@@ -113,10 +118,11 @@ mod inner {
 pub(crate) use inner::*;
 
 /// Atomics for process-wide statics that no loom model covers (the
-/// reclaimer thread's flags, OS failure counts): loom's atomics cannot live
-/// in a `static`, so these stay `std`'s under every cfg.
+/// reclaimer thread's flags, its wake-up descriptor, OS failure counts):
+/// loom's atomics cannot live in a `static`, so these stay `std`'s under
+/// every cfg.
 pub(crate) mod process {
-    pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 }
 
 /// A counter with a single writer: the owner bumps it with a plain load and

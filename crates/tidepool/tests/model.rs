@@ -57,7 +57,8 @@ fn cfgs() -> impl Strategy<Value = Cfg> {
             (
                 Just(batch),
                 batch..=4 * batch,
-                prop::option::weighted(0.3, 1usize..=12),
+                // A batch never exceeds max_live (refused at build).
+                prop::option::weighted(0.3, batch..=12),
             )
         })
         .prop_map(|(batch, max_idle, max_live)| Cfg {

@@ -75,7 +75,7 @@ fn expect_injected(result: thread::Result<impl Sized>, what: &str) {
 
 #[test]
 fn panicking_create_counts_nothing_and_the_next_get_works() {
-    let (pool, ledger) = pool_live(2, 4, 1);
+    let (pool, ledger) = pool_live(1, 4, 1);
     ledger.panic_create.arm(1);
     expect_injected(
         catch_unwind(AssertUnwindSafe(|| pool.get().map(drop))),
@@ -98,7 +98,7 @@ fn panicking_create_counts_nothing_and_the_next_get_works() {
 
 #[test]
 fn failing_create_returns_the_error_and_counts_nothing() {
-    let (pool, ledger) = pool_live(2, 4, 1);
+    let (pool, ledger) = pool_live(1, 4, 1);
     ledger.fail_create.arm(2);
     for call in 1..=2 {
         match pool.get() {
@@ -108,10 +108,16 @@ fn failing_create_returns_the_error_and_counts_nothing() {
     }
     ledger.fail_create.arm(1);
     let err = pool.get().map(|g| g.id()).unwrap_err();
+    // A leaf error: the manager's message is in `Display`, once, and not
+    // repeated as a `source()` (a reporter walking the chain prints it once).
     let text = err.to_string();
-    assert!(text.contains("create call 3 failed on purpose"), "{text}");
-    let source = std::error::Error::source(&err).expect("the manager's error");
-    assert_eq!(source.to_string(), "create call 3 failed on purpose");
+    assert_eq!(
+        text.matches("create call 3 failed on purpose").count(),
+        1,
+        "{text}"
+    );
+    assert!(std::error::Error::source(&err).is_none());
+    assert_eq!(err.create_error(), Some(&CreateFailed { call: 3 }));
     assert_eq!(err.into_create_error(), Some(CreateFailed { call: 3 }));
     let s = consistent(&pool, &ledger);
     assert_eq!((s.created, s.misses, s.hits, s.live), (0, 0, 0, 0));
@@ -245,15 +251,6 @@ fn panicking_destroy_during_drain_still_destroys_everything() {
     assert_eq!(pool.drain(), 0);
     fill(&pool, 2);
     drop(pool);
-    ledger.assert_all_accounted();
-}
-
-#[test]
-fn panicking_destroy_during_pool_drop_still_destroys_everything() {
-    let (pool, ledger) = depot_and_cache();
-    ledger.panic_destroy.arm_after(1, 3);
-    expect_injected(catch_unwind(AssertUnwindSafe(|| drop(pool))), "destroy");
-    assert_eq!(ledger.counts().destroyed, 8);
     ledger.assert_all_accounted();
 }
 
@@ -405,7 +402,7 @@ fn max_live_gives_exhausted_and_recovers() {
 
 #[test]
 fn max_live_counts_objects_idle_in_another_threads_cache() {
-    let (pool, ledger) = pool_live(4, 8, 3);
+    let (pool, ledger) = pool_live(3, 8, 3);
     let pool = Arc::new(pool);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
@@ -473,19 +470,191 @@ fn invalid_settings_name_the_field() {
 
 #[test]
 fn edge_settings_are_accepted() {
-    let p = build(8, 8, Some(1)).expect("max_idle == batch_size, max_live 1");
+    let p = build(8, 8, Some(8)).expect("max_idle == batch_size == max_live");
     assert_eq!(
         (
             p.config().batch_size(),
             p.config().max_idle(),
             p.config().max_live()
         ),
-        (8, 8, Some(1))
+        (8, 8, Some(8))
     );
     assert_eq!(p.config().idle_bound(3), 8 + 3 * 16);
     build(1, 1, None).expect("smallest pool");
+    build(1, 8, Some(1)).expect("max_live 1");
+    // Unasked, the batch follows a small max_live or max_idle down.
+    let (manager, _) = Counting::new();
+    let p = Pool::builder(manager).max_live(3).build().unwrap();
+    assert_eq!(p.config().batch_size(), 3);
+    let (manager, _) = Counting::new();
+    let p = Pool::builder(manager).max_idle(5).build().unwrap();
+    assert_eq!(p.config().batch_size(), 5);
     build(MAX_BATCH_SIZE, MAX_BATCH_SIZE, None).expect("largest batch");
     let p = Pool::new(Counting::new().0);
     assert_eq!(p.config(), &tidepool::Config::default());
     assert_eq!(p.config().max_live(), None);
+}
+
+// === panics in reclaim passes (issue 10) ===
+
+/// A pool on a manual clock with `n` objects handed to the depot by a
+/// helper thread's exit (one batch per object: batch size 1).
+fn clocked(
+    max_live: Option<usize>,
+    max_idle: usize,
+) -> (Arc<P>, Arc<Ledger>, Arc<tidepool::reclaim::ManualClock>) {
+    let (manager, ledger) = Counting::new();
+    let clock = Arc::new(tidepool::reclaim::ManualClock::new());
+    let mut b = Pool::builder(manager)
+        .batch_size(1)
+        .max_idle(max_idle)
+        .reclaim_interval(std::time::Duration::from_secs(1))
+        .clock(clock.clone())
+        .background(false);
+    if let Some(n) = max_live {
+        b = b.max_live(n);
+    }
+    (Arc::new(b.build().unwrap()), ledger, clock)
+}
+
+/// Has a helper thread get `n` objects and exit, so its cache goes to the
+/// depot.
+fn park_in_depot(pool: &Arc<P>, n: usize) {
+    let p = Arc::clone(pool);
+    thread::spawn(move || drop((0..n).map(|_| p.get().unwrap()).collect::<Vec<_>>()))
+        .join()
+        .unwrap();
+}
+
+/// A `destroy` that panics in the reclaim pass run lazily at the end of a
+/// `get` must not cost the pool the `max_live` place of the object that
+/// `get` was handing out. Before the fix the panic escaped `get`, the object
+/// was dropped on the floor (never destroyed), and its place was lost for
+/// good: with `max_live` 2, only one object could ever be had again.
+#[test]
+fn a_panicking_lazy_pass_loses_no_object_and_no_max_live_place() {
+    let (pool, ledger, clock) = clocked(Some(2), 2);
+    park_in_depot(&pool, 2);
+    assert_eq!(pool.stats().idle_depot, 2);
+    let second = std::time::Duration::from_secs(1);
+    // Two interval ends: the depot's two objects sat idle through both.
+    clock.advance(second);
+    pool.reclaim();
+    clock.advance(second);
+    pool.reclaim();
+    clock.advance(second);
+    // The next `get` refills from the depot, then runs the due pass, which
+    // destroys the older object: that `destroy` panics.
+    ledger.panic_destroy.arm(1);
+    let got = catch_unwind(AssertUnwindSafe(|| pool.get().map(|g| g.id())));
+    ledger.panic_destroy.disarm();
+    let s = pool.stats();
+    assert_eq!(s.live + s.idle, s.existing(), "{s:?}");
+    assert!(
+        matches!(got, Ok(Ok(_))),
+        "the get itself succeeded; the pass's panic is the reclaimer's business"
+    );
+    assert_eq!(s.callback_panics, 1, "{s:?}");
+    // Both places of max_live can be had at once.
+    let a = pool.get().expect("first place");
+    let b = pool.get().expect("second place: no place was lost");
+    drop((a, b));
+    let s = consistent(&pool, &ledger);
+    assert_eq!(s.live, 0);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+/// A `destroy` that panics during a reclaim pass: every object the pass had
+/// taken out of the depot (to destroy or to purge) is destroyed or put back,
+/// and counted. Before the fix the objects taken for purging were dropped on
+/// the floor: 4 created, 2 destroyed, even after the pool dropped.
+#[test]
+fn a_panicking_destroy_in_a_reclaim_pass_loses_no_object() {
+    let (pool, ledger, clock) = clocked(None, 8);
+    park_in_depot(&pool, 4);
+    let second = std::time::Duration::from_secs(1);
+    clock.advance(second);
+    pool.reclaim(); // interval 1 ends: nothing idle through a whole interval yet
+                    // Interval 2: a thread uses the newest two objects (and its exit gives
+                    // them back), so only the oldest two sat idle through it.
+    let p = Arc::clone(&pool);
+    thread::spawn(move || drop((0..2).map(|_| p.get().unwrap()).collect::<Vec<_>>()))
+        .join()
+        .unwrap();
+    clock.advance(second);
+    pool.reclaim(); // purges the oldest two
+    assert_eq!(pool.stats().idle_purged, 2, "{:?}", pool.stats());
+    clock.advance(second);
+    // Interval 3 ends: the two purged ones sat idle through two intervals
+    // (destroyed), the other two through one (purged).
+    ledger.panic_destroy.arm(1);
+    let r = catch_unwind(AssertUnwindSafe(|| pool.reclaim()));
+    ledger.panic_destroy.disarm();
+    expect_injected(r, "destroy");
+    let s = consistent(&pool, &ledger);
+    assert_eq!((s.created, s.destroyed, s.idle), (4, 2, 2), "{s:?}");
+    assert_eq!(s.idle_purged, 2, "the other two were purged and put back");
+    assert_eq!(s.callback_panics, 1, "{s:?}");
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+/// A panic from a callback tidepool runs in a pool's drop (a destructor)
+/// does not unwind out of the drop, and nothing is lost.
+#[test]
+fn panicking_destroy_during_pool_drop_does_not_unwind() {
+    let (pool, ledger) = depot_and_cache();
+    ledger.panic_destroy.arm_after(1, 3);
+    let r = catch_unwind(AssertUnwindSafe(|| drop(pool)));
+    assert!(r.is_ok(), "a pool's drop never unwinds");
+    assert_eq!(ledger.counts().destroyed, 8);
+    ledger.assert_all_accounted();
+}
+
+// === settings (issue 10) ===
+
+fn builder() -> tidepool::Builder<Counting> {
+    Pool::builder(Counting::new().0)
+}
+
+#[test]
+fn settings_that_cannot_work_together_name_the_field() {
+    let e = builder().max_live(4).min_idle(5).build().unwrap_err();
+    assert_eq!(e.field(), "min_idle");
+    assert!(e.reason().contains('5') && e.reason().contains('4'), "{e}");
+
+    let e = builder().max_live(4).batch_size(8).build().unwrap_err();
+    assert_eq!(e.field(), "batch_size");
+    assert!(e.reason().contains("max_live"), "{e}");
+
+    let e = builder()
+        .reclaim_interval(std::time::Duration::MAX)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "reclaim_interval");
+
+    let e = builder()
+        .pressure_hold(std::time::Duration::MAX)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "pressure_hold");
+}
+
+#[test]
+fn a_manual_clock_saturates_instead_of_wrapping() {
+    let clock = tidepool::reclaim::ManualClock::new();
+    clock.advance(std::time::Duration::from_secs(1));
+    clock.advance(std::time::Duration::MAX);
+    let far = tidepool::reclaim::Clock::now(&clock);
+    assert!(
+        far > std::time::Duration::from_secs(500 * 365 * 24 * 3600),
+        "{far:?}"
+    );
+    clock.advance(std::time::Duration::from_secs(1));
+    assert_eq!(
+        tidepool::reclaim::Clock::now(&clock),
+        far,
+        "stays at its end"
+    );
 }

@@ -6,41 +6,37 @@
 //! Rust's own stack-overflow handler only knows the guard pages of thread
 //! stacks: for a fault anywhere else it restores the default action and
 //! returns, so the faulting access repeats and the process dies by
-//! `SIGSEGV` (not by `SIGABRT` with a "stack overflow" message).
-#![cfg(target_os = "linux")]
+//! `SIGSEGV` (not by `SIGABRT` with a "stack overflow" message). macOS and
+//! the BSDs may report a `PROT_NONE` page as `SIGBUS` instead.
+#![cfg(unix)]
+
+mod common;
 
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, Output};
 
+use common::child::{self, is_child as am_child, ChildOutput};
 use tidepool::stack::StackPool;
 
-const CHILD: &str = "TIDEPOOL_STACK_GUARD_CHILD";
-
-/// Is this process the child for test `name`?
-fn am_child(name: &str) -> bool {
-    std::env::var(CHILD).as_deref() == Ok(name)
-}
-
 /// Runs test `name` of this binary in a child process, as the child.
-fn run_child(name: &str) -> Output {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env(CHILD, name)
-        .output()
-        .unwrap()
+fn run_child(name: &str) -> ChildOutput {
+    child::spawn(name, child::TIMEOUT, &[])
 }
 
-fn assert_killed_by_sigsegv_after(out: &Output, last_step: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
+fn assert_killed_by_sigsegv_after(out: &ChildOutput, last_step: &str) {
+    let stderr = &out.stderr;
     assert!(
         stderr.contains(last_step),
         "the child did not get as far as {last_step:?}; status {:?}, stderr:\n{stderr}",
         out.status
     );
     assert!(!stderr.contains("CHILD: survived"), "{stderr}");
-    assert_eq!(
-        out.status.signal(),
-        Some(libc::SIGSEGV),
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let expected = [libc::SIGSEGV, libc::SIGSEGV];
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let expected = [libc::SIGSEGV, libc::SIGBUS];
+    let signal = out.status.and_then(|s| s.signal());
+    assert!(
+        signal.is_some_and(|s| expected.contains(&s)),
         "status {:?}, stderr:\n{stderr}",
         out.status
     );
@@ -66,6 +62,65 @@ fn writing_below_the_bottom_hits_the_guard() {
     }
     let out = run_child(NAME);
     assert_killed_by_sigsegv_after(&out, "CHILD: bottom writable");
+}
+
+/// In a child: fills one slab of a pool, picks its lowest or highest stack
+/// (the first slot, whose guard is the slab's first page, or the last),
+/// and writes just below that stack's bottom. The lowest is first freed and
+/// carved again from its freed slot, which must keep its guard too.
+fn overflow_a_slab_edge(name: &str, highest: bool) {
+    let pool = StackPool::builder(8 * 1024).batch_size(1).build().unwrap();
+    let k = pool.manager().stacks_per_slab();
+    assert!(k > 2, "{k}");
+    let mut stacks: Vec<_> = (0..k).map(|_| pool.get().unwrap()).collect();
+    stacks.sort_by_key(|s| s.bottom());
+    assert_eq!(pool.stats().slabs, 1, "one slab");
+    let stack = if highest {
+        stacks.pop().unwrap()
+    } else {
+        let lowest = stacks.remove(0);
+        let bottom = lowest.bottom();
+        lowest.discard(); // the slot is freed, the slab stays
+        let again = pool.get().unwrap();
+        assert_eq!(again.bottom(), bottom, "the freed slot, reused");
+        again
+    };
+    let s = pool.stats();
+    assert_eq!((s.slabs, s.mmap_calls, s.mprotect_calls), (1, 1, k as u64));
+    // SAFETY: the lowest usable byte is ours to write.
+    unsafe { stack.bottom().as_ptr().write_volatile(1) };
+    eprintln!("CHILD: {name}: bottom writable");
+    // SAFETY: not safe on purpose: this is the guard page, and the write
+    // must kill the process before it completes.
+    unsafe { stack.bottom().as_ptr().sub(1).write_volatile(1) };
+    eprintln!("CHILD: survived the guard page");
+    std::process::exit(0);
+}
+
+#[test]
+fn the_lowest_stack_of_a_slab_has_its_guard() {
+    const NAME: &str = "the_lowest_stack_of_a_slab_has_its_guard";
+    if am_child(NAME) {
+        overflow_a_slab_edge(NAME, false);
+    }
+    let out = run_child(NAME);
+    assert_killed_by_sigsegv_after(
+        &out,
+        "CHILD: the_lowest_stack_of_a_slab_has_its_guard: bottom writable",
+    );
+}
+
+#[test]
+fn the_highest_stack_of_a_slab_has_its_guard() {
+    const NAME: &str = "the_highest_stack_of_a_slab_has_its_guard";
+    if am_child(NAME) {
+        overflow_a_slab_edge(NAME, true);
+    }
+    let out = run_child(NAME);
+    assert_killed_by_sigsegv_after(
+        &out,
+        "CHILD: the_highest_stack_of_a_slab_has_its_guard: bottom writable",
+    );
 }
 
 #[cfg(feature = "corosensei")]

@@ -165,7 +165,7 @@ fn default_caps_keep_a_spiky_workload_under_the_map_count() {
     }
     .build()
     .unwrap();
-    let budget = pool.budget();
+    let budget = pool.budget().expect("Linux has a map count");
     let max_live = budget.stacks();
     assert_eq!(pool.config().max_live(), Some(max_live));
 

@@ -1,11 +1,15 @@
 //! `StackPool` behaviour that does not depend on the process's VMA count:
-//! settings, reuse, ownership, stats, errors, and corosensei.
-#![cfg(target_os = "linux")]
+//! settings, reuse, ownership, stats, errors, and corosensei. Built on every
+//! Unix; the parts that read Linux's `/proc` are marked.
+#![cfg(unix)]
 
 use std::sync::Arc;
 
+use tidepool::pressure::Level;
+#[cfg(target_os = "linux")]
+use tidepool::stack::BudgetSource;
 use tidepool::stack::{
-    BudgetSource, GuardedStack, MapBudget, StackError, StackPool, VMAS_PER_STACK,
+    GuardedStack, MapBudget, PooledStack, StackError, StackPool, VMAS_PER_STACK,
 };
 
 const PAGE: usize = 4096;
@@ -22,7 +26,23 @@ fn fill(stack: &GuardedStack, byte: u8) {
     }
 }
 
+/// Is `range` mapped on its own? Linux only (`/proc/self/maps`); `true`
+/// elsewhere, where the checks that use it are skipped.
+fn is_mapped(range: std::ops::Range<usize>) -> bool {
+    #[cfg(target_os = "linux")]
+    return maps_line(range).is_some();
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = range;
+        true
+    }
+}
+
+/// Can [`is_mapped`] see unmapping?
+const SEES_UNMAPPING: bool = cfg!(target_os = "linux");
+
 /// The `/proc/self/maps` line whose range is exactly `range`, if any.
+#[cfg(target_os = "linux")]
 fn maps_line(range: std::ops::Range<usize>) -> Option<String> {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
     let want = format!("{:x}-{:x} ", range.start, range.end);
@@ -46,15 +66,47 @@ fn sizes_are_page_rounded_and_addresses_aligned() {
     fill(&stack, 0x5a);
 }
 
+/// The `/proc/self/maps` line whose range holds all of `range`, if any.
+#[cfg(target_os = "linux")]
+fn maps_line_holding(range: std::ops::Range<usize>) -> Option<(std::ops::Range<usize>, String)> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines().find_map(|l| {
+        let (lo, hi) = l.split_whitespace().next()?.split_once('-')?;
+        let lo = usize::from_str_radix(lo, 16).ok()?;
+        let hi = usize::from_str_radix(hi, 16).ok()?;
+        (lo <= range.start && range.end <= hi).then(|| (lo..hi, l.to_owned()))
+    })
+}
+
 #[test]
+#[cfg(target_os = "linux")]
 fn the_guard_and_the_usable_part_are_separate_mappings() {
     // An odd size no other test maps, so the ranges are ours.
-    let pool = StackPool::new(37 * PAGE).unwrap();
-    let stack = pool.get().unwrap();
-    let usable = maps_line(stack.usable()).expect("usable part mapped on its own");
-    let guard = maps_line(stack.guard()).expect("guard mapped on its own");
-    assert!(usable.split_whitespace().nth(1) == Some("rw-p"), "{usable}");
-    assert!(guard.split_whitespace().nth(1) == Some("---p"), "{guard}");
+    let pool = StackPool::builder(37 * PAGE).batch_size(4).build().unwrap();
+    let per_slab = pool.manager().stacks_per_slab();
+    assert!(per_slab >= 3, "{per_slab}");
+    // The top stack of a slab, one in the middle, and the one below it.
+    let stacks: Vec<_> = (0..3).map(|_| pool.get().unwrap()).collect();
+    for stack in &stacks {
+        let usable = maps_line(stack.usable()).expect("usable part mapped on its own");
+        assert!(usable.split_whitespace().nth(1) == Some("rw-p"), "{usable}");
+        // The guard is a PROT_NONE mapping that ends where the stack
+        // starts; the lowest open stack's guard is merged with the rest of
+        // the slab below it, not opened yet.
+        let (range, guard) = maps_line_holding(stack.guard()).expect("guard mapped");
+        assert!(guard.split_whitespace().nth(1) == Some("---p"), "{guard}");
+        assert_eq!(range.end, stack.usable().start, "{guard}");
+    }
+    // Stacks of one slab: each one's guard sits right on the one below's
+    // top.
+    assert_eq!(stacks[1].top().as_ptr() as usize, stacks[0].guard().start);
+    assert_eq!(stacks[2].top().as_ptr() as usize, stacks[1].guard().start);
+    assert_eq!(
+        maps_line(stacks[1].guard()).map(|l| l.contains("---p")),
+        Some(true),
+        "a guard between two open stacks is a mapping of its own"
+    );
+    assert_eq!(pool.stats().vmas, 6, "two VMAs per stack");
 }
 
 #[test]
@@ -86,16 +138,63 @@ fn bad_settings_are_errors_naming_the_setting() {
 }
 
 #[test]
-fn caps_default_to_the_map_count_budget() {
+fn settings_that_cannot_work_together_are_refused_by_the_stack_builder_too() {
+    use std::time::Duration;
+    let e = StackPool::builder(PAGE)
+        .max_live(4)
+        .min_idle(5)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "min_idle");
+    let e = StackPool::builder(PAGE)
+        .max_live(4)
+        .batch_size(8)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "batch_size");
+    let e = StackPool::builder(PAGE)
+        .reclaim_interval(Duration::MAX)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "reclaim_interval");
+    let e = StackPool::builder(PAGE)
+        .pressure_hold(Duration::MAX)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "pressure_hold");
+    // The map-count budget gives max_live; a reserve above it cannot be had.
+    let e = StackPool::builder(PAGE)
+        .map_budget(MapBudget::with_max_map_count(5000 + 2 * 20))
+        .min_idle(21)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "min_idle");
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn caps_default_to_the_map_count_budget_on_linux() {
     let os = MapBudget::from_os();
     let pool = StackPool::new(PAGE).unwrap();
-    assert_eq!(pool.budget().max_map_count(), os.max_map_count());
+    assert_eq!(pool.budget().unwrap().max_map_count(), os.max_map_count());
     assert_eq!(pool.config().max_live(), Some(os.stacks()));
     assert_eq!(pool.config().max_idle(), os.stacks());
     if std::path::Path::new("/proc/sys/vm/max_map_count").exists() {
         assert_eq!(os.source(), BudgetSource::Os);
     }
+}
 
+#[test]
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn without_a_map_count_there_is_no_budget_and_no_max_live() {
+    let pool = StackPool::new(PAGE).unwrap();
+    assert_eq!(pool.budget(), None);
+    assert_eq!(pool.config().max_live(), None);
+    assert_eq!(pool.config().max_idle(), tidepool::DEFAULT_MAX_IDLE);
+}
+
+#[test]
+fn caps_follow_a_given_budget_and_explicit_caps() {
     let given = StackPool::builder(PAGE)
         .map_budget(MapBudget::with_max_map_count(5000 + 2 * 20))
         .build()
@@ -202,18 +301,21 @@ fn discard_unmaps_and_detach_hands_over_ownership() {
     let discarded = pool.get().unwrap();
     let range = discarded.usable();
     discarded.discard();
-    assert!(maps_line(range).is_none(), "discarded stack unmapped");
+    assert!(
+        !SEES_UNMAPPING || !is_mapped(range),
+        "discarded stack unmapped"
+    );
     assert_eq!(pool.stats().pool.destroyed, 1);
 
     let detached = pool.get().unwrap().detach();
     let range = detached.usable();
     let s = pool.stats();
     assert_eq!((s.mapped, s.pool.detached), (0, 1), "no longer the pool's");
-    assert!(maps_line(range.clone()).is_some());
+    assert!(is_mapped(range.clone()));
     fill(&detached, 3);
     drop(detached);
     assert!(
-        maps_line(range).is_none(),
+        !SEES_UNMAPPING || !is_mapped(range),
         "detached stack unmapped on drop"
     );
 }
@@ -250,6 +352,96 @@ fn error_messages_name_the_limit_that_was_hit() {
     };
     assert!(oom.to_string().starts_with("out of memory"), "{oom}");
     assert!(oom.to_string().contains("not the map count"), "{oom}");
+    // What systems without a map count report: no VMA figures to give.
+    let oom = StackError::OutOfMemory {
+        bytes: 8192,
+        vmas: 0,
+        max_map_count: 0,
+        call: "mmap",
+    };
+    assert_eq!(
+        oom.to_string(),
+        "out of memory: mmap of a 8192-byte stack failed with ENOMEM"
+    );
+}
+
+#[test]
+fn a_lent_stack_leads_back_to_its_pool() {
+    let pool = StackPool::builder(PAGE).batch_size(1).build().unwrap();
+    let other = StackPool::builder(PAGE).batch_size(1).build().unwrap();
+    let stack = pool.get().unwrap();
+    let handle = stack.pool();
+    assert_eq!(handle.stats().pool.live, 1, "the same pool");
+    assert_eq!(other.stats().pool.live, 0);
+    drop(stack);
+    assert_eq!(handle.stats().pool.idle, 1);
+    assert_eq!(pool.stats().pool.idle, 1);
+}
+
+/// No `&mut GuardedStack` can be had from a lent stack, so no stack the pool
+/// did not make (another size, another pool's) can be swapped into it. This
+/// compiles only if `PooledStack` implements none of the traits that would
+/// give one (the `static_assertions::assert_not_impl_any` trick: with one of
+/// them implemented, the `_` below would be ambiguous).
+#[test]
+fn a_lent_stack_gives_no_mutable_access_to_its_mapping() {
+    use std::borrow::BorrowMut;
+    use std::ops::DerefMut;
+    use tidepool::stack::PooledStack;
+
+    trait AmbiguousIfImpl<A> {
+        fn check() {}
+    }
+    impl<T: ?Sized> AmbiguousIfImpl<()> for T {}
+    struct ViaDerefMut;
+    struct ViaAsMut;
+    struct ViaBorrowMut;
+    impl<T: ?Sized + DerefMut> AmbiguousIfImpl<ViaDerefMut> for T {}
+    impl<T: ?Sized + AsMut<GuardedStack>> AmbiguousIfImpl<ViaAsMut> for T {}
+    impl<T: ?Sized + BorrowMut<GuardedStack>> AmbiguousIfImpl<ViaBorrowMut> for T {}
+    <PooledStack as AmbiguousIfImpl<_>>::check();
+
+    // What it does lend: shared access, enough to run on the stack.
+    let pool = StackPool::new(PAGE).unwrap();
+    let lent = pool.get().unwrap();
+    let shared: &GuardedStack = &lent;
+    assert_eq!(shared.usable_size(), PAGE);
+}
+
+/// The controls the generic pool had (`pool()` no longer hands it out).
+#[test]
+fn reclaim_pressure_trim_and_prefill_reach_the_stacks() {
+    let pool = StackPool::builder(PAGE)
+        .batch_size(1)
+        .max_idle(8)
+        .min_idle(2)
+        .background(false)
+        .build()
+        .unwrap();
+    assert_eq!(pool.prefill().unwrap(), 2);
+    let s = pool.stats();
+    assert_eq!((s.mapped, s.pool.idle_depot), (2, 2));
+    let held: Vec<_> = (0..6).map(|_| pool.get().unwrap()).collect();
+    drop(held);
+    assert_eq!(pool.stats().mapped, 6);
+    // Not due yet: the first interval has not ended.
+    assert_eq!(pool.reclaim(), 0);
+    // Critical pressure drains to min_idle, thread caches included.
+    assert_eq!(pool.pressure(Level::Critical), 4);
+    assert_eq!(pool.stats().mapped, 2);
+    assert_eq!(pool.stats().pool.pressure_critical, 1);
+    // Everything left is the reserve: trim keeps it.
+    assert_eq!(pool.trim(), 0);
+    assert_eq!(pool.stats().mapped, 2);
+}
+
+/// The C API keeps a lent `PooledStack` in a 64-byte header at the top of
+/// the stack, next to 24 bytes of its own.
+#[test]
+fn a_pooled_stack_is_three_words() {
+    use std::mem::size_of;
+    assert_eq!(size_of::<PooledStack>(), 3 * size_of::<usize>());
+    assert_eq!(size_of::<GuardedStack>(), 2 * size_of::<usize>());
 }
 
 #[test]

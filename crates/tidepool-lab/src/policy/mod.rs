@@ -91,7 +91,10 @@ impl PolicyKind {
                 "seed 001: QEMU 2021 'resize pool periodically instead of limiting size'"
             }
             PolicyKind::Qemu2024 => "seed 000: QEMU 2024 'cap per-thread local pool size'",
-            PolicyKind::Tidepool => "tidepool::stack::StackPool: library defaults, reclaim interval scaled like QEMU 2021's period",
+            PolicyKind::Tidepool => {
+                "tidepool::stack::StackPool: library defaults; reclaim interval and pressure hold \
+                 scaled like QEMU 2021's period"
+            }
         }
     }
 
@@ -126,6 +129,8 @@ pub struct PolicyEnv {
     /// The period of periodic policies (QEMU 2021's resize timer,
     /// tidepool's reclaim interval), after time scaling.
     pub reclaim_interval: Duration,
+    /// tidepool's pressure hold, scaled like the period.
+    pub pressure_hold: Duration,
     /// `vm.max_map_count`, for QEMU 2024's global cap.
     pub max_map_count: u64,
 }
@@ -180,6 +185,12 @@ pub trait Policy: Send + Sync {
     /// Stacks created and destroyed so far (may lag by an operation per
     /// thread while threads run).
     fn counts(&self) -> Counts;
+
+    /// Memory-pressure signals the policy has received: 0 for a policy
+    /// without a pressure response (every seed policy).
+    fn pressure_signals(&self) -> u64 {
+        0
+    }
 }
 
 /// One thread's handle on a policy: its thread-local pool, if any.

@@ -154,6 +154,7 @@ mod tests {
         PolicyEnv {
             stack_size: 4096,
             reclaim_interval: Duration::from_secs(3600),
+            pressure_hold: Duration::from_secs(2),
             max_map_count: 65530,
         }
     }

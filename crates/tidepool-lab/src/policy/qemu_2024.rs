@@ -223,6 +223,7 @@ mod tests {
         let env = PolicyEnv {
             stack_size: 4096,
             reclaim_interval: Duration::from_secs(15),
+            pressure_hold: Duration::from_secs(2),
             max_map_count: 65530,
         };
         let policy = Qemu2024::new(&env);

@@ -5,8 +5,10 @@
 //! of 15 s, scaled like every other period in the lab), and the response to
 //! memory pressure of `tidepool::pressure` (seed 003's aggressive shrink).
 //!
-//! The only setting the lab makes is the reclaim interval, scaled by
-//! `--time-scale` exactly as QEMU 2021's resize period is.
+//! The only settings the lab makes are time: the reclaim interval, scaled
+//! by `--time-scale` exactly as QEMU 2021's resize period is, and the
+//! pressure hold, scaled by the same factor (so it stays the same fraction
+//! of the interval as in the library's defaults).
 
 use tidepool::stack::StackPool;
 
@@ -21,8 +23,9 @@ pub struct Tidepool {
 
 impl Tidepool {
     /// A stack pool of `env.stack_size`-byte stacks reclaiming every
-    /// `env.reclaim_interval`; every other setting is the library's default
-    /// (caps from this process's map-count budget).
+    /// `env.reclaim_interval` and holding `env.pressure_hold` after critical
+    /// pressure; every other setting is the library's default (caps from
+    /// this process's map-count budget).
     ///
     /// # Errors
     ///
@@ -30,6 +33,7 @@ impl Tidepool {
     pub fn new(env: &PolicyEnv) -> Result<Self, String> {
         let pool = StackPool::builder(env.stack_size)
             .reclaim_interval(env.reclaim_interval)
+            .pressure_hold(env.pressure_hold)
             .build()
             .map_err(|e| e.to_string())?;
         Ok(Tidepool { pool })
@@ -58,6 +62,11 @@ impl Policy for Tidepool {
             created: stats.created,
             destroyed: stats.destroyed + stats.detached,
         }
+    }
+
+    fn pressure_signals(&self) -> u64 {
+        let stats = self.pool.stats().pool;
+        stats.pressure_medium + stats.pressure_critical
     }
 }
 

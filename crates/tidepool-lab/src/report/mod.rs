@@ -1,5 +1,10 @@
 //! What a lab run found: [`Report`], written as `report.json` (serde) and
-//! `report.html` (self-contained, SVG plots), and printed as a table.
+//! `report.html` (self-contained, SVG plots), and printed as a compact table.
+//!
+//! The report opens with a [`summary`]: one row per seed, the seed's own
+//! published numbers beside the lab's, as ratios (the machine differs), and
+//! a verdict per claim. Each scenario contributes the claims about its seed
+//! ([`Claim`]); the rest of the report is one section per scenario.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -9,9 +14,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::machine::Machine;
 use crate::policy::PolicyKind;
+use crate::seeds::Quote;
 
+pub mod format;
 pub mod html;
+pub mod plot;
+pub mod summary;
 pub mod table;
+
+pub use summary::{Claim, SeedRow, SeedStatus, Verdict};
 
 /// Everything one `tidepool-lab run` measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -29,8 +40,15 @@ pub struct Report {
     pub repeats: usize,
     /// The machine it ran on.
     pub machine: Machine,
+    /// Whether machine-wide memory pressure was kept away from the pools
+    /// outside the pressure scenario (see [`crate::source::psi`]).
+    pub pressure_isolated: bool,
+    /// How, in a sentence.
+    pub pressure_isolation: String,
     /// Things a reader must know to read the numbers right.
     pub notes: Vec<String>,
+    /// One row per seed, 000 to 004, in order.
+    pub summary: Vec<SeedRow>,
     /// One entry per scenario run.
     pub scenarios: Vec<ScenarioReport>,
 }
@@ -42,8 +60,12 @@ pub struct ScenarioReport {
     pub id: String,
     /// Title.
     pub title: String,
-    /// The seed it reproduces, and what the seed found.
-    pub seed: String,
+    /// The seed(s) it replays, e.g. `["001"]`.
+    pub seeds: Vec<String>,
+    /// What the seed found, in the lab's words.
+    pub finding: String,
+    /// The seed's own words (or the words of whoever said them).
+    pub quotes: Vec<Quote>,
     /// What the workload does.
     pub workload: String,
     /// Workload parameters (the same for every policy).
@@ -52,8 +74,12 @@ pub struct ScenarioReport {
     pub reclaim_interval_ms: f64,
     /// The table's columns, in order.
     pub columns: Vec<Column>,
+    /// The phases of every run, in order (markers on the plots).
+    pub phases: Vec<String>,
     /// One result per policy.
     pub results: Vec<PolicyResult>,
+    /// What this scenario says about its seed(s), for the summary.
+    pub claims: Vec<Claim>,
     /// Scenario-specific remarks (e.g. where the pressure signal came from).
     pub notes: Vec<String>,
 }
@@ -65,6 +91,9 @@ pub struct Column {
     pub key: String,
     /// Header text.
     pub label: String,
+    /// Header text in the terminal's compact table; `None` leaves the
+    /// column out there.
+    pub short: Option<String>,
     /// How to print it.
     pub format: Format,
 }
@@ -80,15 +109,27 @@ pub enum Format {
     MiB,
     /// Milliseconds.
     Millis,
+    /// A plain ratio.
+    Ratio,
+    /// A share, printed as a percentage.
+    Percent,
 }
 
 impl Column {
+    /// A column shown in the HTML only.
     pub(crate) fn new(key: &str, label: &str, format: Format) -> Self {
         Column {
             key: key.to_owned(),
             label: label.to_owned(),
+            short: None,
             format,
         }
+    }
+
+    /// Also in the terminal's table, headed `short`.
+    pub(crate) fn terminal(mut self, short: &str) -> Self {
+        self.short = Some(short.to_owned());
+        self
     }
 }
 
@@ -97,16 +138,41 @@ impl Column {
 pub struct PolicyResult {
     /// The policy.
     pub policy: PolicyKind,
-    /// Medians over the repeats.
+    /// Medians over the runs.
     pub metrics: BTreeMap<String, f64>,
-    /// Each repeat's metrics.
-    pub repeats: Vec<BTreeMap<String, f64>>,
-    /// Stack creations that failed, over all repeats.
+    /// Every measured run (repeat), in the order they ran.
+    pub runs: Vec<RunRecord>,
+    /// The run whose headline metric is the median (drawn bold).
+    pub median_run: usize,
+    /// Stack creations that failed, over all runs.
     pub failures: u64,
-    /// The first failure, if any.
-    pub first_failure: Option<Failure>,
-    /// Time series of the repeat whose headline metric is the median.
+}
+
+/// One measured run of one policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Its metrics.
+    pub metrics: BTreeMap<String, f64>,
+    /// Its time series.
     pub series: Series,
+    /// Its first failed creation, if any.
+    pub first_failure: Option<Failure>,
+    /// The memory-pressure signals of the run.
+    pub pressure: PressureCounts,
+}
+
+/// Memory-pressure signals during one run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PressureCounts {
+    /// Signals the policy received: its pool's own count (tidepool); 0 for
+    /// the seed policies, which have no pressure response.
+    pub received: u64,
+    /// Signals the machine-wide sources raised meanwhile, plus the lab's
+    /// manual ones: the same conditions for every policy.
+    pub raised: u64,
+    /// Of those, the ones the lab's gate held back from the pools (see
+    /// [`crate::source::psi`]).
+    pub withheld: u64,
 }
 
 /// A creation that failed: recorded, never a panic.
@@ -137,19 +203,20 @@ pub struct Series {
     pub rss_kib: Vec<u64>,
     /// Virtual size of the whole process, KiB.
     pub vsz_kib: Vec<u64>,
-    /// Requests completed per second since the previous sample.
+    /// Requests completed per second over the last four sample intervals
+    /// or so (a moving window, so that one late sample is no spike).
     pub throughput: Vec<f64>,
-    /// Phase changes and other moments worth marking.
+    /// When each phase started.
     pub events: Vec<Event>,
 }
 
-/// A marked moment of a run.
+/// The start of a phase in one run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// Time from the start of the run, ms.
     pub t_ms: f64,
-    /// What happened.
-    pub label: String,
+    /// The phase that starts (an index into [`ScenarioReport::phases`]).
+    pub phase: usize,
 }
 
 impl Report {
@@ -174,15 +241,18 @@ impl Report {
     /// Writes `report.json` and `report.html` into `dir` (created if need
     /// be). Returns their paths.
     ///
+    /// Each file is written beside its place and renamed into it, so a
+    /// reader never sees half a report.
+    ///
     /// # Errors
     ///
     /// If a file cannot be written.
     pub fn write(&self, dir: &Path) -> io::Result<(std::path::PathBuf, std::path::PathBuf)> {
         std::fs::create_dir_all(dir)?;
         let json = dir.join("report.json");
-        std::fs::write(&json, self.to_json())?;
+        write_whole(&json, &self.to_json())?;
         let page = dir.join("report.html");
-        std::fs::write(&page, html::render(self))?;
+        write_whole(&page, &html::render(self))?;
         Ok((json, page))
     }
 
@@ -190,6 +260,21 @@ impl Report {
     pub fn scenario(&self, id: &str) -> Option<&ScenarioReport> {
         self.scenarios.iter().find(|s| s.id == id)
     }
+}
+
+/// Writes `text` to `path` through a temporary file beside it.
+fn write_whole(path: &Path, text: &str) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    let registration = crate::cleanup::register(crate::cleanup::Leftover::File(tmp.clone()))
+        .map_err(io::Error::other)?;
+    let result = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    drop(registration);
+    result
 }
 
 impl ScenarioReport {
@@ -203,6 +288,29 @@ impl PolicyResult {
     /// A median metric, or NaN if the scenario has no such metric.
     pub fn metric(&self, key: &str) -> f64 {
         self.metrics.get(key).copied().unwrap_or(f64::NAN)
+    }
+
+    /// One metric of every run, in order (NaN where missing).
+    pub fn per_run(&self, key: &str) -> Vec<f64> {
+        self.runs
+            .iter()
+            .map(|r| r.metrics.get(key).copied().unwrap_or(f64::NAN))
+            .collect()
+    }
+
+    /// The run drawn bold: the one whose headline metric is the median.
+    pub fn median_series(&self) -> Option<&Series> {
+        self.runs.get(self.median_run).map(|r| &r.series)
+    }
+
+    /// The first failure of any run.
+    pub fn first_failure(&self) -> Option<&Failure> {
+        self.runs.iter().find_map(|r| r.first_failure.as_ref())
+    }
+
+    /// Pressure signals received over all runs.
+    pub fn pressure_received(&self) -> u64 {
+        self.runs.iter().map(|r| r.pressure.received).sum()
     }
 }
 

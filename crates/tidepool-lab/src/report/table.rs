@@ -1,20 +1,29 @@
-//! The summary table printed at the end of a run.
+//! What the terminal shows at the end of a run: one compact table per
+//! scenario and the per-seed summary, every line at most [`MAX_COLUMNS`]
+//! characters. Everything else (notes, per-run numbers, plots) is in the
+//! JSON and HTML reports.
 
 use std::fmt::Write as _;
 
-use crate::report::{Format, Report, ScenarioReport};
+use crate::report::format;
+use crate::report::{Format, Report, ScenarioReport, SeedStatus};
 
-/// A metric as the table shows it.
+/// The widest line printed.
+pub const MAX_COLUMNS: usize = 100;
+
+/// A metric as the tables show it.
 pub fn format_value(value: f64, format: Format) -> String {
-    if value.is_nan() {
-        return "-".to_owned();
+    if !value.is_finite() {
+        return "–".to_owned();
     }
     match format {
-        Format::Count => format!("{}", value.round() as i64),
-        Format::KiloPerSec => format!("{:.1}k", value / 1e3),
+        Format::Count => format::count(value),
+        Format::KiloPerSec => format::si(value),
         Format::MiB => format!("{:.1}", value / (1024.0 * 1024.0)),
-        Format::Millis if value == 0.0 => "-".to_owned(),
-        Format::Millis => format!("{value:.0} ms"),
+        Format::Millis if value == 0.0 => "–".to_owned(),
+        Format::Millis => format::millis(value),
+        Format::Ratio => format!("{value:.2}"),
+        Format::Percent => format!("{:.0} %", value * 100.0),
     }
 }
 
@@ -26,19 +35,46 @@ pub fn header(label: &str, format: Format) -> String {
     }
 }
 
-/// One scenario's table: a row per policy.
+/// Cuts `text` to `width` characters, marking the cut with `…`.
+pub fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        text.to_owned()
+    } else {
+        let mut s: String = text.chars().take(width.saturating_sub(1)).collect();
+        s.push('…');
+        s
+    }
+}
+
+fn pad(out: &mut String, cell: &str, width: usize, right: bool) {
+    let n = cell.chars().count();
+    let fill = " ".repeat(width.saturating_sub(n));
+    if right {
+        out.push_str(&fill);
+        out.push_str(cell);
+    } else {
+        out.push_str(cell);
+        out.push_str(&fill);
+    }
+}
+
+/// One scenario's compact table: a row per policy, the columns marked for
+/// the terminal, and the pressure signals each policy received.
 pub fn scenario_table(s: &ScenarioReport) -> String {
+    let cols: Vec<(&str, &str, Format)> = s
+        .columns
+        .iter()
+        .filter_map(|c| c.short.as_deref().map(|h| (c.key.as_str(), h, c.format)))
+        .collect();
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut head = vec!["policy".to_owned()];
-    head.extend(s.columns.iter().map(|c| header(&c.label, c.format)));
+    head.extend(cols.iter().map(|(_, h, _)| (*h).to_owned()));
+    head.push("signals".to_owned());
     rows.push(head);
     for r in &s.results {
         let mut row = vec![r.policy.name().to_owned()];
-        row.extend(
-            s.columns
-                .iter()
-                .map(|c| format_value(r.metric(&c.key), c.format)),
-        );
+        row.extend(cols.iter().map(|(k, _, f)| format_value(r.metric(k), *f)));
+        row.push(r.pressure_received().to_string());
         rows.push(row);
     }
     let widths: Vec<usize> = (0..rows[0].len())
@@ -46,61 +82,151 @@ pub fn scenario_table(s: &ScenarioReport) -> String {
         .collect();
     let mut out = String::new();
     for (n, row) in rows.iter().enumerate() {
+        out.push_str("  ");
         for (i, cell) in row.iter().enumerate() {
-            if i == 0 {
-                let _ = write!(out, "  {cell:<w$}", w = widths[i]);
-            } else {
-                let _ = write!(out, "  {cell:>w$}", w = widths[i]);
+            if i > 0 {
+                out.push_str("  ");
             }
+            pad(&mut out, cell, widths[i], i > 0);
         }
         out.push('\n');
         if n == 0 {
-            let total: usize = widths.iter().map(|w| w + 2).sum();
-            let _ = writeln!(out, "  {}", "-".repeat(total.saturating_sub(2)));
+            let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+            let _ = writeln!(out, "  {}", "-".repeat(total));
         }
     }
     out
 }
 
-/// The whole summary: machine, settings, then every scenario.
+/// The per-seed summary, a line per claim.
+pub fn summary(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Seeds: does the lab reproduce each one, and does tidepool match its policy?"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<19}    {:<42}  {:>12}  {:>14}",
+        "seed", "claim (✓ holds, ✗ does not)", "published", "lab"
+    );
+    for row in &report.summary {
+        let name = fit(&format!("{} {}", row.seed, row.short), 19);
+        if row.claims.is_empty() {
+            let why = match &row.status {
+                SeedStatus::Measured => String::new(),
+                _ => row.status_text(),
+            };
+            let _ = writeln!(out, "  {name:<19} –  {}", fit(&why, 75));
+            continue;
+        }
+        for (i, c) in row.claims.iter().enumerate() {
+            let seed = if i == 0 { name.as_str() } else { "" };
+            let _ = writeln!(
+                out,
+                "  {seed:<19} {}  {:<42}  {:>12}  {:>14}",
+                c.verdict.mark(),
+                fit(&c.claim, 42),
+                fit(&c.published, 12),
+                fit(&c.measured, 14)
+            );
+        }
+    }
+    out
+}
+
+/// Everything the terminal shows after the progress bars.
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
     let m = &report.machine;
-    let _ = writeln!(out, "{}", report.tool);
-    let _ = writeln!(out, "machine: {}", m.summary());
     let _ = writeln!(
         out,
-        "settings: {} run, time scale {} (15 s periods -> {:.0} ms), {} measured repeat(s) per \
-         policy, medians shown",
-        if report.quick { "quick" } else { "full" },
-        report.time_scale,
-        15_000.0 / report.time_scale,
-        report.repeats
+        "{}",
+        fit(
+            &format!(
+                "{}: {} run, 15 s periods / {} = {:.0} ms, {} repeat(s) per policy, medians",
+                report.tool,
+                if report.quick { "quick" } else { "full" },
+                report.time_scale,
+                15_000.0 / report.time_scale,
+                report.repeats
+            ),
+            MAX_COLUMNS
+        )
     );
-    for note in &report.notes {
-        let _ = writeln!(out, "note: {note}");
-    }
+    let _ = writeln!(
+        out,
+        "{}",
+        fit(&format!("machine: {}", m.summary()), MAX_COLUMNS)
+    );
+    let _ = writeln!(
+        out,
+        "{}",
+        fit(
+            &format!(
+                "pressure: {}",
+                if report.pressure_isolated {
+                    "machine-wide signals reach pools only after the pressure scenario's signal"
+                } else {
+                    "NOT isolated: machine-wide signals may reach tidepool anywhere (see report)"
+                }
+            ),
+            MAX_COLUMNS
+        )
+    );
     for s in &report.scenarios {
         let _ = writeln!(out);
         let _ = writeln!(
             out,
-            "== {} (period {:.0} ms)",
-            s.title, s.reclaim_interval_ms
+            "{}",
+            fit(
+                &format!(
+                    "{} (period {})",
+                    s.title,
+                    format::millis(s.reclaim_interval_ms)
+                ),
+                MAX_COLUMNS
+            )
         );
-        let _ = writeln!(out, "   {}", s.seed);
+        if s.results.is_empty() {
+            for n in &s.notes {
+                let _ = writeln!(out, "  {}", fit(n, MAX_COLUMNS - 2));
+            }
+            continue;
+        }
         out.push_str(&scenario_table(s));
+        let (raised, withheld) = s
+            .results
+            .iter()
+            .flat_map(|r| &r.runs)
+            .fold((0, 0), |(a, b), run| {
+                (a + run.pressure.raised, b + run.pressure.withheld)
+            });
+        let _ = writeln!(
+            out,
+            "  signals: received by the policy, all runs; machine: {raised} raised, {withheld} \
+             withheld by the gate"
+        );
         for r in &s.results {
-            if let Some(f) = &r.first_failure {
+            if let Some(f) = r.first_failure() {
                 let _ = writeln!(
                     out,
-                    "  {}: first failed creation at {:.0} ms with {} VMAs: {}",
-                    r.policy, f.t_ms, f.vmas, f.message
+                    "{}",
+                    fit(
+                        &format!(
+                            "  {}: {} failed creation(s); first at {} with {} VMAs",
+                            r.policy,
+                            r.failures,
+                            format::millis(f.t_ms),
+                            format::count(f.vmas as f64)
+                        ),
+                        MAX_COLUMNS
+                    )
                 );
             }
         }
-        for note in &s.notes {
-            let _ = writeln!(out, "  note: {note}");
-        }
     }
+    let _ = writeln!(out);
+    out.push_str(&summary(report));
     out
 }

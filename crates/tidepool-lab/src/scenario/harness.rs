@@ -5,14 +5,21 @@
 //! requests; only the [`Policy`] differs. Worker threads are new for each
 //! run, so a run starts with empty thread-local pools, and their exit runs
 //! each policy's thread-exit cleanup.
+//!
+//! A worker that panics does not hang the run: its panic is caught, the
+//! run is stopped, every thread still meets the others at the end, and the
+//! panic is raised again on the caller's thread once they have all exited.
 
+use std::any::Any;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::policy::{Local, Policy, StackFailure};
 use crate::procfs;
-use crate::report::{Event, Failure, Series};
+use crate::report::{Event, Failure, PressureCounts, Series};
+use crate::source::psi;
 use crate::stack::{self, InFlight, Touch};
 
 /// Samples kept per run before the series is thinned (allocated up front:
@@ -38,14 +45,6 @@ pub enum Load {
     },
 }
 
-/// Something the controller does as a phase begins.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// Deliver critical memory pressure through tidepool's manual source,
-    /// `tidepool::pressure::notify(Level::Critical)`.
-    PressureCritical,
-}
-
 /// One phase of a run.
 #[derive(Clone, Debug)]
 pub struct Phase {
@@ -55,8 +54,6 @@ pub struct Phase {
     pub min: Duration,
     /// ...and, if it has `Hold` loads, until every holder holds.
     pub loads: Vec<Load>,
-    /// Done by the controller as the phase starts.
-    pub on_enter: Option<Action>,
 }
 
 /// A run's shape: the same for every policy.
@@ -133,6 +130,7 @@ pub struct Harness {
     pub finished: AtomicUsize,
     failures: AtomicU64,
     first_failure: Mutex<Option<Failure>>,
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
     t0: Instant,
     quiesce: Barrier,
     exit: Barrier,
@@ -153,6 +151,7 @@ impl Harness {
             finished: AtomicUsize::new(0),
             failures: AtomicU64::new(0),
             first_failure: Mutex::new(None),
+            panic: Mutex::new(None),
             t0: Instant::now(),
             quiesce: Barrier::new(threads + 1),
             exit: Barrier::new(threads + 1),
@@ -388,6 +387,8 @@ pub struct RunOutput {
     pub after_exit_existing: u64,
     /// Requests completed by each sample's time.
     pub completed_series: Vec<u64>,
+    /// Memory-pressure signals during the run.
+    pub pressure: PressureCounts,
 }
 
 impl RunOutput {
@@ -432,13 +433,21 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
     let mut phase_starts = vec![None; plan.phases.len()];
     let mut aborted = false;
     let mut quiescent = Sample::default();
+    let signals_before = psi::totals();
 
     std::thread::scope(|s| {
         for idx in 0..threads {
             let h = &h;
             s.spawn(move || {
                 let mut local = policy.local();
-                worker(idx, h, &mut *local);
+                let body = panic::catch_unwind(AssertUnwindSafe(|| worker(idx, h, &mut *local)));
+                if let Err(payload) = body {
+                    h.stop.store(true, Ordering::Release);
+                    h.panic
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .get_or_insert(payload);
+                }
                 h.quiesce.wait();
                 h.exit.wait();
                 drop(local); // the thread exits: its pool's exit cleanup
@@ -448,7 +457,10 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         let mut every = plan.sample_every;
         let mut phase = 0;
         let mut phase_start = Instant::now();
-        enter(&plan.phases[0], 0.0, &mut events);
+        events.push(Event {
+            t_ms: 0.0,
+            phase: 0,
+        });
         phase_starts[0] = Some(0.0);
         let mut next_tick = Instant::now();
         loop {
@@ -466,11 +478,10 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
             samples.push(take_sample(&h, policy));
             if plan.abort_on_failure && h.failures() > 0 {
                 aborted = true;
-                events.push(Event {
-                    t_ms: h.elapsed_ms(),
-                    label: "creation failed: run ended (QEMU aborts here)".to_owned(),
-                });
                 break;
+            }
+            if h.stop.load(Ordering::Acquire) {
+                break; // a worker panicked
             }
             let current = &plan.phases[phase];
             let holders_ready = current.loads.iter().enumerate().all(|(i, l)| {
@@ -486,7 +497,7 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
                 let t = h.elapsed_ms();
                 phase_starts[phase] = Some(t);
                 h.phase.store(phase, Ordering::Release);
-                enter(&plan.phases[phase], t, &mut events);
+                events.push(Event { t_ms: t, phase });
             }
         }
         h.stop.store(true, Ordering::Release);
@@ -495,15 +506,33 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         samples.push(quiescent);
         h.exit.wait();
     });
+    if let Some(payload) = h
+        .panic
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+    {
+        panic::resume_unwind(payload);
+    }
     let after_exit = policy.counts().existing();
+    let signals = psi::totals().since(signals_before);
+    let pressure = PressureCounts {
+        received: policy.pressure_signals(),
+        raised: signals.raised,
+        withheld: signals.withheld,
+    };
 
     let completed: Vec<u64> = samples.iter().map(|s| s.completed).collect();
     let mut series = Series {
         events,
         ..Series::default()
     };
-    let mut prev: Option<&Sample> = None;
-    for s in &samples {
+    // Throughput over a moving window of about four sample intervals: a
+    // sample the sampler took late (the machine is shared) would otherwise
+    // show as a spike and a dip that no policy caused.
+    let window_ms = plan.sample_every.as_secs_f64() * 1e3 * 4.0;
+    let mut from = 0;
+    for (i, s) in samples.iter().enumerate() {
         series.t_ms.push(s.t_ms);
         series.idle.push(s.idle());
         series.live.push(s.live.max(0) as u64);
@@ -511,14 +540,16 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         series.vmas.push(s.vmas);
         series.rss_kib.push(s.rss_kib);
         series.vsz_kib.push(s.vsz_kib);
-        let rate = match prev {
-            Some(p) if s.t_ms > p.t_ms => {
-                (s.completed - p.completed) as f64 / ((s.t_ms - p.t_ms) / 1e3)
-            }
-            _ => 0.0,
+        while from + 1 < i && samples[from + 1].t_ms <= s.t_ms - window_ms {
+            from += 1;
+        }
+        let p = &samples[from];
+        let rate = if i > 0 && s.t_ms > p.t_ms {
+            (s.completed - p.completed) as f64 / ((s.t_ms - p.t_ms) / 1e3)
+        } else {
+            0.0
         };
         series.throughput.push(rate);
-        prev = Some(s);
     }
     let first_failure = h
         .first_failure
@@ -537,20 +568,7 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         after_exit_existing: after_exit,
         completed_series: completed,
         series,
-    }
-}
-
-fn enter(phase: &Phase, t_ms: f64, events: &mut Vec<Event>) {
-    events.push(Event {
-        t_ms,
-        label: phase.name.clone(),
-    });
-    if let Some(Action::PressureCritical) = phase.on_enter {
-        tidepool::pressure::notify(tidepool::pressure::Level::Critical);
-        events.push(Event {
-            t_ms,
-            label: "pressure: critical (tidepool::pressure::notify)".to_owned(),
-        });
+        pressure,
     }
 }
 

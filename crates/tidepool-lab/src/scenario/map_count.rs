@@ -18,9 +18,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::report::{Column, Format};
-use crate::scenario::harness::{phased_worker, Load, Phase, Plan, RunOutput, Worker};
-use crate::scenario::{base_metrics, param, Settings, Spec};
+use crate::policy::PolicyKind;
+use crate::report::format;
+use crate::report::summary::times;
+use crate::report::{Claim, Column, Format, ScenarioReport, Verdict};
+use crate::scenario::harness::{Load, Phase, Plan, RunOutput};
+use crate::scenario::{base_metrics, param, phased, Settings, Spec};
+use crate::seeds::quote;
 use crate::stack::Touch;
 
 /// The shortest period used here. The spikes are real work (tens of
@@ -63,7 +67,7 @@ impl MapCountSize {
     }
 }
 
-pub(crate) fn spec(settings: &Settings) -> Spec {
+pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
     let size = MapCountSize::new(settings.quick);
     let interval = settings.interval().max(MIN_INTERVAL);
     let mut phases = Vec::new();
@@ -74,14 +78,12 @@ pub(crate) fn spec(settings: &Settings) -> Spec {
             name: format!("thread {k} spikes"),
             min: size.hold,
             loads,
-            on_enter: None,
         });
     }
     phases.push(Phase {
         name: "all idle".to_owned(),
         min: size.hold * 4,
         loads: vec![Load::Idle; size.threads],
-        on_enter: None,
     });
     let plan = Plan {
         phases,
@@ -98,15 +100,16 @@ pub(crate) fn spec(settings: &Settings) -> Spec {
         size.threads * size.spike,
     );
     param(&mut params, "stack", "4 KiB + guard page (2 VMAs)");
-    param(&mut params, "hold per spike", format!("{:?}", size.hold));
+    param(&mut params, "hold per spike", format::Human(size.hold));
     param(&mut params, "vm.max_map_count", settings.max_map_count);
     let mut notes = Vec::new();
     if interval > settings.interval() {
         notes.push(format!(
-            "periods here are {interval:?} for every periodic policy, not {:?}: the spikes take about \
+            "periods here are {} for every periodic policy, not {}: the spikes take about \
              a second of real mmap work, and a shorter period would end a spike's pool before the next \
              spike, which QEMU's real 15 s never does",
-            settings.interval()
+            format::Human(interval),
+            format::Human(settings.interval())
         ));
     }
     notes.push(
@@ -117,34 +120,128 @@ pub(crate) fn spec(settings: &Settings) -> Spec {
     Spec {
         id: "map-count",
         title: "map-count: uneven per-thread spikes against vm.max_map_count",
-        seed: "seed 000: per-thread pools 'can grow to tens of thousands of coroutines' until \
-               vm.max_map_count is reached and QEMU aborts; the 2024 fix caps the global pool at \
-               (max_map_count - 5000) / 2 and each thread at 2 batches of 128.",
+        seeds: &["000"],
+        finding: "Seed 000: per-thread pools grew to tens of thousands of coroutines, two VMAs \
+                  each, until vm.max_map_count was reached and QEMU aborted. Its fix caps the \
+                  global pool (QEMU's code: at (max_map_count - 5000) / 2) and each thread at \
+                  two batches (of 128)."
+            .to_owned(),
+        quotes: vec![quote::QEMU_2024_MAP_COUNT],
         workload: format!(
-            "{} threads in turn hold {} requests in flight on one-page guarded stacks, then complete \
-             them; then all idle.",
+            "{} threads in turn hold {} requests in flight on one-page guarded stacks, then \
+             complete them; then all idle.",
             size.threads, size.spike
         ),
         params,
         columns: vec![
-            Column::new("peak_stacks", "peak stacks", Format::Count),
-            Column::new("peak_idle", "peak idle", Format::Count),
-            Column::new("peak_vmas", "peak VMAs", Format::Count),
-            Column::new("failures", "failed creations", Format::Count),
-            Column::new("first_failure_ms", "1st failure at", Format::Millis),
+            Column::new("peak_stacks", "peak stacks", Format::Count).terminal("peak stacks"),
+            Column::new("peak_idle", "peak idle", Format::Count).terminal("peak idle"),
+            Column::new("peak_vmas", "peak VMAs", Format::Count).terminal("peak VMAs"),
+            Column::new("failures", "failed creations", Format::Count).terminal("failed"),
+            Column::new("first_failure_ms", "1st failure at", Format::Millis)
+                .terminal("1st failure"),
         ],
         headline: "peak_vmas",
         env: settings.env(STACK_SIZE, interval),
         plan,
         warmup: None,
-        make_worker,
+        make_worker: phased(),
         metrics,
         notes,
     }
 }
 
-fn make_worker(plan: &Plan) -> Box<Worker<'_>> {
-    Box::new(phased_worker(plan))
+/// What map-count says about seed 000.
+pub(crate) fn claims(s: &ScenarioReport, settings: &Settings) -> Vec<Claim> {
+    let limit = settings.max_map_count as f64;
+    let share = |p: PolicyKind| {
+        s.result(p).map(|r| {
+            let peak = r
+                .runs
+                .iter()
+                .map(|run| run.metrics.get("peak_vmas").copied().unwrap_or(0.0))
+                .fold(0.0, f64::max);
+            (peak / limit, r.failures, r.runs.len())
+        })
+    };
+    let base = |claim: &str, published: &str, published_detail: &str| Claim {
+        seed: "000".to_owned(),
+        scenario: s.id.clone(),
+        claim: claim.to_owned(),
+        published: published.to_owned(),
+        published_detail: published_detail.to_owned(),
+        measured: "–".to_owned(),
+        measured_detail: "not measured (the policy was not run)".to_owned(),
+        rule: String::new(),
+        verdict: Verdict::Unmeasured,
+    };
+    let mut out = Vec::new();
+
+    let mut c = base(
+        "per-thread pools reach vm.max_map_count",
+        "abort",
+        "\"per-thread pools can grow to tens of thousands of coroutines ... Eventually \
+         vm.max_map_count is reached\" and QEMU aborts (seed 000)",
+    );
+    c.rule = "every qemu-2021 run fails at ≥ 0.95× the limit".to_owned();
+    if let Some(r) = s.result(PolicyKind::Qemu2021) {
+        let at: Vec<f64> = r
+            .runs
+            .iter()
+            .map(|run| {
+                run.first_failure
+                    .as_ref()
+                    .map_or(0.0, |f| f.vmas as f64 / limit)
+            })
+            .collect();
+        let failed = r
+            .runs
+            .iter()
+            .filter(|run| run.first_failure.is_some())
+            .count();
+        let low = at.iter().copied().fold(f64::INFINITY, f64::min);
+        c.measured = if failed > 0 {
+            times(low)
+        } else {
+            "no failure".to_owned()
+        };
+        c.measured_detail = match r.first_failure() {
+            Some(f) => format!(
+                "qemu-2021 failed to map a stack in {failed}/{} runs, the first at {} VMAs ({} \
+                 of vm.max_map_count = {})",
+                r.runs.len(),
+                format::count(f.vmas as f64),
+                times(f.vmas as f64 / limit),
+                format::count(limit)
+            ),
+            None => format!("qemu-2021 never failed in {} runs", r.runs.len()),
+        };
+        c.verdict = Verdict::of(failed == r.runs.len() && failed > 0 && low >= 0.95);
+    }
+    out.push(c);
+
+    for (p, claim) in [
+        (PolicyKind::Qemu2024, "the capped pool stays under it"),
+        (PolicyKind::Tidepool, "tidepool stays under it too"),
+    ] {
+        let mut c = base(
+            claim,
+            "no abort",
+            "the capped pool does not reach vm.max_map_count (seed 000's goal)",
+        );
+        c.rule = "no failure; peak VMAs < the limit".to_owned();
+        if let Some((peak, failures, runs)) = share(p) {
+            c.measured = times(peak);
+            c.measured_detail = format!(
+                "{p}: peak VMAs {} of vm.max_map_count over {runs} runs, {failures} failed \
+                 creation(s)",
+                times(peak)
+            );
+            c.verdict = Verdict::of(failures == 0 && peak < 1.0);
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn metrics(out: &RunOutput, _plan: &Plan) -> BTreeMap<String, f64> {

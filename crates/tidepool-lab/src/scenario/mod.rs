@@ -7,7 +7,9 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::policy::{PolicyEnv, PolicyKind};
-use crate::report::{median, Column, PolicyResult, ScenarioReport};
+use crate::report::{median, Claim, Column, PolicyResult, RunRecord, ScenarioReport};
+use crate::seeds::StaticQuote;
+use crate::source::PressureSource;
 
 pub mod fio;
 pub mod harness;
@@ -75,16 +77,44 @@ impl ScenarioKind {
         }
     }
 
-    /// Runs this scenario for every policy in `settings`.
+    /// The names of every scenario in this build.
+    pub fn names() -> Vec<&'static str> {
+        Self::ALL.iter().map(|k| k.name()).collect()
+    }
+
+    /// Runs this scenario for every policy in `settings`, and checks what
+    /// it says about its seed(s).
     pub fn run(self, settings: &Settings, progress: &dyn Progress) -> ScenarioReport {
-        let spec = match self {
-            ScenarioKind::Fio => fio::spec(settings, fio::Completion::SameThread),
-            ScenarioKind::FioCrossThread => fio::spec(settings, fio::Completion::OtherThread),
-            ScenarioKind::MapCount => map_count::spec(settings),
-            ScenarioKind::SpikeThenIdle => spike::spec(settings),
-            ScenarioKind::Pressure => pressure::spec(settings),
+        let mut report = match self {
+            ScenarioKind::Fio => run_spec(
+                &fio::spec(settings, fio::Completion::SameThread),
+                settings,
+                progress,
+            ),
+            ScenarioKind::FioCrossThread => run_spec(
+                &fio::spec(settings, fio::Completion::OtherThread),
+                settings,
+                progress,
+            ),
+            ScenarioKind::MapCount => run_spec(&map_count::spec(settings), settings, progress),
+            ScenarioKind::SpikeThenIdle => run_spec(&spike::spec(settings), settings, progress),
+            ScenarioKind::Pressure => pressure::run(settings, progress),
         };
-        run_spec(&spec, settings, progress)
+        report.claims = self.claims(&report, settings);
+        report
+    }
+
+    /// What a finished run of this scenario says about its seed(s): the one
+    /// place a scenario feeds the report's summary. A new scenario adds its
+    /// arm here, and its seed's row fills in.
+    pub fn claims(self, report: &ScenarioReport, settings: &Settings) -> Vec<Claim> {
+        match self {
+            ScenarioKind::Fio => fio::claims(report, fio::Completion::SameThread),
+            ScenarioKind::FioCrossThread => fio::claims(report, fio::Completion::OtherThread),
+            ScenarioKind::MapCount => map_count::claims(report, settings),
+            ScenarioKind::SpikeThenIdle => spike::claims(report),
+            ScenarioKind::Pressure => pressure::claims(report),
+        }
     }
 }
 
@@ -107,6 +137,8 @@ pub struct Settings {
     pub policies: Vec<PolicyKind>,
     /// `vm.max_map_count` (QEMU 2024's cap comes from it).
     pub max_map_count: u64,
+    /// Where the pressure scenario's signal comes from.
+    pub pressure_source: PressureSource,
 }
 
 /// The seeds' period, 15 s (QEMU 2021's resize timer; the Solaris kmem
@@ -123,6 +155,7 @@ impl Settings {
             repeats: if quick { 1 } else { 3 },
             policies: PolicyKind::ALL.to_vec(),
             max_map_count: crate::procfs::max_map_count().unwrap_or(65530),
+            pressure_source: PressureSource::default_for(quick),
         }
     }
 
@@ -131,13 +164,24 @@ impl Settings {
         SEED_PERIOD.div_f64(self.time_scale.max(1e-3))
     }
 
-    pub(crate) fn env(&self, stack_size: usize, interval: Duration) -> PolicyEnv {
+    /// What every policy of a scenario is built with, for stacks of
+    /// `stack_size` bytes and a period of `interval` (the scaled 15 s, or a
+    /// scenario's longer one).
+    pub fn env(&self, stack_size: usize, interval: Duration) -> PolicyEnv {
         PolicyEnv {
             stack_size,
             reclaim_interval: interval,
+            pressure_hold: scaled_pressure_hold(interval),
             max_map_count: self.max_map_count,
         }
     }
+}
+
+/// tidepool's default pressure hold, scaled like the period: the hold is to
+/// the 15 s reclaim interval what it is in the library, at every time scale.
+pub fn scaled_pressure_hold(interval: Duration) -> Duration {
+    let default_hold = tidepool::Config::default().pressure_hold();
+    default_hold.mul_f64(interval.as_secs_f64() / SEED_PERIOD.as_secs_f64())
 }
 
 /// Told how a run progresses (the CLI draws progress bars with it).
@@ -162,25 +206,35 @@ pub struct Silent;
 
 impl Progress for Silent {}
 
+/// Makes the worker body of one run, for one policy.
+pub(crate) type MakeWorker<'a> = dyn for<'p> Fn(&'p Plan, PolicyKind) -> Box<Worker<'p>> + 'a;
+
 /// A scenario, ready to run.
-pub(crate) struct Spec {
+pub(crate) struct Spec<'a> {
     pub id: &'static str,
     pub title: &'static str,
-    pub seed: &'static str,
+    pub seeds: &'static [&'static str],
+    pub finding: String,
+    pub quotes: Vec<StaticQuote>,
     pub workload: String,
     pub params: BTreeMap<String, String>,
     pub columns: Vec<Column>,
-    /// The metric that picks the representative repeat for plots.
+    /// The metric that picks the run drawn bold.
     pub headline: &'static str,
     pub env: PolicyEnv,
     pub plan: Plan,
     pub warmup: Option<Plan>,
-    pub make_worker: for<'p> fn(&'p Plan) -> Box<Worker<'p>>,
+    pub make_worker: Box<MakeWorker<'a>>,
     pub metrics: fn(&RunOutput, &Plan) -> BTreeMap<String, f64>,
     pub notes: Vec<String>,
 }
 
-fn run_spec(spec: &Spec, settings: &Settings, progress: &dyn Progress) -> ScenarioReport {
+/// The standard worker for every policy: follows the plan's phases.
+pub(crate) fn phased() -> Box<MakeWorker<'static>> {
+    Box::new(|plan, _| Box::new(harness::phased_worker(plan)))
+}
+
+fn run_spec(spec: &Spec<'_>, settings: &Settings, progress: &dyn Progress) -> ScenarioReport {
     let policies = &settings.policies;
     let warmups = if spec.warmup.is_some() { 1 } else { 0 };
     progress.scenario(
@@ -215,42 +269,23 @@ fn run_spec(spec: &Spec, settings: &Settings, progress: &dyn Progress) -> Scenar
         let Some(outs) = runs.remove(&kind) else {
             continue;
         };
-        let repeats: Vec<BTreeMap<String, f64>> =
-            outs.iter().map(|o| (spec.metrics)(o, &spec.plan)).collect();
-        let mut metrics = BTreeMap::new();
-        let keys: Vec<&String> = repeats
-            .first()
-            .map(|m| m.keys().collect())
-            .unwrap_or_default();
-        for key in keys {
-            let values: Vec<f64> = repeats.iter().filter_map(|m| m.get(key).copied()).collect();
-            metrics.insert(key.clone(), median(&values));
-        }
-        let headline = metrics.get(spec.headline).copied().unwrap_or(0.0);
-        let representative = repeats
-            .iter()
-            .enumerate()
-            .min_by(|(_, a), (_, b)| {
-                let da = (a.get(spec.headline).copied().unwrap_or(0.0) - headline).abs();
-                let db = (b.get(spec.headline).copied().unwrap_or(0.0) - headline).abs();
-                da.total_cmp(&db)
-            })
-            .map_or(0, |(i, _)| i);
-        let failures = outs.iter().map(|o| o.failures).sum();
-        let first_failure = outs.iter().find_map(|o| o.first_failure.clone());
-        let series = outs
+        let records: Vec<RunRecord> = outs
             .into_iter()
-            .nth(representative)
-            .map(|o| o.series)
-            .unwrap_or_default();
-        results.push(PolicyResult {
-            policy: kind,
-            metrics,
-            repeats,
-            failures,
-            first_failure,
-            series,
-        });
+            .map(|o| {
+                let mut metrics = (spec.metrics)(&o, &spec.plan);
+                metrics.retain(|_, v| v.is_finite());
+                metrics.insert("pressure_received".into(), o.pressure.received as f64);
+                metrics.insert("pressure_raised".into(), o.pressure.raised as f64);
+                metrics.insert("pressure_withheld".into(), o.pressure.withheld as f64);
+                RunRecord {
+                    metrics,
+                    first_failure: o.first_failure,
+                    pressure: o.pressure,
+                    series: o.series,
+                }
+            })
+            .collect();
+        results.push(summarize(kind, records, spec.headline));
     }
     let mut notes = spec.notes.clone();
     notes.extend(
@@ -261,19 +296,67 @@ fn run_spec(spec: &Spec, settings: &Settings, progress: &dyn Progress) -> Scenar
     ScenarioReport {
         id: spec.id.to_owned(),
         title: spec.title.to_owned(),
-        seed: spec.seed.to_owned(),
+        seeds: spec.seeds.iter().map(|s| (*s).to_owned()).collect(),
+        finding: spec.finding.clone(),
+        quotes: spec.quotes.iter().map(|q| q.to_quote()).collect(),
         workload: spec.workload.clone(),
         params: spec.params.clone(),
         reclaim_interval_ms: spec.env.reclaim_interval.as_secs_f64() * 1e3,
         columns: spec.columns.clone(),
+        phases: spec.plan.phases.iter().map(|p| p.name.clone()).collect(),
         results,
+        claims: Vec::new(),
         notes,
     }
 }
 
-fn run_one(spec: &Spec, kind: PolicyKind, plan: &Plan) -> Result<RunOutput, String> {
+/// Medians over the runs, and the run whose `headline` is nearest its
+/// median (drawn bold).
+pub(crate) fn summarize(kind: PolicyKind, runs: Vec<RunRecord>, headline: &str) -> PolicyResult {
+    let mut metrics = BTreeMap::new();
+    let keys: Vec<String> = runs
+        .iter()
+        .flat_map(|r| r.metrics.keys().cloned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    for key in keys {
+        let values: Vec<f64> = runs
+            .iter()
+            .filter_map(|r| r.metrics.get(&key).copied())
+            .filter(|v| v.is_finite())
+            .collect();
+        // JSON has no NaN: a metric no run could measure is left out.
+        if !values.is_empty() {
+            metrics.insert(key, median(&values));
+        }
+    }
+    let mid = metrics.get(headline).copied().unwrap_or(0.0);
+    let median_run = runs
+        .iter()
+        .enumerate()
+        .min_by(|(_, a), (_, b)| {
+            let da = (a.metrics.get(headline).copied().unwrap_or(0.0) - mid).abs();
+            let db = (b.metrics.get(headline).copied().unwrap_or(0.0) - mid).abs();
+            da.total_cmp(&db)
+        })
+        .map_or(0, |(i, _)| i);
+    let failures = runs
+        .iter()
+        .map(|r| r.metrics.get("failures").copied().unwrap_or(0.0) as u64)
+        .sum();
+    PolicyResult {
+        policy: kind,
+        metrics,
+        runs,
+        median_run,
+        failures,
+    }
+}
+
+fn run_one(spec: &Spec<'_>, kind: PolicyKind, plan: &Plan) -> Result<RunOutput, String> {
     let policy = kind.build(&spec.env)?;
-    let worker = (spec.make_worker)(plan);
+    let worker = (spec.make_worker)(plan, kind);
     let out = harness::run(&*policy, plan, &*worker);
     drop(policy);
     Ok(out)
@@ -290,6 +373,12 @@ pub(crate) fn base_metrics(out: &RunOutput) -> BTreeMap<String, f64> {
     m.insert("peak_vmas".into(), max(&s.vmas));
     m.insert("peak_rss_mib".into(), max(&s.rss_kib) / 1024.0);
     m.insert("failures".into(), out.failures as f64);
+    if out.completed > 0 {
+        m.insert(
+            "stacks_per_request".into(),
+            out.created as f64 / out.completed as f64,
+        );
+    }
     m.insert("completed".into(), out.completed as f64);
     m.insert("final_live".into(), out.quiescent_live as f64);
     m.insert("left_after_exit".into(), out.after_exit_existing as f64);

@@ -11,13 +11,17 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::report::{Column, Format};
+use crate::policy::PolicyKind;
+use crate::report::format;
+use crate::report::summary::percent;
+use crate::report::{Claim, Column, Format, ScenarioReport, Verdict};
 use crate::scenario::fio::QEMU_STACK_SIZE;
-use crate::scenario::harness::{phased_worker, Load, Phase, Plan, RunOutput, Worker};
-use crate::scenario::{base_metrics, param, Settings, Spec};
+use crate::scenario::harness::{Load, Phase, Plan, RunOutput};
+use crate::scenario::{base_metrics, param, phased, Settings, Spec};
+use crate::seeds::{published, quote};
 use crate::stack::Touch;
 
-pub(crate) fn spec(settings: &Settings) -> Spec {
+pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
     let interval = settings.interval();
     let threads = if settings.quick { 2 } else { 4 };
     let (light, burst) = (4, 256);
@@ -26,19 +30,16 @@ pub(crate) fn spec(settings: &Settings) -> Spec {
             name: "before (light load)".to_owned(),
             min: interval * 2,
             loads: vec![Load::Rounds { depth: light }; threads],
-            on_enter: None,
         },
         Phase {
             name: "burst".to_owned(),
             min: interval * 2,
             loads: vec![Load::Rounds { depth: burst }; threads],
-            on_enter: None,
         },
         Phase {
             name: "after (idle)".to_owned(),
             min: interval * 5,
             loads: vec![Load::Idle; threads],
-            on_enter: None,
         },
     ];
     let plan = Plan {
@@ -53,23 +54,33 @@ pub(crate) fn spec(settings: &Settings) -> Spec {
     param(&mut params, "burst: requests in flight per thread", burst);
     param(&mut params, "before / burst / after", "2 / 2 / 5 periods");
     param(&mut params, "stack", "1 MiB + guard page (QEMU's)");
+    let (before, during, after) = published::QEMU_2021_VSZ_KB;
     Spec {
         id: "spike-then-idle",
         title: "spike-then-idle: idle memory before, during and after a burst",
-        seed: "seed 001's memory table: VSZ +~100 MB during fio and -~100 MB after it, RSS nearly \
-               flat: the 2021 pool gives a burst's stacks back once it is over.",
+        seeds: &["001"],
+        finding: format!(
+            "Seed 001's memory table: VSZ {} KB before fio, {} KB during (+~100 MB), {} KB \
+             after; RSS nearly flat: the 2021 pool gives a burst's stacks back once it is over.",
+            format::count(before as f64),
+            format::count(during as f64),
+            format::count(after as f64)
+        ),
+        quotes: vec![quote::QEMU_2021_FREED],
         workload: format!(
             "{threads} threads: light load ({light} in flight each) for 2 periods, a burst ({burst} \
              each) for 2 periods, then idle for 5 periods."
         ),
         params,
         columns: vec![
-            Column::new("idle_before", "idle before", Format::Count),
-            Column::new("stacks_burst", "peak stacks burst", Format::Count),
-            Column::new("idle_after", "idle after", Format::Count),
+            Column::new("idle_before", "idle before", Format::Count).terminal("idle before"),
+            Column::new("stacks_burst", "peak stacks burst", Format::Count).terminal("burst"),
+            Column::new("idle_after", "idle after", Format::Count).terminal("idle after"),
             Column::new("vsz_before", "VSZ before", Format::MiB),
             Column::new("vsz_burst", "peak VSZ burst", Format::MiB),
-            Column::new("vsz_after", "VSZ after", Format::MiB),
+            Column::new("vsz_after", "VSZ after", Format::MiB).terminal("VSZ after"),
+            Column::new("given_back", "burst's VSZ given back", Format::Percent)
+                .terminal("given back"),
             Column::new("rss_before", "RSS before", Format::MiB),
             Column::new("rss_burst", "peak RSS burst", Format::MiB),
             Column::new("rss_after", "RSS after", Format::MiB),
@@ -78,14 +89,61 @@ pub(crate) fn spec(settings: &Settings) -> Spec {
         env: settings.env(QEMU_STACK_SIZE, interval),
         plan,
         warmup: None,
-        make_worker,
+        make_worker: phased(),
         metrics,
         notes: Vec::new(),
     }
 }
 
-fn make_worker(plan: &Plan) -> Box<Worker<'_>> {
-    Box::new(phased_worker(plan))
+/// What spike-then-idle says about seed 001's memory table.
+pub(crate) fn claims(s: &ScenarioReport) -> Vec<Claim> {
+    let seed_share = published::qemu_2021_vsz_given_back();
+    let (before, during, after) = published::QEMU_2021_VSZ_KB;
+    [
+        (PolicyKind::Qemu2021, "the 2021 pool gives a burst back"),
+        (PolicyKind::Tidepool, "tidepool gives a burst back too"),
+    ]
+    .into_iter()
+    .map(|(p, claim)| {
+        let mut c = Claim {
+            seed: "001".to_owned(),
+            scenario: s.id.clone(),
+            claim: claim.to_owned(),
+            published: percent(seed_share),
+            published_detail: format!(
+                "VSZ {} KB before fio, {} KB during, {} KB after: {} of the growth given back \
+                 (seed 001)",
+                format::count(before as f64),
+                format::count(during as f64),
+                format::count(after as f64),
+                percent(seed_share)
+            ),
+            measured: "–".to_owned(),
+            measured_detail: format!("{p} was not run"),
+            rule: "≥ 90 % of the burst's VSZ back".to_owned(),
+            verdict: Verdict::Unmeasured,
+        };
+        if let Some(r) = s.result(p) {
+            let share = r.metric("given_back");
+            if share.is_finite() {
+                let runs = r.per_run("given_back");
+                let lo = runs.iter().copied().fold(f64::INFINITY, f64::min);
+                c.measured = percent(share);
+                c.measured_detail = format!(
+                    "{p}: VSZ {:.0} MiB before, {:.0} MiB at the burst's peak, {:.0} MiB after: \
+                     {} given back (lowest run {})",
+                    r.metric("vsz_before") / 1048576.0,
+                    r.metric("vsz_burst") / 1048576.0,
+                    r.metric("vsz_after") / 1048576.0,
+                    percent(share),
+                    percent(lo)
+                );
+                c.verdict = Verdict::of(share >= 0.9);
+            }
+        }
+        c
+    })
+    .collect()
 }
 
 fn metrics(out: &RunOutput, _plan: &Plan) -> BTreeMap<String, f64> {
@@ -116,6 +174,13 @@ fn metrics(out: &RunOutput, _plan: &Plan) -> BTreeMap<String, f64> {
             max_in(&s.vsz_kib, r.clone()) as f64 * 1024.0,
         );
         m.insert(format!("rss_{name}"), max_in(&s.rss_kib, r) as f64 * 1024.0);
+    }
+    if let (Some(b), Some(p), Some(a)) =
+        (m.get("vsz_before"), m.get("vsz_burst"), m.get("vsz_after"))
+    {
+        if p > b {
+            m.insert("given_back".into(), (p - a) / (p - b));
+        }
     }
     m
 }

@@ -7,16 +7,18 @@
 //! do a whole batch of gets or puts between depot trips, whatever its pattern:
 //! no thrashing at a batch boundary.
 //!
-//! Every batch is a `Vec` allocated once with room for `batch_size` objects,
-//! so `push` and `pop` never allocate.
+//! Every batch is a `Vec` allocated (outside the access bracket) with room
+//! for `batch_size` objects, so `push` and `pop` never allocate.
 
 use std::mem;
 
 /// Two batches of idle objects, touched only by the owning thread.
 ///
-/// Invariants: `loaded.len() <= batch_size`, `spare.len() <= batch_size`, and
-/// once [`reserve`](LocalCache::reserve)d, both have capacity for
-/// `batch_size` objects.
+/// Invariants: `loaded.len() <= batch_size`, `spare.len() <= batch_size`,
+/// and while the owner has the cache claimed, both have capacity for
+/// `batch_size` objects, so `push` never allocates. Every batch put in here
+/// gets its room beforehand, outside the access bracket: nothing allocates
+/// (or frees) inside one.
 #[derive(Debug)]
 pub(crate) struct LocalCache<T> {
     loaded: Vec<T>,
@@ -37,13 +39,6 @@ impl<T> LocalCache<T> {
         self.loaded.len() + self.spare.len()
     }
 
-    /// Makes sure neither batch allocates on `push`.
-    pub(crate) fn reserve(&mut self, batch_size: usize) {
-        for batch in [&mut self.loaded, &mut self.spare] {
-            batch.reserve_exact(batch_size.saturating_sub(batch.len()));
-        }
-    }
-
     /// Takes an idle object, if either batch has one.
     #[inline(always)]
     pub(crate) fn pop(&mut self) -> Option<T> {
@@ -57,29 +52,56 @@ impl<T> LocalCache<T> {
         self.loaded.pop()
     }
 
-    /// Caches `item`, or gives it back if both batches are full.
+    /// Caches `item`, or gives it back if both batches are full. Never
+    /// allocates: both batches have room for `batch_size` (see the type's
+    /// invariants).
     #[inline(always)]
     pub(crate) fn push(&mut self, item: T, batch_size: usize) -> Result<(), T> {
         if self.loaded.len() < batch_size {
+            debug_assert!(self.loaded.len() < self.loaded.capacity());
             self.loaded.push(item);
             return Ok(());
         }
         if self.spare.len() < batch_size {
             mem::swap(&mut self.loaded, &mut self.spare);
+            debug_assert!(self.loaded.len() < self.loaded.capacity());
             self.loaded.push(item);
             return Ok(());
         }
         Err(item)
     }
 
-    /// The batch to refill from the depot once both are empty.
-    pub(crate) fn loaded_mut(&mut self) -> &mut Vec<T> {
-        &mut self.loaded
+    /// Installs `batch` (with room for a whole batch) as `loaded` when both
+    /// batches are empty; returns the emptied one. Gives `batch` back
+    /// otherwise.
+    pub(crate) fn install_loaded(&mut self, batch: Vec<T>) -> Result<Vec<T>, Vec<T>> {
+        if !self.loaded.is_empty() || !self.spare.is_empty() {
+            return Err(batch);
+        }
+        Ok(mem::replace(&mut self.loaded, batch))
     }
 
-    /// Takes the `spare` batch (to donate it), leaving `empty` in its place.
-    pub(crate) fn replace_spare(&mut self, empty: Vec<T>) -> Vec<T> {
+    /// Takes the `spare` batch (to donate it), leaving an unallocated one in
+    /// its place until [`install_spare`](Self::install_spare).
+    pub(crate) fn take_spare(&mut self) -> Vec<T> {
+        mem::take(&mut self.spare)
+    }
+
+    /// Installs an empty batch with room for a whole batch as `spare`;
+    /// returns the one it replaces (unallocated after `take_spare`), to be
+    /// dropped outside the access.
+    pub(crate) fn install_spare(&mut self, empty: Vec<T>) -> Vec<T> {
+        debug_assert!(empty.is_empty() && self.spare.is_empty());
         mem::replace(&mut self.spare, empty)
+    }
+
+    /// Installs two empty batches with room for a whole batch each (a claim);
+    /// returns the ones they replace, to be dropped outside the access.
+    pub(crate) fn install(&mut self, loaded: Vec<T>, spare: Vec<T>) -> [Vec<T>; 2] {
+        [
+            mem::replace(&mut self.loaded, loaded),
+            mem::replace(&mut self.spare, spare),
+        ]
     }
 
     /// Takes both batches, leaving the cache empty and unallocated.
@@ -92,10 +114,19 @@ impl<T> LocalCache<T> {
 mod tests {
     use super::*;
 
+    fn claimed(batch_size: usize) -> LocalCache<u32> {
+        let mut cache = LocalCache::new();
+        let old = cache.install(
+            Vec::with_capacity(batch_size),
+            Vec::with_capacity(batch_size),
+        );
+        assert!(old.iter().all(|b| b.capacity() == 0));
+        cache
+    }
+
     #[test]
     fn a_whole_batch_of_either_op_fits_between_depot_trips() {
-        let mut cache = LocalCache::new();
-        cache.reserve(3);
+        let mut cache = claimed(3);
         // Fill both batches: 6 pushes succeed, the 7th needs the depot.
         for i in 0..6 {
             assert_eq!(cache.push(i, 3), Ok(()));
@@ -103,8 +134,9 @@ mod tests {
         assert_eq!(cache.push(6, 3), Err(6));
         assert_eq!(cache.len(), 6);
         // Right after a full depot trip (spare donated), a batch of pushes fits.
-        let donated = cache.replace_spare(Vec::with_capacity(3));
+        let donated = cache.take_spare();
         assert_eq!(donated.len(), 3);
+        assert_eq!(cache.install_spare(Vec::with_capacity(3)).capacity(), 0);
         for i in 0..3 {
             assert_eq!(cache.push(10 + i, 3), Ok(()));
         }
@@ -119,9 +151,8 @@ mod tests {
     }
 
     #[test]
-    fn push_never_reallocates_after_reserve() {
-        let mut cache = LocalCache::new();
-        cache.reserve(4);
+    fn push_never_reallocates() {
+        let mut cache = claimed(4);
         let ptr = cache.loaded.as_ptr();
         for i in 0..4 {
             cache.push(i, 4).unwrap();
@@ -130,5 +161,14 @@ mod tests {
         let [a, b] = cache.take_all();
         assert_eq!(a.len() + b.len(), 4);
         assert_eq!(cache.len(), 0);
+    }
+
+    #[test]
+    fn a_refill_is_installed_only_into_an_empty_cache() {
+        let mut cache = claimed(2);
+        let emptied = cache.install_loaded(vec![1, 2]).unwrap();
+        assert!(emptied.is_empty() && emptied.capacity() == 2);
+        assert_eq!(cache.install_loaded(vec![3]), Err(vec![3]));
+        assert_eq!(cache.pop(), Some(2));
     }
 }

@@ -44,6 +44,15 @@
 
 use std::marker::PhantomData;
 
+/// For tests: whether this thread is inside a bracketed access, so a test
+/// allocator can check that nothing allocates there.
+#[cfg(all(test, not(loom)))]
+pub(crate) mod probe {
+    std::thread_local! {
+        pub(crate) static INSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+}
+
 use super::local::LocalCache;
 use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use crate::sync::{heavy_fence, light_fence, yield_now, OwnerCounter, UnsafeCell};
@@ -214,9 +223,10 @@ impl<'a, T> LocalSlot<'a, T> {
     }
 
     /// Claims the slot for the calling thread (or re-claims it after a
-    /// revocation) and makes room for a batch in each half of the cache.
-    /// Returns the batches the owner was asked to flush, if any. The caller
-    /// has arranged for [`release`](LocalSlot::release) to run at thread exit.
+    /// revocation) and gives each half of the cache room for a batch,
+    /// allocated outside the access bracket. Returns the batches the owner
+    /// was asked to flush, if any. The caller has arranged for
+    /// [`release`](LocalSlot::release) to run at thread exit.
     #[cold]
     pub(crate) fn claim(&self, batch_size: usize) -> Vec<Vec<T>> {
         let mut flushed = Vec::new();
@@ -243,29 +253,62 @@ impl<'a, T> LocalSlot<'a, T> {
                     continue;
                 }
             }
-            let done = self.with_cache(|cache| {
-                if state == FLUSH {
-                    flushed.extend(cache.take_all().into_iter().filter(|b| !b.is_empty()));
+            // Empty the cache as its owner (a flush request's batches go to
+            // the caller; a revoked or released cache is already empty).
+            let Ok(taken) = self.access((), |cache, ()| (cache.take_all(), Tally::Nothing)) else {
+                continue;
+            };
+            let mut reuse = Vec::new();
+            for batch in taken {
+                if !batch.is_empty() {
+                    flushed.push(batch);
+                } else if batch.capacity() >= batch_size {
+                    reuse.push(batch);
                 }
-                cache.reserve(batch_size);
-            });
-            if done.is_ok() {
-                return flushed;
+            }
+            // Outside the bracket: room for a batch in each half.
+            let mut fresh = || {
+                reuse
+                    .pop()
+                    .unwrap_or_else(|| Vec::with_capacity(batch_size))
+            };
+            let halves = (fresh(), fresh());
+            match self.access(halves, |cache, (loaded, spare)| {
+                (cache.install(loaded, spare), Tally::Nothing)
+            }) {
+                // The replaced halves are unallocated: dropping them is free.
+                Ok(_) => return flushed,
+                // Revoked meanwhile: claim again (the fresh halves go).
+                Err(_) => continue,
             }
         }
     }
 
-    /// Runs `f` on the cache, unless the slot is not (or no longer) claimed
-    /// by this thread. `f` must not call out to user code (managers, drops of
-    /// pooled objects), which could re-enter the pool on this thread and
-    /// borrow the cache a second time.
-    #[inline(always)]
-    pub(crate) fn with_cache<R>(
-        &self,
-        f: impl FnOnce(&mut LocalCache<T>) -> R,
-    ) -> Result<R, Revoked> {
-        self.access((), |cache, ()| (f(cache), Tally::Nothing))
+    /// Installs `batch` (a full batch from the depot, with room for a whole
+    /// batch) as this cache's loaded batch, if both halves are empty;
+    /// returns the emptied batch it replaces. Gives `batch` back if the
+    /// cache is not empty or was revoked.
+    pub(crate) fn install_loaded(&self, batch: Vec<T>) -> Result<Vec<T>, Vec<T>> {
+        self.access(batch, |cache, batch| {
+            (cache.install_loaded(batch), Tally::Nothing)
+        })?
+    }
+
+    /// Takes the full spare batch out (to donate it); `Err` if revoked.
+    pub(crate) fn take_spare(&self) -> Result<Vec<T>, Revoked> {
+        self.access((), |cache, ()| (cache.take_spare(), Tally::Nothing))
             .map_err(|()| Revoked)
+    }
+
+    /// Installs an empty batch with room for a whole batch as the spare;
+    /// gives it back if the cache was revoked meanwhile.
+    pub(crate) fn install_spare(&self, empty: Vec<T>) -> Result<(), Vec<T>> {
+        let replaced = self.access(empty, |cache, empty| {
+            (cache.install_spare(empty), Tally::Nothing)
+        })?;
+        // Unallocated (see `take_spare`); dropped outside the bracket anyway.
+        drop(replaced);
+        Ok(())
     }
 
     /// The start of a bracketed access (see the module docs): publishes the
@@ -284,6 +327,8 @@ impl<'a, T> LocalSlot<'a, T> {
             slot.entered.store(OUTSIDE, Ordering::Release);
             return false;
         }
+        #[cfg(all(test, not(loom)))]
+        probe::INSIDE.with(|inside| inside.set(true));
         true
     }
 
@@ -291,6 +336,8 @@ impl<'a, T> LocalSlot<'a, T> {
     /// `Acquire` loads, so our writes to the cache happen before its reads.
     #[inline(always)]
     fn leave(&self, tally: Tally) {
+        #[cfg(all(test, not(loom)))]
+        probe::INSIDE.with(|inside| inside.set(false));
         let slot = self.slot;
         match tally {
             Tally::Get => slot.gets.bump_release(),
@@ -332,8 +379,8 @@ impl<'a, T> LocalSlot<'a, T> {
         //   keeps off; one that stored it before, `enter` saw.
         //   So no other thread touches the cache until the access ends.
         // * A `LocalSlot` cannot leave this thread, and `f` is crate code that
-        //   does not call back into user code, so this thread cannot re-enter
-        //   and alias the borrow while `f` runs.
+        //   does not call back into user code (nor allocate), so this thread
+        //   cannot re-enter and alias the borrow while `f` runs.
         self.slot.cache.with_mut(|cache| f(unsafe { &mut *cache }))
     }
 
@@ -394,7 +441,9 @@ impl<'a, T> LocalSlot<'a, T> {
             let state = self.slot.state.load(Ordering::Acquire);
             match state {
                 ACTIVE => {
-                    if let Ok(taken) = self.with_cache(LocalCache::take_all) {
+                    if let Ok(taken) =
+                        self.access((), |cache, ()| (cache.take_all(), Tally::Nothing))
+                    {
                         batches.extend(taken.into_iter().filter(|b| !b.is_empty()));
                     }
                 }

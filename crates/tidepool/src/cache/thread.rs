@@ -109,6 +109,8 @@ struct ThreadGuard {
 
 impl ThreadGuard {
     fn new() -> Self {
+        #[cfg(all(unix, not(loom)))]
+        fork_safety::install();
         let tid = ids().lock().acquire();
         let _ = TID.try_with(|cell| cell.set(tid));
         Self {
@@ -175,6 +177,43 @@ impl Ids {
 fn ids() -> &'static Mutex<Ids> {
     static IDS: Mutex<Ids> = Mutex::new(Ids::new());
     &IDS
+}
+
+/// `fork(2)`: the id registry's lock is held across it, so a forked child
+/// inherits it unlocked and consistent (see `reclaim/fork.rs` for the
+/// contract).
+#[cfg(all(unix, not(loom)))]
+mod fork_safety {
+    use std::cell::RefCell;
+    use std::sync::Once;
+
+    use super::{ids, Ids};
+
+    std::thread_local! {
+        static HELD: RefCell<Option<parking_lot::MutexGuard<'static, Ids>>> =
+            const { RefCell::new(None) };
+    }
+
+    pub(super) fn install() {
+        static ONCE: Once = Once::new();
+        ONCE.call_once(|| {
+            // Without the handlers, a fork while another thread registers
+            // could leave the child's id lock held: reported, not fatal.
+            if let Err(e) = crate::os::fork::at_fork(prepare, release, release) {
+                crate::callbacks::warn(format_args!(
+                    "tidepool: cannot install fork handlers for thread ids ({e})"
+                ));
+            }
+        });
+    }
+
+    extern "C" fn prepare() {
+        let _ = HELD.try_with(|held| *held.borrow_mut() = Some(ids().lock()));
+    }
+
+    extern "C" fn release() {
+        drop(HELD.try_with(|held| held.borrow_mut().take()));
+    }
 }
 
 /// The id registry, modelled: handing a freed id to the next thread is what

@@ -1,8 +1,8 @@
 //! The depot: one shared, bounded list of batches behind one lock.
 //!
-//! Threads touch the depot once per batch: to swap an empty batch for a full
-//! one when both of their batches are empty, or to donate a full batch when
-//! both are full. The lock is held for a few pointer moves and never while a
+//! Threads touch the depot once per batch: to take a full batch when both of
+//! their batches are empty (handing back their emptied one), or to donate a
+//! full batch when both are full. The lock is held for a few pointer moves and never while a
 //! manager runs: the depot hands back what must be destroyed or purged and
 //! the caller does that after unlocking.
 //!
@@ -36,6 +36,28 @@ pub(crate) struct Depot<T> {
     shelves: Mutex<Shelves<T>>,
     batch_size: usize,
     max_idle: usize,
+}
+
+/// A locked depot, and (on the reclaimer thread) its share of the fork
+/// gate, released after the lock.
+struct Locked<'a, S> {
+    guard: crate::sync::MutexGuard<'a, S>,
+    #[cfg(not(loom))]
+    _gate: Option<parking_lot::RwLockReadGuard<'static, ()>>,
+}
+
+impl<S> std::ops::Deref for Locked<'_, S> {
+    type Target = S;
+
+    fn deref(&self) -> &S {
+        &self.guard
+    }
+}
+
+impl<S> std::ops::DerefMut for Locked<'_, S> {
+    fn deref_mut(&mut self) -> &mut S {
+        &mut self.guard
+    }
 }
 
 #[derive(Debug)]
@@ -117,22 +139,40 @@ impl<T> Depot<T> {
         self.max_idle / self.batch_size
     }
 
-    /// Swaps the caller's empty `batch` for the newest full one. Returns
-    /// `false` (leaving `batch` as it was) if the depot has none.
-    pub(crate) fn refill(&self, batch: &mut Vec<T>) -> bool {
-        debug_assert!(batch.is_empty());
-        let mut shelves = self.shelves.lock();
-        let Some(full) = shelves.full.pop() else {
-            return false;
-        };
+    /// The depot's lock. On the reclaimer thread it is taken under the
+    /// fork gate (`reclaim/fork.rs`), so that a fork never finds the
+    /// reclaimer holding it.
+    fn lock(&self) -> Locked<'_, Shelves<T>> {
+        #[cfg(not(loom))]
+        let gate = crate::reclaim::fork::gate();
+        Locked {
+            guard: self.shelves.lock(),
+            #[cfg(not(loom))]
+            _gate: gate,
+        }
+    }
+
+    /// Takes the newest full batch (hot objects, LIFO), if any.
+    pub(crate) fn take_full(&self) -> Option<Vec<T>> {
+        let mut shelves = self.lock();
+        let full = shelves.full.pop()?;
         shelves.remove(full.items.len(), full.purged);
         shelves.note_demand();
         shelves.exchanges += 1;
-        let empty = mem::replace(batch, full.items);
-        if shelves.empty.len() < self.max_empties() && empty.capacity() >= self.batch_size {
+        Some(full.items)
+    }
+
+    /// Keeps an emptied batch for a later donor, if it has room for a whole
+    /// batch and the depot keeps fewer than it could use.
+    pub(crate) fn keep_empty(&self, empty: Vec<T>) {
+        debug_assert!(empty.is_empty());
+        if empty.capacity() < self.batch_size {
+            return;
+        }
+        let mut shelves = self.lock();
+        if shelves.empty.len() < self.max_empties() {
             shelves.empty.push(empty);
         }
-        true
     }
 
     /// Takes `batch` (non-empty) unless that would pass the cap. On success
@@ -141,7 +181,7 @@ impl<T> Depot<T> {
     /// destroy.
     pub(crate) fn donate(&self, batch: Vec<T>) -> Result<Vec<T>, Vec<T>> {
         debug_assert!(!batch.is_empty() && batch.len() <= self.batch_size);
-        let mut shelves = self.shelves.lock();
+        let mut shelves = self.lock();
         if shelves.objects + batch.len() > shelves.cap {
             return Err(batch);
         }
@@ -156,7 +196,7 @@ impl<T> Depot<T> {
 
     /// Takes one object: for threads with no cache (exiting ones).
     pub(crate) fn take_one(&self) -> Option<T> {
-        let mut shelves = self.shelves.lock();
+        let mut shelves = self.lock();
         let newest = shelves.full.last_mut()?;
         let item = newest.items.pop().expect("full batches are never empty");
         let purged = newest.purged;
@@ -174,7 +214,7 @@ impl<T> Depot<T> {
     /// Stores one object unless the depot is at its cap: for threads with no
     /// cache.
     pub(crate) fn put_one(&self, item: T) -> Result<(), T> {
-        let mut shelves = self.shelves.lock();
+        let mut shelves = self.lock();
         if shelves.objects >= shelves.cap {
             return Err(item);
         }
@@ -202,7 +242,7 @@ impl<T> Depot<T> {
     /// low-water mark), oldest first, and starts a new trim period. The
     /// caller destroys what is returned.
     pub(crate) fn trim(&self, floor: usize) -> Vec<Vec<T>> {
-        let mut shelves = self.shelves.lock();
+        let mut shelves = self.lock();
         let limit = shelves.lw_trim.min(shelves.objects.saturating_sub(floor));
         let taken = shelves.take_oldest(limit, |_| true);
         shelves.forget_reclaimed(taken.iter().map(Vec::len).sum());
@@ -215,7 +255,7 @@ impl<T> Depot<T> {
     /// to destroy, and what sat unused through the last one for it to purge.
     pub(crate) fn tick(&self, intervals: u64, floor: usize) -> Tick<T> {
         debug_assert!(intervals >= 1);
-        let mut shelves = self.shelves.lock();
+        let mut shelves = self.lock();
         // Every depot visit checks for a due tick, so when more than one
         // interval has passed, nothing used the depot after the first of
         // them: `lw_cur` (the low water since the last tick) is then a safe
@@ -246,7 +286,7 @@ impl<T> Depot<T> {
     /// Takes what sat unused through this interval and the last, down to
     /// `floor` objects, without ending the interval (medium pressure).
     pub(crate) fn reclaim_unused(&self, floor: usize) -> Vec<Vec<T>> {
-        let mut shelves = self.shelves.lock();
+        let mut shelves = self.lock();
         let limit = shelves.unused().min(shelves.objects.saturating_sub(floor));
         let taken = shelves.take_oldest(limit, |_| true);
         shelves.forget_reclaimed(taken.iter().map(Vec::len).sum());
@@ -256,7 +296,7 @@ impl<T> Depot<T> {
     /// Takes everything above `floor` objects (critical pressure; `floor`
     /// 0 drains).
     pub(crate) fn take_down_to(&self, floor: usize) -> Vec<Vec<T>> {
-        let mut shelves = self.shelves.lock();
+        let mut shelves = self.lock();
         let limit = shelves.objects.saturating_sub(floor);
         let taken = shelves.take_oldest(limit, |_| true);
         shelves.forget_reclaimed(taken.iter().map(Vec::len).sum());
@@ -266,14 +306,14 @@ impl<T> Depot<T> {
     /// Sets the cap on idle objects: `min_idle` during a critical-pressure
     /// hold, `max_idle` otherwise.
     pub(crate) fn set_cap(&self, cap: usize) {
-        self.shelves.lock().cap = cap.min(self.max_idle);
+        self.lock().cap = cap.min(self.max_idle);
     }
 
     /// Removes the oldest not-yet-purged batches, up to `limit` objects, so
     /// the caller can purge them outside the lock and hand them back with
     /// [`restore_purged`](Depot::restore_purged).
     pub(crate) fn take_unpurged(&self, limit: usize) -> Vec<Vec<T>> {
-        let mut shelves = self.shelves.lock();
+        let mut shelves = self.lock();
         let taken = shelves.take_oldest(limit, |shelf| !shelf.purged);
         shelves.in_purge += taken.iter().map(Vec::len).sum::<usize>();
         taken
@@ -283,7 +323,7 @@ impl<T> Depot<T> {
     /// (donations may have filled the depot meanwhile). Returns the batches
     /// that did not fit, for the caller to destroy.
     pub(crate) fn restore_purged(&self, batches: Vec<Vec<T>>) -> Vec<Vec<T>> {
-        let mut shelves = self.shelves.lock();
+        let mut shelves = self.lock();
         let mut back = Vec::with_capacity(batches.len());
         let mut refused = Vec::new();
         let returning: usize = batches.iter().map(Vec::len).sum();
@@ -312,7 +352,7 @@ impl<T> Depot<T> {
 
     /// Counts, exact at the moment of the call.
     pub(crate) fn counts(&self) -> DepotCounts {
-        let shelves = self.shelves.lock();
+        let shelves = self.lock();
         DepotCounts {
             idle: shelves.objects,
             purged: shelves.purged,
@@ -391,6 +431,19 @@ mod tests {
         b
     }
 
+    /// A thread whose batches are both empty: swaps `mine` for the newest
+    /// full batch, handing its empty one back.
+    fn refill(depot: &Depot<u32>, mine: &mut Vec<u32>) -> bool {
+        match depot.take_full() {
+            Some(full) => {
+                let empty = mem::replace(mine, full);
+                depot.keep_empty(empty);
+                true
+            }
+            None => false,
+        }
+    }
+
     fn lens(batches: &[Vec<u32>]) -> usize {
         batches.iter().map(Vec::len).sum()
     }
@@ -412,7 +465,7 @@ mod tests {
         depot.donate(batch(0..4)).unwrap();
         depot.donate(batch(4..8)).unwrap();
         let mut mine = Vec::with_capacity(4);
-        assert!(depot.refill(&mut mine));
+        assert!(refill(&depot, &mut mine));
         assert_eq!(mine, batch(4..8));
         // The empty batch we handed in comes back on the next donation.
         let empty = depot.donate(mine).unwrap();
@@ -431,7 +484,7 @@ mod tests {
         assert!(depot.trim(0).is_empty());
         // One batch is used during the next period: 3 batches sat idle.
         let mut mine = Vec::with_capacity(2);
-        assert!(depot.refill(&mut mine));
+        assert!(refill(&depot, &mut mine));
         let trimmed = depot.trim(0);
         assert_eq!(trimmed.len(), 3);
         assert_eq!(trimmed[0], batch(0..2), "oldest first");
@@ -449,7 +502,7 @@ mod tests {
         assert!(t.reclaim.is_empty() && t.purge.is_empty());
         // Interval 2: one batch is taken and given back; 6 objects sat idle.
         let mut mine = Vec::with_capacity(2);
-        assert!(depot.refill(&mut mine));
+        assert!(refill(&depot, &mut mine));
         depot.donate(mine).unwrap();
         let t = depot.tick(1, 0);
         assert!(t.reclaim.is_empty(), "the interval before was not idle");
@@ -480,7 +533,7 @@ mod tests {
             // Each interval, all three batches are used once.
             let mut taken = Vec::new();
             for _ in 0..3 {
-                assert!(depot.refill(&mut mine));
+                assert!(refill(&depot, &mut mine));
                 taken.push(mem::replace(&mut mine, Vec::with_capacity(2)));
             }
             for b in taken {
@@ -536,7 +589,7 @@ mod tests {
         assert_eq!(depot.counts().purged, 6);
         // Refills hand out purged batches and account for them.
         let mut mine = Vec::with_capacity(2);
-        assert!(depot.refill(&mut mine));
+        assert!(refill(&depot, &mut mine));
         assert_eq!(depot.counts().purged, 4);
     }
 
@@ -551,7 +604,7 @@ mod tests {
         // A thread takes the newest batch while the oldest two are out
         // being purged, and gives it back.
         let mut mine = Vec::with_capacity(2);
-        assert!(depot.refill(&mut mine));
+        assert!(refill(&depot, &mut mine));
         depot.donate(mine).unwrap();
         assert!(depot.restore_purged(out).is_empty());
         // The two purged batches sat unused since the last trim.

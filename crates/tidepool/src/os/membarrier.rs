@@ -1,17 +1,27 @@
 //! The heavy half of an asymmetric fence: `membarrier(2)`.
 //!
-//! A thread cache's owner marks itself busy, then (after only a compiler
-//! fence) checks whether its cache has been revoked; a remote thread revokes,
-//! then calls [`heavy_fence`], then checks whether the owner is busy. The
-//! syscall makes every running thread of the process execute a full memory
-//! barrier (a thread that is not running has one at its next context switch),
-//! so one of the two always sees the other's store: the owner's hot path pays
-//! for a compiler fence, the rare remote path for a syscall (folly's
-//! `asymmetric_thread_fence_heavy`, liburcu's `sys_membarrier` flavour).
+//! A thread cache's owner starts each access by storing its operation count
+//! into `entered` and then, after only a compiler fence, loads the slot's
+//! state; a remote thread revoking the cache stores `REVOKING`, calls
+//! [`heavy_fence`], then loads `entered` and the counters (see
+//! `cache/slot.rs`). The syscall makes every thread of the process that is
+//! running at that moment execute a full memory barrier (threads that are
+//! not running pass through the scheduler, which orders their accesses the
+//! same way), so one of the two always sees the other's store: the owner's
+//! hot path pays for a compiler fence, the rare remote path for a syscall
+//! (folly's `asymmetric_thread_fence_heavy`, liburcu's `sys_membarrier`
+//! flavour).
+//!
+//! `MEMBARRIER_CMD_PRIVATE_EXPEDITED` (microseconds, this process only) is
+//! used where the kernel has it; it needs a registration, done once. A
+//! forked child may not inherit that registration (it is per address
+//! space), so a barrier refused with `EPERM` registers again and retries
+//! once. Otherwise `MEMBARRIER_CMD_GLOBAL` (a grace period across all CPUs:
+//! milliseconds, but only revokers wait for it).
 //!
 //! pre: none. Returns `false` when the kernel offers no suitable command
 //! (older than 4.3, or filtered by seccomp); callers must then not rely on
-//! the fence and fall back to asking the owner to flush.
+//! the fence: revokers only ask owners to flush.
 
 use std::sync::OnceLock;
 
@@ -57,7 +67,17 @@ fn command() -> Option<libc::c_long> {
 
 /// Issues a process-wide memory barrier. `false` if none is available.
 pub(crate) fn heavy_fence() -> bool {
-    command().is_some_and(|cmd| membarrier(cmd) == 0)
+    let Some(cmd) = command() else {
+        return false;
+    };
+    if membarrier(cmd) == 0 {
+        return true;
+    }
+    // A forked child starts unregistered for the expedited command.
+    cmd == MEMBARRIER_CMD_PRIVATE_EXPEDITED
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+        && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0
+        && membarrier(cmd) == 0
 }
 
 #[cfg(all(test, not(loom)))]

@@ -4,11 +4,34 @@
 //!   else in the crate calls `mmap`, `mprotect`, `madvise`, `munmap` or
 //!   `mincore` (the workspace `clippy.toml` refuses them elsewhere; only
 //!   this file allows them).
-//! * [`event`]: `eventfd(2)` and `poll(2)`, for the reclaimer thread.
-//! * [`membarrier`]: `membarrier(2)`, the heavy half of the asymmetric fence
-//!   that lets another thread take an idle thread cache.
+//! * [`event`]: `poll(2)` and a wake-up descriptor (`eventfd(2)` on Linux,
+//!   a socket pair elsewhere), for the reclaimer thread; a forked child
+//!   replaces its copy.
+//! * [`fork`]: `pthread_atfork(3)`, so locks and the reclaimer survive
+//!   `fork(2)`.
+//! * `membarrier` (Linux only): `membarrier(2)`, the heavy half of the
+//!   asymmetric fence that lets another thread take an idle thread cache.
+//!
+//! Nothing here imports the rest of the crate beyond the `sync` facade: the
+//! OS is the bottom layer.
 //!
 //! The submodules state their own (smaller) contracts at their tops.
+//!
+//! # Per OS
+//!
+//! The memory calls are POSIX and built on every Unix. What differs:
+//!
+//! * `MAP_STACK` is passed on Linux and Android (a hint that keeps
+//!   transparent huge pages off stacks) and on OpenBSD (which requires it of
+//!   every stack), nowhere else (FreeBSD's `MAP_STACK` means a grow-down
+//!   region that must be mapped writable, which a guard page is not).
+//! * [`release_pages`] is `MADV_DONTNEED` on Linux and Android, where private
+//!   anonymous pages are dropped at once and read back as zeros, and
+//!   `MADV_FREE` elsewhere (FreeBSD, macOS, the other BSDs, illumos), where
+//!   `MADV_DONTNEED` only lowers the pages' priority: with `MADV_FREE` the
+//!   kernel takes the pages when it needs memory, and until then they may
+//!   still read as their old contents. Stacks carry nothing across reuse,
+//!   so either is fine for them.
 //!
 //! # Contract of the memory functions
 //!
@@ -19,25 +42,30 @@
 //!   would refuse anything else with `EINVAL`; the wrappers check first and
 //!   return that error themselves, so a bad caller gets an error, not UB.
 //! * **Ownership**: a region handed to a function here is one this module
-//!   mapped with [`map_guarded`] and that has not been unmapped. The caller
-//!   owns it exclusively, and no Rust reference points into it while it is
-//!   unmapped or its pages are released.
+//!   mapped with [`reserve`] and that has not been
+//!   unmapped. The caller owns it exclusively, and no Rust reference points
+//!   into it while it is unmapped or its pages are released.
 //! * **Errors**: failures come back as [`std::io::Error`] from `errno`; no
-//!   function panics or aborts. A failed [`map_guarded`] leaves nothing
-//!   mapped.
+//!   function panics or aborts. A failed [`reserve`] maps nothing; a failed
+//!   [`make_writable`] changes nothing.
 //! * Each function lists its own preconditions as `pre:` lines.
 //!
 //! Failures that cannot be reported to anyone (an `munmap` from a `Drop`)
 //! are counted in [`unmap_failures`] instead of panicking.
 pub(crate) mod event;
+pub(crate) mod fork;
+#[cfg(target_os = "linux")]
 pub(crate) mod membarrier;
+#[cfg(miri)]
+mod miri_shim;
 
 use crate::sync::process::{AtomicU64, Ordering};
 use std::io;
 use std::ptr::{self, NonNull};
 use std::sync::OnceLock;
 
-/// Which system call of [`map_guarded`] failed.
+/// Which step of mapping stacks failed (`stack/slab.rs`: one [`reserve`]
+/// per slab, one [`make_writable`] per stack).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MapStep {
     /// Reserving the address range (`mmap`).
@@ -46,7 +74,7 @@ pub(crate) enum MapStep {
     Protect,
 }
 
-/// Why [`map_guarded`] failed. Nothing is left mapped.
+/// Why mapping stacks failed, and the error the OS gave.
 #[derive(Debug)]
 pub(crate) struct MapFailure {
     pub(crate) step: MapStep,
@@ -78,82 +106,83 @@ fn check_region(addr: usize, len: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// Maps `guard + usable` bytes of private anonymous memory: the lowest
-/// `guard` bytes inaccessible (`PROT_NONE`), the `usable` bytes above them
-/// readable and writable. Returns the lowest address (the guard's start).
+/// Reserves `len` bytes of address space: a private anonymous mapping,
+/// all of it inaccessible (`PROT_NONE`), at an address of the kernel's
+/// choosing. One `mmap`, one VMA. Pages become usable with
+/// [`make_writable`]; a `PROT_NONE` reservation costs no memory and (on
+/// Linux) no overcommit charge.
 ///
-/// This is two VMAs, built the way corosensei and wasmtime build stacks:
-/// reserve everything `PROT_NONE`, then open the part above the guard. If
-/// the second step fails (`ENOMEM` at `vm.max_map_count`: the split needs a
-/// new VMA) the reservation is unmapped before returning, so a failure maps
-/// nothing.
-///
-/// pre: `guard` and `usable` are non-zero multiples of [`page_size`] whose
-/// sum does not overflow (checked: `EINVAL` otherwise).
+/// pre: `len` is a non-zero multiple of [`page_size`] (checked: `EINVAL`
+/// otherwise).
 #[allow(clippy::disallowed_methods)] // the audited call site
-pub(crate) fn map_guarded(guard: usize, usable: usize) -> Result<NonNull<u8>, MapFailure> {
-    let reserve = |error| MapFailure {
-        step: MapStep::Reserve,
-        error,
-    };
-    let len = guard
-        .checked_add(usable)
-        .ok_or_else(|| reserve(io::Error::from_raw_os_error(libc::EINVAL)))?;
-    check_region(0, guard).map_err(reserve)?;
-    check_region(0, usable).map_err(reserve)?;
-
+#[cfg_attr(miri, allow(unreachable_code))] // the kernel call, after the shim
+pub(crate) fn reserve(len: usize) -> io::Result<NonNull<u8>> {
+    check_region(0, len)?;
+    #[cfg(miri)]
+    return miri_shim::reserve(len);
     // MAP_STACK: a hint today, and on Linux 6.7+ it keeps transparent huge
     // pages off stacks, which would make a 4 KiB coroutine stack cost 2 MiB.
+    // OpenBSD requires it of anything used as a stack. FreeBSD's MAP_STACK is
+    // a grow-down region that must be mapped writable: not for us.
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "openbsd"))]
     let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK;
+    #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "openbsd")))]
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
     // SAFETY: a fresh anonymous mapping at an address of the kernel's
     // choosing (null hint, no MAP_FIXED) aliases nothing; `len` is non-zero.
     let raw = unsafe { libc::mmap(ptr::null_mut(), len, libc::PROT_NONE, flags, -1, 0) };
     if raw == libc::MAP_FAILED {
-        return Err(reserve(io::Error::last_os_error()));
+        return Err(io::Error::last_os_error());
     }
-    let Some(start) = NonNull::new(raw.cast::<u8>()) else {
-        // The kernel never maps page 0 for an anonymous hint-less mapping;
-        // stay correct regardless.
-        return Err(reserve(io::Error::from_raw_os_error(libc::EFAULT)));
-    };
-    // SAFETY: `guard < len`, so the result lies inside the mapping just made.
-    let usable_start = unsafe { start.as_ptr().add(guard) };
-    // SAFETY: `[usable_start, usable_start + usable)` is the upper part of
-    // the mapping just made, owned by us alone and page-aligned.
+    // The kernel never maps page 0 for an anonymous hint-less mapping; stay
+    // correct regardless.
+    NonNull::new(raw.cast::<u8>()).ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))
+}
+
+/// Makes `[start, start + len)` readable and writable (`mprotect`). Inside
+/// a `PROT_NONE` reservation this splits a VMA, so at `vm.max_map_count` it
+/// fails with `ENOMEM` and changes nothing.
+///
+/// # Safety
+///
+/// pre: the region lies inside a mapping made by [`reserve`], not yet
+/// unmapped, that the caller owns exclusively.
+#[allow(clippy::disallowed_methods)] // the audited call site
+#[cfg_attr(miri, allow(unreachable_code))] // the kernel call, after the shim
+pub(crate) unsafe fn make_writable(start: NonNull<u8>, len: usize) -> io::Result<()> {
+    check_region(start.as_ptr() as usize, len)?;
+    // A miri reservation is readable and writable from the start.
+    #[cfg(miri)]
+    return Ok(());
+    // SAFETY: by this function's contract the region is ours alone; opening
+    // it creates access, it invalidates nothing.
     let rc = unsafe {
         libc::mprotect(
-            usable_start.cast(),
-            usable,
+            start.as_ptr().cast(),
+            len,
             libc::PROT_READ | libc::PROT_WRITE,
         )
     };
-    if rc != 0 {
-        let error = io::Error::last_os_error();
-        // Not a leak: the reservation goes. Unmapping the whole of a
-        // mapping never splits a VMA of ours, so it does not need a new one
-        // and succeeds even at the map-count limit.
-        // SAFETY: `[start, start + len)` was mapped above and nothing
-        // refers to it.
-        if unsafe { unmap(start, len) }.is_err() {
-            UNMAP_FAILURES.fetch_add(1, Ordering::Relaxed);
-        }
-        return Err(MapFailure {
-            step: MapStep::Protect,
-            error,
-        });
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
-    Ok(start)
 }
 
 /// Unmaps `[start, start + len)`.
 ///
 /// # Safety
 ///
-/// pre: the region is all or part of mappings made by [`map_guarded`], not
-/// yet unmapped, and nothing will touch it again.
+/// pre: the region is all or part of mappings made by [`reserve`], not yet
+/// unmapped, and nothing will touch it again.
 #[allow(clippy::disallowed_methods)] // the audited call site
+#[cfg_attr(miri, allow(unreachable_code))] // the kernel call, after the shim
 pub(crate) unsafe fn unmap(start: NonNull<u8>, len: usize) -> io::Result<()> {
     check_region(start.as_ptr() as usize, len)?;
+    #[cfg(miri)]
+    // SAFETY: as below; slabs unmap whole reservations (`miri_shim`).
+    return unsafe { miri_shim::unmap(start, len) };
     // SAFETY: by this function's contract the region is ours and unused.
     let rc = unsafe { libc::munmap(start.as_ptr().cast(), len) };
     if rc == 0 {
@@ -170,30 +199,48 @@ pub(crate) fn count_unmap_failure() {
 }
 
 /// `munmap` calls that failed in this process, whose regions stayed mapped.
-/// Unmapping a whole stack never needs a new VMA, so this stays 0 unless the
+/// Unmapping a whole slab never needs a new VMA, so this stays 0 unless the
 /// kernel refuses something unexpected.
 pub(crate) fn unmap_failures() -> u64 {
     UNMAP_FAILURES.load(Ordering::Relaxed)
 }
 
+/// The advice that gives pages back: see the module's "Per OS" notes.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const RELEASE_ADVICE: libc::c_int = libc::MADV_DONTNEED;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const RELEASE_ADVICE: libc::c_int = libc::MADV_FREE;
+
 /// Gives the pages of `[start, start + len)` back to the OS while keeping
-/// the mapping (`madvise(MADV_DONTNEED)`: the next touch of a page maps a
-/// fresh zero page).
+/// the mapping. On Linux (`madvise(MADV_DONTNEED)`) the next touch of a page
+/// maps a fresh zero page; elsewhere (`MADV_FREE`) the kernel frees the
+/// pages when it needs memory, and a page touched before that may keep its
+/// old contents.
 ///
 /// Not rustix's `Advice::DontNeed`, which is `POSIX_MADV_DONTNEED`, a no-op
 /// on Linux.
 ///
 /// # Safety
 ///
-/// pre: the region is a readable and writable part of a mapping made by
-/// [`map_guarded`], and nothing holds a reference into it or relies on its
-/// contents (they read as zeros afterwards).
+/// pre: the region is part of a mapping made by [`reserve`], not yet
+/// unmapped, and nothing holds a reference into it or relies on its
+/// contents (they read as zeros afterwards on Linux, and are unspecified
+/// elsewhere). On Linux and Android it may include `PROT_NONE` pages (the
+/// guard between two stacks of a slab): the advice ignores protection
+/// there. Elsewhere callers pass writable memory only.
 #[allow(clippy::disallowed_methods)] // the audited call site
+#[cfg_attr(miri, allow(unreachable_code))] // the kernel call, after the shim
 pub(crate) unsafe fn release_pages(start: NonNull<u8>, len: usize) -> io::Result<()> {
     check_region(start.as_ptr() as usize, len)?;
+    #[cfg(miri)]
+    {
+        // SAFETY: as below.
+        unsafe { miri_shim::release_pages(start, len) };
+        return Ok(());
+    }
     // SAFETY: by this function's contract the region is private anonymous
     // memory of ours whose contents nobody needs.
-    let rc = unsafe { libc::madvise(start.as_ptr().cast(), len, libc::MADV_DONTNEED) };
+    let rc = unsafe { libc::madvise(start.as_ptr().cast(), len, RELEASE_ADVICE) };
     if rc == 0 {
         Ok(())
     } else {
@@ -206,7 +253,7 @@ pub(crate) unsafe fn release_pages(start: NonNull<u8>, len: usize) -> io::Result
 ///
 /// # Safety
 ///
-/// pre: the region is part of a mapping made by [`map_guarded`], not yet
+/// pre: the region is part of a mapping made by [`reserve`], not yet
 /// unmapped. (`mincore` only reads page tables; it never touches the
 /// memory.)
 #[allow(clippy::disallowed_methods)] // the audited call site
@@ -216,7 +263,9 @@ pub(crate) unsafe fn resident_bytes(start: NonNull<u8>, len: usize) -> io::Resul
     let mut vec = vec![0u8; len / page];
     // SAFETY: the region is mapped (contract), and `vec` has one byte per
     // page of it, as `mincore` writes.
-    let rc = unsafe { libc::mincore(start.as_ptr().cast(), len, vec.as_mut_ptr()) };
+    // (The pointer types differ between libcs: `*mut`/`*const c_void`,
+    // `c_uchar`/`c_char` vectors; the casts fit each.)
+    let rc = unsafe { libc::mincore(start.as_ptr() as _, len, vec.as_mut_ptr().cast()) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -230,26 +279,38 @@ mod tests {
     #[test]
     fn bad_sizes_are_errors_not_mappings() {
         let page = page_size();
-        for (guard, usable) in [(0, page), (page, 0), (page, page + 1), (usize::MAX, page)] {
-            let failure = map_guarded(guard, usable).unwrap_err();
-            assert_eq!(failure.step, MapStep::Reserve);
-            assert_eq!(failure.error.raw_os_error(), Some(libc::EINVAL));
+        for len in [0, page + 1, usize::MAX] {
+            let error = reserve(len).unwrap_err();
+            assert_eq!(error.raw_os_error(), Some(libc::EINVAL), "{len}");
         }
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "mmap/mprotect/madvise/mincore need the kernel")]
-    fn guarded_mapping_round_trip() {
+    #[cfg_attr(
+        miri,
+        ignore = "counts resident pages with mincore(2), which miri does not emulate"
+    )]
+    fn reserve_open_release_unmap_round_trip() {
         let page = page_size();
-        let start = map_guarded(page, 4 * page).unwrap();
-        // SAFETY: the usable part starts one page up and is writable.
+        let start = reserve(5 * page).unwrap();
+        // SAFETY: the part above the first page lies inside the
+        // reservation; it is written only after it was made writable, and
+        // the whole reservation is unmapped at the end.
         unsafe {
-            let usable = NonNull::new_unchecked(start.as_ptr().add(page));
+            let usable = start.add(page);
+            assert!(make_writable(usable.add(1), page).is_err(), "misaligned");
+            make_writable(usable, 4 * page).unwrap();
             usable.as_ptr().write_bytes(7, 4 * page);
             assert_eq!(resident_bytes(usable, 4 * page).unwrap(), 4 * page);
             release_pages(usable, 4 * page).unwrap();
-            assert_eq!(resident_bytes(usable, 4 * page).unwrap(), 0);
-            assert_eq!(usable.as_ptr().read(), 0, "released pages read as zero");
+            // MADV_FREE elsewhere frees lazily: only Linux promises both.
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            {
+                assert_eq!(resident_bytes(usable, 4 * page).unwrap(), 0);
+                assert_eq!(usable.as_ptr().read(), 0, "released pages read as zero");
+                // Guards included: the advice ignores protection.
+                release_pages(start, 5 * page).unwrap();
+            }
             let misaligned = NonNull::new_unchecked(usable.as_ptr().add(1));
             assert!(release_pages(misaligned, page).is_err());
             unmap(start, 5 * page).unwrap();

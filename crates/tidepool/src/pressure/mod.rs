@@ -20,60 +20,58 @@
 //! # Sources
 //!
 //! Signals reach pools through the process-wide reclaimer thread, never on a
-//! `get`/`put` path. It watches, from its start:
+//! `get`/`put` path. On Linux it watches, from its start:
 //!
 //! * the system's PSI file `/proc/pressure/memory` and this process's cgroup
 //!   v2 `memory.pressure` ([`PsiTrigger`]);
 //! * this process's cgroup v1 `memory.pressure_level` ([`CgroupV1Pressure`]);
 //!
-//! and any [`Source`] given to [`watch`]. Applications with their own signal
+//! and, on every Unix, any [`Source`] given to [`watch`] (anything with a
+//! descriptor `poll(2)` can wait on). Applications with their own signal
 //! call [`notify`]. A source that cannot be opened (no such file, no
-//! permission, a kernel without PSI) is reported once on standard error and
-//! in [`sources`], and the pools keep working without it. Set the
+//! permission, a kernel without PSI) is reported once (`log::warn!`) and
+//! in [`sources`], and the pools keep working without it.
+//!
+//! The direction is one way: this module implements and feeds sources into
+//! [`crate::reclaim`], which defines what a source is ([`Source`],
+//! [`Level`]) and never names the sources themselves. Set the
 //! environment variable `TIDEPOOL_PRESSURE=manual` before the first pool is
 //! built to watch no default source.
 //!
+//! # Per OS
+//!
+//! | OS | default sources | what you can add |
+//! |---|---|---|
+//! | Linux | PSI (system and cgroup v2), cgroup v1 `memory.pressure_level` | [`notify`], [`watch`] |
+//! | macOS, iOS | none | [`notify`] from a `DISPATCH_SOURCE_TYPE_MEMORYPRESSURE` handler (libdispatch's public memory-pressure signal); [`watch`] |
+//! | FreeBSD, the other BSDs, illumos | none: no memory-pressure notification reaches user space | [`notify`] from your own measure (e.g. free pages read with `sysctl`); [`watch`] |
+//!
+//! `PsiTrigger` and `CgroupV1Pressure` exist only on Linux. Everywhere, the
+//! reclaim interval still trims every pool to its working set; pressure
+//! only makes that happen sooner and harder.
+//!
 //! To apply a level to one pool directly (in tests, say), call
 //! [`Pool::pressure`](crate::Pool::pressure).
-
-mod source;
 
 #[cfg(target_os = "linux")]
 mod cgroup_v1;
 #[cfg(target_os = "linux")]
 mod psi;
 
+pub use crate::signal::{Interest, Level, Source, SourceStatus};
 #[cfg(target_os = "linux")]
 pub use cgroup_v1::CgroupV1Pressure;
 #[cfg(target_os = "linux")]
 pub use psi::{PsiTrigger, Stall};
-pub use source::{Interest, Source};
 
-use std::fmt;
-
-/// How short of memory the system is, as far as pools care.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Level {
-    /// Reclaim down to the working set now.
-    Medium,
-    /// Drain to `min_idle`, thread caches included, and hold there.
-    Critical,
-}
-
-impl fmt::Display for Level {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Level::Medium => "medium",
-            Level::Critical => "critical",
-        })
-    }
-}
+use std::io;
 
 /// Delivers `level` to every pool the reclaimer looks after (those built
 /// with [`background`](crate::Builder::background) on, the default).
 ///
 /// Returns at once; the reclaimer thread applies the level within
-/// milliseconds.
+/// milliseconds (and is started again first, if it is not running: after a
+/// `fork`, say).
 ///
 /// ```
 /// use tidepool::pressure::{self, Level};
@@ -82,26 +80,51 @@ impl fmt::Display for Level {
 /// pressure::notify(Level::Critical);
 /// ```
 pub fn notify(level: Level) {
-    crate::reclaim::reclaimer::notify(level);
+    crate::reclaim::scheduler::notify(level);
 }
 
 /// Has the reclaimer thread watch `source` too.
+///
+/// Sources are not carried across `fork`: a forked child watches the
+/// default sources again (its own descriptors), but not the ones given
+/// here in the parent.
 pub fn watch(source: Box<dyn Source>) {
-    crate::reclaim::reclaimer::watch(source);
-}
-
-/// What became of a pressure source.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SourceStatus {
-    /// The source's [`name`](Source::name).
-    pub name: String,
-    /// `None` while it is watched; why it is not, otherwise.
-    pub error: Option<String>,
-    /// Signals received from it.
-    pub events: u64,
+    crate::reclaim::scheduler::watch(source);
 }
 
 /// Every source the reclaimer has tried, watched or not.
 pub fn sources() -> Vec<SourceStatus> {
-    crate::reclaim::reclaimer::sources()
+    crate::reclaim::scheduler::sources()
+}
+
+/// The sources the reclaimer watches from its start: PSI triggers on the
+/// system and on this process's cgroup v2, cgroup v1 pressure listeners.
+/// Given to the reclaimer by each background pool when it registers (so
+/// that reclaim need not know about them).
+pub(crate) fn default_sources() -> Vec<io::Result<Box<dyn Source>>> {
+    // Under miri (bin/sanitize.sh) there is no /proc and no `poll(2)`: no
+    // sources.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        fn boxed<S: Source>(r: io::Result<S>) -> io::Result<Box<dyn Source>> {
+            r.map(|s| Box::new(s) as Box<dyn Source>)
+        }
+        let mut all: Vec<_> = PsiTrigger::system_defaults()
+            .into_iter()
+            .map(boxed)
+            .collect();
+        // A process in no such cgroup simply has no such source: not an
+        // error.
+        if let Ok(triggers) = PsiTrigger::cgroup_defaults() {
+            all.extend(triggers.into_iter().map(boxed));
+        }
+        if let Ok(listeners) = CgroupV1Pressure::own_defaults() {
+            all.extend(listeners.into_iter().map(boxed));
+        }
+        all
+    }
+    // No memory-pressure notification reaches user space here (see "Per
+    // OS" above).
+    #[cfg(any(not(target_os = "linux"), miri))]
+    Vec::new()
 }

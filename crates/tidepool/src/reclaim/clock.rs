@@ -11,6 +11,11 @@ use crate::sync::atomic::{AtomicU64, Ordering};
 ///
 /// Inject one with [`Builder::clock`](crate::Builder::clock) to drive reclaim
 /// deterministically in tests ([`ManualClock`]).
+///
+/// `now` is called on slow paths and on the reclaimer thread, never while
+/// tidepool holds a lock. A panic from it reaches the caller of a pool
+/// method, or, on the reclaimer thread, ends that pool's tick only (counted
+/// in [`ReclaimerStatus::panics`](crate::reclaim::ReclaimerStatus::panics)).
 pub trait Clock: Send + Sync + 'static {
     /// Time since some fixed point; never decreases.
     fn now(&self) -> Duration;
@@ -50,9 +55,32 @@ impl ManualClock {
     }
 
     /// Moves the clock forward by `by`.
+    ///
+    /// The clock counts nanoseconds in a `u64` (about 584 years) and
+    /// saturates there: advancing past the end leaves it at the end, it
+    /// never wraps back to the start.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tidepool::reclaim::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.advance(Duration::MAX);
+    /// let end = clock.now();
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(clock.now(), end);
+    /// ```
     pub fn advance(&self, by: Duration) {
         let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
-        self.nanos.fetch_add(by, Ordering::SeqCst);
+        let mut now = self.nanos.load(Ordering::SeqCst);
+        while let Err(seen) = self.nanos.compare_exchange_weak(
+            now,
+            now.saturating_add(by),
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        ) {
+            now = seen;
+        }
     }
 }
 

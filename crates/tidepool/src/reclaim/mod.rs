@@ -35,11 +35,13 @@
 //!
 //! There is no thread per pool. The first thread to visit the depot after
 //! an interval boundary runs the pass (a clock read per depot visit, i.e.
-//! per batch); the process-wide reclaimer thread runs it for
-//! pools nobody touches, takes back idle thread caches, and delivers memory
-//! pressure ([`crate::pressure`]). The reclaimer starts with the first pool
-//! that has it on ([`background`](crate::Builder::background)) and sleeps,
-//! with no timeout, while no pool holds anything beyond its reserve.
+//! per batch); the process-wide reclaimer thread runs it for pools nobody
+//! touches, takes back idle thread caches, and delivers memory pressure
+//! ([`crate::pressure`]). The reclaimer starts with the first pool that has
+//! it on ([`background`](crate::Builder::background)), sleeps until the
+//! earliest deadline of all its pools (with no timeout while no pool holds
+//! anything beyond its reserve), and is restarted if it is ever missing
+//! (after a `fork`, say): [`status`] tells.
 //!
 //! # Bounds
 //!
@@ -56,15 +58,70 @@
 //! A thread that never comes back to a pool may never run a flush itself, so
 //! another thread must take its cache while the owner may wake at any moment,
 //! without making the owner's fast path pay an atomic read-modify-write. The
-//! owner brackets each cache access with plain stores to a `busy` flag and
-//! a compiler fence; the taker marks the slot as being revoked, issues one
-//! process-wide barrier (`membarrier(2)`), and takes the cache only if the
-//! owner is not busy; otherwise it leaves a flush request the owner honours
-//! at its next access. See the `cache::slot` notes and the loom models.
+//! owner starts each cache access by publishing its operation count
+//! (`entered`) behind a compiler fence, and ends it with the counter bump
+//! the statistics need anyway; the taker marks the slot as being revoked,
+//! issues one process-wide barrier (`membarrier(2)`), and takes the cache
+//! only if the owner is outside an access; otherwise it leaves a flush
+//! request the owner honours at its next access. See the `cache::slot`
+//! notes and the loom models.
+//!
+//! # Files
+//!
+//! * `clock.rs`: where the time comes from.
+//! * `registry.rs`: the process-wide list of pools and sources.
+//! * `scheduler.rs`: the reclaimer thread, its deadlines and its
+//!   supervision.
+//! * `fork.rs`: what survives `fork(2)`, and how.
+//!
+//! What a pressure signal is ([`Level`](crate::pressure::Level),
+//! [`Source`](crate::pressure::Source)) is defined in `src/signal.rs`, below
+//! both this module and [`crate::pressure`], whose sources feed this one.
+//!
+//! What a pass does to one pool is the pool's own business
+//! (`shared/pass.rs`): this module never reaches into a pool's depot or
+//! caches, it only asks the pool to tick.
 
 mod clock;
-mod pass;
-pub(crate) mod reclaimer;
+pub(crate) mod fork;
+pub(crate) mod registry;
+pub(crate) mod scheduler;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub(crate) use pass::ReclaimShared;
+
+/// What the process-wide reclaimer thread is doing, from [`status`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReclaimerStatus {
+    /// A reclaimer thread is alive in this process. `false` before the first
+    /// background pool, and in a forked child until its first call that
+    /// needs the reclaimer (which starts one).
+    pub running: bool,
+    /// Threads started after the first: after the thread could not be
+    /// spawned or died, or in a forked child.
+    pub restarts: u64,
+    /// Rounds the reclaimer has run: one per wake-up, deadline or pressure
+    /// signal.
+    pub rounds: u64,
+    /// Background pools it looks after.
+    pub pools: usize,
+    /// Panics it caught outside the pools' own callbacks (a user
+    /// [`Clock`], say), each of which ended only that step; the first one
+    /// is also reported with `log::warn!`. Panics in manager callbacks are
+    /// counted per pool, in [`Stats::callback_panics`](crate::Stats::callback_panics).
+    pub panics: u64,
+}
+
+/// What the process-wide reclaimer thread is doing: whether it runs, how
+/// often it was restarted, how many rounds it ran.
+///
+/// ```
+/// let pool = tidepool::Pool::new(|| vec![0u8; 64]); // background by default
+/// let status = tidepool::reclaim::status();
+/// assert!(status.running);
+/// assert!(status.pools >= 1);
+/// # drop(pool);
+/// ```
+pub fn status() -> ReclaimerStatus {
+    scheduler::status()
+}

@@ -1,9 +1,26 @@
 //! The map-count budget: how many guarded stacks a process can afford
 //! before `mmap` and `mprotect` start failing at `vm.max_map_count`.
+//!
+//! # Per OS
+//!
+//! * **Linux** (and Android, the same kernel) caps the memory areas (VMAs)
+//!   of one process at `vm.max_map_count`, 65530 by default; past it `mmap`
+//!   and the `mprotect` that splits off a guard page fail with `ENOMEM`. A
+//!   stack pool's default caps come from this budget, read from
+//!   [`MAX_MAP_COUNT_PATH`].
+//! * **FreeBSD, macOS and the other BSDs** have no per-process count of
+//!   mappings. A mapping fails only when memory or address space runs out:
+//!   the address-space resource limit (`RLIMIT_AS`; `RLIMIT_VMEM` on
+//!   FreeBSD) where the kernel enforces one, or the kernel's own memory for
+//!   map entries. There a stack pool has no budget unless given one
+//!   ([`StackPoolBuilder::map_budget`](super::StackPoolBuilder::map_budget)),
+//!   `max_live` is unset and `max_idle` is the generic
+//!   [`DEFAULT_MAX_IDLE`](crate::DEFAULT_MAX_IDLE); a refused mapping is
+//!   reported as [`StackError::OutOfMemory`](super::StackError::OutOfMemory).
 
 use std::fmt;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::Read;
 use std::path::Path;
 
 /// VMAs (kernel memory areas) one guarded stack costs: its `PROT_NONE`
@@ -21,7 +38,8 @@ pub const RESERVED_VMAS: usize = 5000;
 /// `/proc` mounted, a sandbox that hides it).
 pub const FALLBACK_MAX_MAP_COUNT: usize = 65530;
 
-/// Where the map count came from.
+/// Where the map count came from (Linux and Android).
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub const MAX_MAP_COUNT_PATH: &str = "/proc/sys/vm/max_map_count";
 
 /// Where a [`MapBudget`]'s `max_map_count` came from.
@@ -65,9 +83,22 @@ pub struct MapBudget {
 
 impl MapBudget {
     /// Reads `/proc/sys/vm/max_map_count` now (a sysctl can change it at any
-    /// time), falling back to [`FALLBACK_MAX_MAP_COUNT`].
+    /// time), falling back to [`FALLBACK_MAX_MAP_COUNT`]. Linux and Android
+    /// only: other systems have no such limit (see the module notes).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     pub fn from_os() -> Self {
         Self::read_from(MAX_MAP_COUNT_PATH)
+    }
+
+    /// The budget this OS imposes, if it has a map count: [`from_os`] on
+    /// Linux and Android, `None` elsewhere.
+    ///
+    /// [`from_os`]: MapBudget::from_os
+    pub(crate) fn of_os() -> Option<Self> {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        return Some(Self::from_os());
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        return None;
     }
 
     /// Reads the map count from `path`, falling back to
@@ -143,7 +174,8 @@ fn read_number(path: &Path) -> Option<usize> {
 /// # Errors
 ///
 /// Opening or reading the file failed (no `/proc`).
-pub fn mapped_vmas() -> io::Result<usize> {
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn mapped_vmas() -> std::io::Result<usize> {
     let mut file = File::open("/proc/self/maps")?;
     let mut buf = [0u8; 4096];
     let mut lines = 0;
@@ -151,7 +183,7 @@ pub fn mapped_vmas() -> io::Result<usize> {
         match file.read(&mut buf) {
             Ok(0) => return Ok(lines),
             Ok(n) => lines += buf[..n].iter().filter(|&&b| b == b'\n').count(),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
@@ -199,6 +231,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     #[cfg_attr(miri, ignore = "reads /proc/self/maps from the kernel")]
     fn this_process_has_some_vmas() {
         let n = mapped_vmas().unwrap();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::os::page_size;
 use crate::stack::{registry, MapBudget, StackManager, StackPool};
-use crate::{ConfigError, Pool, DEFAULT_BATCH_SIZE};
+use crate::{ConfigError, Pool, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IDLE};
 
 /// A cap: the default (derived from the map-count budget), a number, or
 /// none at all.
@@ -22,11 +22,11 @@ enum Cap {
 ///
 /// | setting | default |
 /// |---|---|
-/// | `max_live` | the map-count budget, [`MapBudget::stacks`] (30265 for `vm.max_map_count` = 65530) |
-/// | `max_idle` | `max_live` (as QEMU caps its global pool), or the budget if `max_live` is off |
+/// | `max_live` | the map-count budget, [`MapBudget::stacks`] (30265 for `vm.max_map_count` = 65530); none without a budget |
+/// | `max_idle` | `max_live` (as QEMU caps its global pool), or the budget if `max_live` is off; [`DEFAULT_MAX_IDLE`] without either |
 /// | `batch_size` | [`DEFAULT_BATCH_SIZE`], lowered to `max_idle` if that is smaller |
 /// | `keep_resident` | 0: a purge releases every page |
-/// | budget | read from `/proc/sys/vm/max_map_count` when `build` runs ([`MapBudget::from_os`]) |
+/// | budget | Linux and Android: read from `/proc/sys/vm/max_map_count` when `build` runs (`MapBudget::from_os`); other systems have no map count, so none unless given ([`map_budget`](StackPoolBuilder::map_budget)) |
 ///
 /// ```
 /// use tidepool::stack::{MapBudget, StackPool};
@@ -75,7 +75,7 @@ impl StackPoolBuilder {
 
     /// Stacks kept idle whatever reclaim and memory pressure say (see
     /// [`Builder::min_idle`](crate::Builder::min_idle)); fill them with
-    /// `pool().prefill()`.
+    /// [`StackPool::prefill`].
     pub fn min_idle(mut self, n: usize) -> Self {
         self.min_idle = Some(n);
         self
@@ -98,7 +98,8 @@ impl StackPoolBuilder {
     }
 
     /// Whether the process-wide reclaimer thread looks after this pool (see
-    /// [`Builder::background`](crate::Builder::background)).
+    /// [`Builder::background`](crate::Builder::background)). With `false`,
+    /// call [`StackPool::reclaim`] from a thread of your own.
     pub fn background(mut self, on: bool) -> Self {
         self.background = Some(on);
         self
@@ -152,7 +153,8 @@ impl StackPoolBuilder {
 
     /// Uses `budget` instead of reading the map count from the OS, e.g. to
     /// give this pool a share of the process's budget
-    /// ([`MapBudget::with_max_map_count`]).
+    /// ([`MapBudget::with_max_map_count`]). On systems without a map count
+    /// this is the only way to give a pool one.
     pub fn map_budget(mut self, budget: MapBudget) -> Self {
         self.budget = Some(budget);
         self
@@ -187,33 +189,15 @@ impl StackPoolBuilder {
             })?;
         let keep_resident = self.keep_resident.min(usable_size).next_multiple_of(page);
 
-        let budget = self.budget.unwrap_or_else(MapBudget::from_os);
-        let max_live = match self.max_live {
-            Cap::At(n) => Some(n),
-            Cap::Off => None,
-            Cap::FromBudget if budget.stacks() == 0 => {
-                return Err(ConfigError::new(
-                    "max_live",
-                    format!(
-                        "the map-count budget leaves no room for stacks ({budget}); \
-                         set max_live and max_idle explicitly"
-                    ),
-                ))
-            }
-            Cap::FromBudget => Some(budget.stacks()),
-        };
-        let derived_idle = max_live.unwrap_or(budget.stacks()).max(1);
-        let batch_size = self
-            .batch_size
-            .unwrap_or(DEFAULT_BATCH_SIZE.min(derived_idle));
-        let max_idle = match self.max_idle {
-            Cap::At(n) => n,
-            // A cap above `max_live` is harmless (`max_live` bounds idle
-            // stacks too) and keeps an explicit `batch_size` valid.
-            Cap::FromBudget | Cap::Off => derived_idle.max(batch_size),
-        };
+        // None where the OS has no map count (not Linux) and none was given.
+        let budget = self.budget.or_else(MapBudget::of_os);
+        let Caps {
+            max_live,
+            max_idle,
+            batch_size,
+        } = self.caps(budget)?;
 
-        let manager = StackManager::new(page, usable_size, keep_resident);
+        let manager = StackManager::new(page, usable_size, keep_resident, budget, max_live);
         let mut builder = Pool::builder(manager)
             .batch_size(batch_size)
             .max_idle(max_idle);
@@ -234,6 +218,98 @@ impl StackPoolBuilder {
         }
         let pool = Arc::new(builder.build()?);
         registry::register(&pool);
-        Ok(StackPool::from_parts(pool, budget))
+        Ok(StackPool::from_pool(pool))
+    }
+
+    /// The caps and batch size, from the settings and the budget (`None`
+    /// where the OS has no map count and none was given).
+    fn caps(&self, budget: Option<MapBudget>) -> Result<Caps, ConfigError> {
+        let max_live = match (self.max_live, budget) {
+            (Cap::At(n), _) => Some(n),
+            (Cap::Off, _) | (Cap::FromBudget, None) => None,
+            (Cap::FromBudget, Some(budget)) if budget.stacks() == 0 => {
+                return Err(ConfigError::new(
+                    "max_live",
+                    format!(
+                        "the map-count budget leaves no room for stacks ({budget}); \
+                         set max_live and max_idle explicitly"
+                    ),
+                ))
+            }
+            (Cap::FromBudget, Some(budget)) => Some(budget.stacks()),
+        };
+        let derived_idle = max_live
+            .or(budget.map(|b| b.stacks()))
+            .unwrap_or(DEFAULT_MAX_IDLE)
+            .max(1);
+        let batch_size = self
+            .batch_size
+            .unwrap_or(DEFAULT_BATCH_SIZE.min(derived_idle));
+        let max_idle = match self.max_idle {
+            Cap::At(n) => n,
+            // A cap above `max_live` is harmless (`max_live` bounds idle
+            // stacks too) and keeps an explicit `batch_size` valid.
+            Cap::FromBudget | Cap::Off => derived_idle.max(batch_size),
+        };
+        Ok(Caps {
+            max_live,
+            max_idle,
+            batch_size,
+        })
+    }
+}
+
+/// What [`StackPoolBuilder::caps`] settles on.
+#[derive(Debug, PartialEq, Eq)]
+struct Caps {
+    max_live: Option<usize>,
+    max_idle: usize,
+    batch_size: usize,
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_come_from_the_budget_when_there_is_one() {
+        let b = StackPoolBuilder::new(4096);
+        let caps = b.caps(Some(MapBudget::with_max_map_count(65530))).unwrap();
+        assert_eq!(
+            caps,
+            Caps {
+                max_live: Some(30265),
+                max_idle: 30265,
+                batch_size: DEFAULT_BATCH_SIZE
+            }
+        );
+        let err = b
+            .caps(Some(MapBudget::with_max_map_count(4000)))
+            .unwrap_err();
+        assert_eq!(err.field(), "max_live");
+    }
+
+    /// What every pool gets on systems without a map count (not Linux),
+    /// checked here on any OS.
+    #[test]
+    fn without_a_budget_there_is_no_max_live_and_the_generic_max_idle() {
+        let b = StackPoolBuilder::new(4096);
+        assert_eq!(
+            b.caps(None).unwrap(),
+            Caps {
+                max_live: None,
+                max_idle: DEFAULT_MAX_IDLE,
+                batch_size: DEFAULT_BATCH_SIZE
+            }
+        );
+        let b = b.max_live(10).batch_size(2);
+        assert_eq!(
+            b.caps(None).unwrap(),
+            Caps {
+                max_live: Some(10),
+                max_idle: 10,
+                batch_size: 2
+            }
+        );
     }
 }

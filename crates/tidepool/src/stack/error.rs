@@ -4,12 +4,14 @@ use std::fmt;
 use std::io;
 
 use crate::os::{MapFailure, MapStep};
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use crate::stack::budget::{mapped_vmas, MapBudget, VMAS_PER_STACK};
 use crate::Error;
 
 /// VMAs of slack when deciding that an `ENOMEM` was the map count: other
 /// threads map and unmap between the failure and the count, and
 /// `/proc/self/maps` lists `[vsyscall]`, which the kernel does not count.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 const MAP_COUNT_SLACK: usize = 64;
 
 /// Why [`StackPool::get`](super::StackPool::get) returned no stack.
@@ -22,7 +24,8 @@ const MAP_COUNT_SLACK: usize = 64;
 pub enum StackError {
     /// The process has as many VMAs as `vm.max_map_count` allows, so the
     /// kernel refused a new one (QEMU aborted here with "failed to allocate
-    /// memory for stack" / "failed to set up stack guard page").
+    /// memory for stack" / "failed to set up stack guard page"). Linux and
+    /// Android only: other systems have no map count.
     MapCountReached {
         /// VMAs the process had mapped when the failure was examined.
         vmas: usize,
@@ -33,13 +36,16 @@ pub enum StackError {
         call: &'static str,
     },
     /// `mmap` or `mprotect` said `ENOMEM` well below the map count: memory
-    /// (overcommit accounting, a cgroup limit) or `RLIMIT_AS` ran out.
+    /// (overcommit accounting, a cgroup limit) or `RLIMIT_AS` ran out. On
+    /// systems without a map count (not Linux or Android) every `ENOMEM` is
+    /// this, and `vmas` and `max_map_count` are 0.
     OutOfMemory {
         /// Bytes being mapped (guard included).
         bytes: usize,
-        /// VMAs mapped at the time, to show it was not the map count.
+        /// VMAs mapped at the time, to show it was not the map count (0
+        /// where the OS has no map count).
         vmas: usize,
-        /// The map count limit at the time.
+        /// The map count limit at the time (0 where the OS has none).
         max_map_count: usize,
         /// `"mmap"` or `"mprotect"`.
         call: &'static str,
@@ -69,8 +75,8 @@ impl StackError {
     }
 
     /// Explains a failed mapping: the map count, memory, or something else.
-    /// Reads `/proc` only on `ENOMEM`, without allocating much (see
-    /// [`mapped_vmas`]).
+    /// On Linux, reads `/proc` only on `ENOMEM`, without allocating much
+    /// (see `mapped_vmas`).
     pub(crate) fn from_map_failure(failure: MapFailure, bytes: usize) -> Self {
         let call = match failure.step {
             MapStep::Reserve => "mmap",
@@ -82,21 +88,27 @@ impl StackError {
                 source: failure.error,
             };
         }
-        let max_map_count = MapBudget::from_os().max_map_count();
-        let vmas = mapped_vmas().unwrap_or(0);
-        if vmas + VMAS_PER_STACK + MAP_COUNT_SLACK >= max_map_count {
-            StackError::MapCountReached {
-                vmas,
-                max_map_count,
-                call,
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let (vmas, max_map_count) = {
+            let max_map_count = MapBudget::from_os().max_map_count();
+            let vmas = mapped_vmas().unwrap_or(0);
+            if vmas + VMAS_PER_STACK + MAP_COUNT_SLACK >= max_map_count {
+                return StackError::MapCountReached {
+                    vmas,
+                    max_map_count,
+                    call,
+                };
             }
-        } else {
-            StackError::OutOfMemory {
-                bytes,
-                vmas,
-                max_map_count,
-                call,
-            }
+            (vmas, max_map_count)
+        };
+        // No map count here: ENOMEM is memory or address space.
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let (vmas, max_map_count) = (0, 0);
+        StackError::OutOfMemory {
+            bytes,
+            vmas,
+            max_map_count,
+            call,
         }
     }
 }
@@ -127,10 +139,14 @@ impl fmt::Display for StackError {
                 vmas,
                 max_map_count,
                 call,
-            } => write!(
+            } if *max_map_count > 0 => write!(
                 f,
                 "out of memory: {call} of a {bytes}-byte stack failed with ENOMEM \
                  ({vmas} VMAs mapped of {max_map_count}, so not the map count)"
+            ),
+            StackError::OutOfMemory { bytes, call, .. } => write!(
+                f,
+                "out of memory: {call} of a {bytes}-byte stack failed with ENOMEM"
             ),
             StackError::Exhausted { limit } => write!(
                 f,

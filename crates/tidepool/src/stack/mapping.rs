@@ -1,11 +1,15 @@
-//! One stack's memory: a mapping with a guard page below, unmapped on drop.
+//! One stack's memory: a writable range with a guard page below, a slot of
+//! a slab shared with other stacks of its pool (or a slab of its own);
+//! given back on drop.
 
 use std::fmt;
 use std::io;
 use std::ops::Range;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use crate::os;
+use crate::stack::slab::Slabs;
 use crate::stack::StackError;
 
 /// A stack's mapping: `guard_size` inaccessible bytes at the bottom, then
@@ -19,14 +23,27 @@ use crate::stack::StackError;
 ///    └───────────────────┴────────────────────────────────────┘
 /// ```
 ///
-/// Owns its mapping, which it unmaps when dropped. It is the
-/// [`Item`](crate::Manage::Item) of a [`StackPool`](super::StackPool); you
-/// meet it through a [`PooledStack`](super::PooledStack), or own one outright
-/// after [`PooledStack::detach`](super::PooledStack::detach).
+/// Owns its memory, which stays mapped, guard and all, at least until it is
+/// dropped. Every stack is carved from a *slab* (see
+/// [the module notes](super#slabs)): a stack of a
+/// [`StackPool`](super::StackPool) shares its slab with other stacks of the
+/// same pool, and dropping it gives its slot back to the slab (its pages
+/// released); the slab is unmapped with one `munmap` when its last stack
+/// goes. A stack from [`GuardedStack::new`] is alone in a slab of one, so it
+/// is unmapped on drop.
+///
+/// It is the [`Item`](crate::Manage::Item) of a
+/// [`StackPool`](super::StackPool); you meet it through a
+/// [`PooledStack`](super::PooledStack), or own one outright after
+/// [`PooledStack::detach`](super::PooledStack::detach).
 pub struct GuardedStack {
+    /// The guard's first byte: the slot's start.
     start: NonNull<u8>,
-    guard_size: usize,
-    usable_size: usize,
+    /// The slab set the slot belongs to, which knows the sizes and takes
+    /// the slot back on drop. The `Arc` keeps the set (its counters, the
+    /// slab's bookkeeping) alive as long as any of its stacks. Two words in
+    /// all: a `PooledStack` must fit the C API's 64-byte stack header.
+    slabs: Arc<Slabs>,
 }
 
 // SAFETY: a `GuardedStack` is an owned address range; nothing in it is tied
@@ -39,7 +56,8 @@ unsafe impl Sync for GuardedStack {}
 
 impl GuardedStack {
     /// Maps a stack of its own, outside any pool: `usable_size` bytes
-    /// (rounded up to whole pages, at least one) above a one-page guard.
+    /// (rounded up to whole pages, at least one) above a one-page guard, in
+    /// a slab of one (one `mmap`, one `mprotect`; unmapped on drop).
     ///
     /// ```
     /// let stack = tidepool::stack::GuardedStack::new(10_000)?;
@@ -51,32 +69,47 @@ impl GuardedStack {
     /// # Errors
     ///
     /// As for [`StackPool::get`](super::StackPool::get), less `Exhausted`
-    /// (and without the reclaim and retry).
+    /// (and without the reclaim and retry). A size too large to map at all
+    /// is [`StackError::Os`] with `EINVAL`.
     pub fn new(usable_size: usize) -> Result<Self, StackError> {
         let page = os::page_size();
-        // A size too large to round is passed on unrounded, for `mmap` to
-        // refuse with EINVAL.
-        let usable = usable_size
+        let Some(usable) = usable_size
             .max(1)
             .checked_next_multiple_of(page)
-            .unwrap_or(usable_size);
-        Self::map(page, usable)
+            .filter(|&u| u.checked_add(page).is_some())
+        else {
+            return Err(StackError::Os {
+                call: "mmap",
+                source: io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        };
+        let slabs = Arc::new(Slabs::new(page, usable, Some(1)));
+        slabs.carve(1)?.pop().ok_or_else(|| StackError::Os {
+            call: "mmap",
+            source: io::Error::other("no stack carved"),
+        })
     }
 
-    /// Maps a new stack. Sizes are multiples of the page size (the pool
-    /// rounds them).
-    pub(crate) fn map(guard_size: usize, usable_size: usize) -> Result<Self, StackError> {
-        match os::map_guarded(guard_size, usable_size) {
-            Ok(start) => Ok(Self {
-                start,
-                guard_size,
-                usable_size,
-            }),
-            Err(failure) => Err(StackError::from_map_failure(
-                failure,
-                guard_size.saturating_add(usable_size),
-            )),
-        }
+    /// A stack in the slot at `start` of one of `slabs`'s slabs: the guard
+    /// at `start`, already `PROT_NONE`, the usable part above it writable.
+    /// The slab stays mapped while the stack holds the slot.
+    pub(crate) fn in_slab(start: NonNull<u8>, slabs: Arc<Slabs>) -> Self {
+        Self { start, slabs }
+    }
+
+    /// The slab set the stack belongs to.
+    pub(crate) fn slabs(&self) -> &Arc<Slabs> {
+        &self.slabs
+    }
+
+    /// Takes the stack apart without giving its slot back: its start and
+    /// its set, for a batch teardown that gives many slots back in one go.
+    pub(crate) fn into_parts(self) -> (NonNull<u8>, Arc<Slabs>) {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped or used again, so the `Arc` is
+        // moved out exactly once (no double drop, no leak of the count).
+        let slabs = unsafe { std::ptr::read(&this.slabs) };
+        (this.start, slabs)
     }
 
     /// The highest address, one past the last usable byte: where a stack
@@ -84,13 +117,13 @@ impl GuardedStack {
     pub fn top(&self) -> NonNull<u8> {
         // SAFETY: one past the end of the mapping, which is in bounds of the
         // same allocation for pointer arithmetic, and not null.
-        unsafe { self.start.add(self.guard_size + self.usable_size) }
+        unsafe { self.start.add(self.slabs.stride()) }
     }
 
     /// The lowest usable address, just above the guard. Page-aligned.
     pub fn bottom(&self) -> NonNull<u8> {
-        // SAFETY: `guard_size` is within the mapping.
-        unsafe { self.start.add(self.guard_size) }
+        // SAFETY: the guard is within the mapping.
+        unsafe { self.start.add(self.slabs.guard_size()) }
     }
 
     /// The lowest address of the mapping, the guard included (corosensei's
@@ -102,12 +135,12 @@ impl GuardedStack {
     /// Writable bytes between [`bottom`](GuardedStack::bottom) and
     /// [`top`](GuardedStack::top): a whole number of pages.
     pub fn usable_size(&self) -> usize {
-        self.usable_size
+        self.slabs.usable_size()
     }
 
     /// Inaccessible bytes below [`bottom`](GuardedStack::bottom).
     pub fn guard_size(&self) -> usize {
-        self.guard_size
+        self.slabs.guard_size()
     }
 
     /// The usable addresses, `bottom..top`.
@@ -128,32 +161,13 @@ impl GuardedStack {
     /// What `mincore` reported; not expected for a live mapping.
     pub fn resident_bytes(&self) -> io::Result<usize> {
         // SAFETY: the usable part is mapped until `self` drops.
-        unsafe { os::resident_bytes(self.bottom(), self.usable_size) }
-    }
-
-    /// Releases the pages of the usable part except its top `keep` bytes
-    /// (a whole number of pages): they read as zeros afterwards and cost no
-    /// memory until touched again. `&mut self`: nothing can be running on
-    /// the stack.
-    pub(crate) fn release_below(&mut self, keep: usize) -> io::Result<()> {
-        let release = self.usable_size.saturating_sub(keep);
-        if release == 0 {
-            return Ok(());
-        }
-        // SAFETY: `[bottom, bottom + release)` is writable memory of this
-        // mapping; `&mut self` means no coroutine runs on it and nobody
-        // holds a reference into it; stacks carry no contents across reuse.
-        unsafe { os::release_pages(self.bottom(), release) }
+        unsafe { os::resident_bytes(self.bottom(), self.usable_size()) }
     }
 }
 
 impl Drop for GuardedStack {
     fn drop(&mut self) {
-        // SAFETY: the mapping is ours and, as we are dropped, unused.
-        let result = unsafe { os::unmap(self.start, self.guard_size + self.usable_size) };
-        if result.is_err() {
-            os::count_unmap_failure();
-        }
+        self.slabs.free_one(self.start);
     }
 }
 

@@ -1,8 +1,9 @@
-//! Pooled coroutine and fiber stacks: mappings with a guard page, kept
-//! within the process's map-count budget, purgeable while idle.
+//! Pooled coroutine and fiber stacks: guarded stacks carved from slabs,
+//! kept within the process's map-count budget, purgeable while idle.
 //!
-//! Mapping a stack costs an `mmap` and an `mprotect` (a few µs) plus page
-//! faults on first touch, and two of the process's `vm.max_map_count` VMAs.
+//! Mapping a stack on its own costs an `mmap` and an `mprotect` (a few µs),
+//! an `munmap` (and its TLB shootdown) to undo, plus page faults on first
+//! touch, and two of the process's `vm.max_map_count` VMAs.
 //! QEMU's coroutine pools hit both problems: too small, and creating stacks
 //! was the bottleneck (2021); unbounded per thread, and the process ran into
 //! the map count and aborted with "failed to allocate memory for stack"
@@ -11,23 +12,30 @@
 //!
 //! * **Reuse is cheap**: a `get` served from this thread's cache is a few
 //!   pointer moves and an `Arc` clone; no syscall.
-//! * **Bounded by the map count**: by default `max_live` and `max_idle` are
-//!   the [`MapBudget`], `(vm.max_map_count - 5000) / 2` stacks read from
-//!   `/proc/sys/vm/max_map_count` (30265 for the usual 65530; the kernel
-//!   default if the file cannot be read). Past it `get` returns
-//!   [`StackError::Exhausted`].
+//! * **Made and unmade in bulk**: stacks are carved from [slabs](#slabs) of
+//!   up to 32, one `mmap` per slab and one `mprotect` per stack, and a slab
+//!   goes with one `munmap` once its last stack is destroyed.
+//! * **Bounded by the map count** (Linux): by default `max_live` and
+//!   `max_idle` are the [`MapBudget`], `(vm.max_map_count - 5000) / 2` stacks
+//!   read from `/proc/sys/vm/max_map_count` (30265 for the usual 65530; the
+//!   kernel default if the file cannot be read). Past it `get` returns
+//!   [`StackError::Exhausted`]. Other systems have no map count (see
+//!   [Per OS](#per-os)).
 //! * **Never aborts**: if the kernel refuses a mapping (`ENOMEM`), every
 //!   stack pool in the process drains its idle stacks and the mapping is
 //!   tried once more; if it still fails, [`StackError`] says which limit was
 //!   hit: [`MapCountReached`](StackError::MapCountReached) with the VMA
-//!   counts, or [`OutOfMemory`](StackError::OutOfMemory). A half-built
-//!   stack (mapped, guard not set up) is unmapped.
+//!   counts, or [`OutOfMemory`](StackError::OutOfMemory). Nothing is left
+//!   half-built: a slot whose `mprotect` failed goes back to its slab, and a
+//!   slab left without stacks is unmapped.
 //! * **Three tiers of giving back**, in the crate's words: *trim* (thread
 //!   caches return batches to the depot; the core does this), *purge* (an
 //!   idle stack releases its pages but keeps its mapping:
 //!   [`StackPool::purge`], keeping the top `keep_resident` bytes), *reclaim*
-//!   (idle stacks are unmapped: [`StackPool::drain`], or the pool's own
-//!   reclaim for the stacks its working set no longer needs).
+//!   (idle stacks are destroyed: [`StackPool::drain`], or the pool's own
+//!   reclaim for the stacks its working set no longer needs; a destroyed
+//!   stack's pages are released at once, its slab unmapped with its last
+//!   stack).
 //!
 //! ```
 //! use tidepool::stack::StackPool;
@@ -39,8 +47,58 @@
 //! drop(stack);
 //! let stats = pool.stats();
 //! assert_eq!((stats.mapped, stats.vmas), (1, 2));
+//! assert_eq!((stats.slabs, stats.mmap_calls, stats.mprotect_calls), (1, 1, 1));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Slabs
+//!
+//! A pool's stacks live in slabs of its own (stacks of two pools never
+//! share one). A slab is one reservation of `k` slots, each a guard page
+//! with a stack right above it:
+//!
+//! ```text
+//!  low addresses                                              high addresses
+//!  │ guard │ stack 0 │ guard │ stack 1 │ guard │ stack 2 │ ... │ guard │ stack k-1 │
+//!  └──────────────────────────── one mmap, one munmap ──────────────────────────┘
+//!          └─ mprotect ┘       └─ mprotect ┘       └─ mprotect ┘         └─ mprotect ┘
+//! ```
+//!
+//! * **Creating**: the slab is mapped whole as `PROT_NONE` (no memory, no
+//!   overcommit charge) and each slot's stack is opened (`mprotect`) the
+//!   first time it is used, top slot first: `k` stacks cost `1 + k` calls
+//!   instead of `2k`. [`Manage::create_batch`](crate::Manage::create_batch)
+//!   carves a whole burst at once, the seed 004 way (DragonFly grew its
+//!   zone allocator 32 pages at a time, not 4).
+//! * **Size**: `k` is [`StackManager::stacks_per_slab`]: at most
+//!   [`MAX_STACKS_PER_SLAB`] (32) stacks and [`MAX_SLAB_BYTES`] (8 MiB) of
+//!   address space, so 64 KiB stacks come 32 to a slab, 1 MiB ones 7, and
+//!   stacks of 4 MiB or more one to a slab. Never more slots than
+//!   `max_live` leaves room for: a burst near the budget is shrunk.
+//! * **VMAs**: guards still split a slab into one VMA per guard and per
+//!   stack, so a slab of `p` opened stacks is `2p` VMAs (the unopened rest
+//!   merges with the lowest guard), what `p` separate stacks cost, and the
+//!   map-count budget counts them as before. A destroyed stack's slot keeps
+//!   its VMAs until the slab is unmapped ([`StackStats::vmas`]); new stacks
+//!   reuse free slots first, so slots never outgrow `max_live`.
+//! * **Destroying**: a stack's slot is freed, its pages released at once
+//!   (`madvise`) unless its slab goes with it; the slab is unmapped with
+//!   one `munmap`, exactly once, when its last stack goes.
+//!   [`Manage::destroy_batch`](crate::Manage::destroy_batch) frees a whole
+//!   batch with one `munmap` per slab it empties and one `madvise` per run
+//!   of adjacent stacks in the others; the `munmap`s, and so the TLB
+//!   shootdowns, drop to one per `k` stacks torn down.
+//! * **Reusing a freed slot** costs no syscall (its guard is still in
+//!   place and its pages read as zeros on Linux).
+//! * **Purging**: [`Manage::purge_batch`](crate::Manage::purge_batch)
+//!   releases a run of adjacent idle stacks with one `madvise` (on Linux,
+//!   when `keep_resident` is 0: a kept top separates two stacks).
+//! * A stack stays mapped, guard and all, at least as long as it lives: a
+//!   [`PooledStack`], or a [`GuardedStack`] detached from the pool (which
+//!   keeps its slab mapped until it is dropped).
+//!
+//! [`StackStats`] counts slabs, slots and every `mmap`, `mprotect`,
+//! `madvise` and `munmap` made for a pool's stacks.
 //!
 //! # corosensei
 //!
@@ -124,12 +182,21 @@
 //! wasmtime's pooling allocator keeps its own stack slots and does not call
 //! a `StackCreator`.
 //!
-//! # Linux only
+//! # Per OS
 //!
-//! The module reads `/proc` and uses Linux's `madvise(MADV_DONTNEED)`
-//! semantics (released pages read back as zeros), so it is built on Linux
-//! only.
-
+//! The module is built on every Unix: `mmap`, `mprotect`, `madvise` and
+//! `munmap` are POSIX. What differs:
+//!
+//! | | Linux (and Android) | macOS, FreeBSD, the other BSDs, illumos |
+//! |---|---|---|
+//! | map-count budget | `vm.max_map_count`, read from `/proc` ([`MapBudget`]); [`StackError::MapCountReached`] names it | none: the kernel has no per-process count of mappings, only memory and address-space limits (`RLIMIT_AS`, FreeBSD's `RLIMIT_VMEM`); no `max_live` by default, `max_idle` is [`DEFAULT_MAX_IDLE`](crate::DEFAULT_MAX_IDLE); a refused mapping is [`StackError::OutOfMemory`]; [`StackPoolBuilder::map_budget`] still gives a pool a budget of your choosing |
+//! | purge | `madvise(MADV_DONTNEED)`: pages freed at once, read back as zeros | `madvise(MADV_FREE)`: pages freed when the kernel needs memory; until then they may keep old contents (stacks carry nothing across reuse) |
+//! | `MAP_STACK` | passed (a hint; keeps transparent huge pages off stacks) | passed on OpenBSD, which requires it; not elsewhere |
+//! | guard page | `SIGSEGV` | `SIGSEGV` or `SIGBUS` (macOS) |
+//! | memory pressure | PSI and cgroup sources by default ([`crate::pressure`]) | [`pressure::notify`](crate::pressure::notify) and [`pressure::watch`](crate::pressure::watch) only |
+//!
+//! The test suite runs on Linux; CI checks the module for
+//! `x86_64-unknown-freebsd` and `x86_64-apple-darwin` with clippy.
 mod budget;
 mod builder;
 #[cfg(feature = "corosensei")]
@@ -139,15 +206,16 @@ mod manager;
 mod mapping;
 mod pool;
 mod registry;
+mod slab;
 mod stats;
 
-pub use budget::{
-    mapped_vmas, BudgetSource, MapBudget, FALLBACK_MAX_MAP_COUNT, MAX_MAP_COUNT_PATH,
-    RESERVED_VMAS, VMAS_PER_STACK,
-};
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub use budget::{mapped_vmas, MAX_MAP_COUNT_PATH};
+pub use budget::{BudgetSource, MapBudget, FALLBACK_MAX_MAP_COUNT, RESERVED_VMAS, VMAS_PER_STACK};
 pub use builder::StackPoolBuilder;
 pub use error::StackError;
 pub use manager::StackManager;
 pub use mapping::GuardedStack;
 pub use pool::{PooledStack, StackPool};
+pub use slab::{MAX_SLAB_BYTES, MAX_STACKS_PER_SLAB};
 pub use stats::StackStats;

@@ -6,7 +6,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use crate::os;
-use crate::stack::budget::VMAS_PER_STACK;
+use crate::pressure::Level;
 use crate::stack::{
     registry, GuardedStack, MapBudget, StackError, StackManager, StackPoolBuilder, StackStats,
 };
@@ -15,14 +15,26 @@ use crate::{Config, ConfigError, OwnedPooled, Pool};
 /// A pool of guarded stacks of one size; cheap to clone (an `Arc`).
 ///
 /// `get` takes a stack from this thread's cache (no lock, no syscall) or,
-/// when there is none, from the shared depot, and maps a new one only when
-/// both are empty. A [`PooledStack`] goes back to the pool when dropped, on
+/// when there is none, from the shared depot, and carves a new one from a
+/// slab (see [Slabs](super#slabs)) only when both are empty. A [`PooledStack`] goes back to the pool when dropped, on
 /// whichever thread that happens.
 ///
-/// By default the pool never holds more stacks than the process's map-count
-/// budget allows ([`MapBudget`]), so it cannot be what runs the process into
-/// `vm.max_map_count`; and if the kernel refuses a mapping anyway, `get`
-/// returns an error rather than aborting.
+/// By default (on Linux) the pool never holds more stacks than the
+/// process's map-count budget allows ([`MapBudget`]), so it cannot be what
+/// runs the process into `vm.max_map_count`; and if the kernel refuses a
+/// mapping anyway, `get` returns an error rather than aborting.
+///
+/// Only stacks this pool mapped ever enter it: the generic [`Pool`] behind
+/// it is not handed out, and a [`PooledStack`] lends its [`GuardedStack`]
+/// by shared reference only, so no stack of another size (or another
+/// pool's) can be swapped in:
+///
+/// ```compile_fail,E0594
+/// # use tidepool::stack::{GuardedStack, StackPool};
+/// # let pool = StackPool::new(64 * 1024).unwrap();
+/// let mut lent = pool.get().unwrap();
+/// *lent = GuardedStack::new(4096).unwrap(); // error: `PooledStack` is not `DerefMut`
+/// ```
 ///
 /// ```
 /// use tidepool::stack::StackPool;
@@ -40,8 +52,9 @@ use crate::{Config, ConfigError, OwnedPooled, Pool};
 /// ```
 #[derive(Clone)]
 pub struct StackPool {
+    // Never handed out: `Pool::get` would give `&mut GuardedStack` access,
+    // through which a foreign stack could be swapped into the pool.
     pool: Arc<Pool<StackManager>>,
-    budget: MapBudget,
 }
 
 impl StackPool {
@@ -61,11 +74,12 @@ impl StackPool {
         StackPoolBuilder::new(usable_size)
     }
 
-    pub(crate) fn from_parts(pool: Arc<Pool<StackManager>>, budget: MapBudget) -> Self {
-        Self { pool, budget }
+    pub(crate) fn from_pool(pool: Arc<Pool<StackManager>>) -> Self {
+        Self { pool }
     }
 
-    /// Takes an idle stack, or maps a new one.
+    /// Takes an idle stack, or carves a new one (a free slot of a slab, or
+    /// a new slab).
     ///
     /// If the kernel refuses the mapping for lack of a resource (`ENOMEM`:
     /// the map count or memory), every stack pool in the process gives up
@@ -100,14 +114,15 @@ impl StackPool {
 
     /// Releases the memory of idle stacks in the depot while keeping them
     /// mapped and pooled ([`Manage::purge`](crate::Manage::purge)): each
-    /// gives back its pages below the top `keep_resident` bytes
-    /// (`madvise(MADV_DONTNEED)`), costing nothing until reused. Returns how
-    /// many were purged. Stacks in thread caches are hot and left alone.
+    /// gives back its pages below the top `keep_resident` bytes (`madvise`:
+    /// see [Per OS](super#per-os)), costing nothing until reused. Returns
+    /// how many were purged. Stacks in thread caches are hot and left
+    /// alone.
     ///
     /// This also happens by itself: every reclaim interval (default 15 s,
     /// [`StackPoolBuilder::reclaim_interval`](super::StackPoolBuilder::reclaim_interval))
     /// the pool purges the stacks that sat idle in the depot through the
-    /// whole interval, and unmaps those idle through two (see
+    /// whole interval, and destroys those idle through two (see
     /// [`crate::reclaim`]). Call this to purge now, e.g. when memory is
     /// short.
     ///
@@ -124,12 +139,47 @@ impl StackPool {
         self.pool.purge()
     }
 
-    /// Reclaims every idle stack this thread can reach: unmaps the depot's
-    /// and this thread's cached stacks ([`Pool::drain`]). Returns how many.
-    /// The pool's own reclaim, which unmaps only stacks its working set no
-    /// longer needs, is reached through [`pool`](StackPool::pool).
+    /// Reclaims every idle stack this thread can reach: destroys the
+    /// depot's and this thread's cached stacks ([`Pool::drain`]), releasing
+    /// their pages and unmapping each slab whose last stack they were.
+    /// Returns how many. The pool's own reclaim, which destroys only stacks
+    /// its working set no longer needs, is [`reclaim`](StackPool::reclaim).
     pub fn drain(&self) -> usize {
         self.pool.drain()
+    }
+
+    /// Runs the reclaim pass if one is due ([`Pool::reclaim`]): purges the
+    /// stacks idle in the depot for a whole interval, destroys those idle
+    /// for two, and takes back idle thread caches. Returns how many stacks
+    /// were destroyed. The reclaimer thread does this on its own unless the pool
+    /// was built with [`background(false)`](StackPoolBuilder::background);
+    /// then call it from a timer of your own, at least once per
+    /// [`reclaim_interval`](StackPoolBuilder::reclaim_interval).
+    pub fn reclaim(&self) -> usize {
+        self.pool.reclaim()
+    }
+
+    /// Destroys the idle stacks the depot did not need since the last
+    /// `trim` ([`Pool::trim`]). Returns how many.
+    pub fn trim(&self) -> usize {
+        self.pool.trim()
+    }
+
+    /// Applies a memory-pressure level to this pool now ([`Pool::pressure`]).
+    /// Returns how many idle stacks were destroyed.
+    pub fn pressure(&self, level: Level) -> usize {
+        self.pool.pressure(level)
+    }
+
+    /// Maps stacks into the depot until it holds `min_idle`
+    /// ([`Pool::prefill`]). Returns how many were mapped.
+    ///
+    /// # Errors
+    ///
+    /// As for [`get`](StackPool::get), less the reclaim and retry; the
+    /// stacks mapped before the error stay.
+    pub fn prefill(&self) -> Result<usize, StackError> {
+        self.pool.prefill().map_err(StackError::from)
     }
 
     /// Counts, in stacks, VMAs and bytes.
@@ -140,22 +190,31 @@ impl StackPool {
         let unpurged_idle = pool.idle.saturating_sub(pool.idle_purged);
         let usable = manager.usable_size() as u64;
         let keep = manager.keep_resident() as u64;
+        let slabs = manager.slab_counts();
         StackStats {
             pool,
             mapped,
-            vmas: mapped * VMAS_PER_STACK as u64,
+            vmas: slabs.vmas,
+            slabs: slabs.slabs,
+            slots: slabs.slots,
             idle_resident_max: unpurged_idle * usable + pool.idle_purged * keep,
             purged: pool.idle_purged,
             reclaim_retries: manager.reclaim_retries(),
-            purge_failures: manager.purge_failures(),
+            purge_failures: slabs.release_failures,
             unmap_failures: os::unmap_failures(),
+            mmap_calls: slabs.mmap,
+            mprotect_calls: slabs.mprotect,
+            madvise_calls: slabs.madvise,
+            munmap_calls: slabs.munmap,
         }
     }
 
     /// The map-count budget the pool was built with (its caps come from it
-    /// unless set explicitly).
-    pub fn budget(&self) -> MapBudget {
-        self.budget
+    /// unless set explicitly): always one on Linux and Android; on systems
+    /// without a map count, `None` unless one was given
+    /// ([`map_budget`](StackPoolBuilder::map_budget)).
+    pub fn budget(&self) -> Option<MapBudget> {
+        self.manager().budget()
     }
 
     /// The pool's caps and batch size.
@@ -167,12 +226,6 @@ impl StackPool {
     pub fn manager(&self) -> &StackManager {
         self.pool.manager()
     }
-
-    /// The underlying generic pool: its reclaim, pressure and prefill
-    /// controls apply to the stacks.
-    pub fn pool(&self) -> &Arc<Pool<StackManager>> {
-        &self.pool
-    }
 }
 
 impl fmt::Debug for StackPool {
@@ -180,7 +233,7 @@ impl fmt::Debug for StackPool {
         f.debug_struct("StackPool")
             .field("manager", self.manager())
             .field("config", self.config())
-            .field("budget", &self.budget)
+            .field("budget", &self.budget())
             .finish_non_exhaustive()
     }
 }
@@ -214,21 +267,23 @@ pub struct PooledStack {
 }
 
 impl PooledStack {
-    /// Unmaps the stack instead of returning it to the pool, e.g. after a
-    /// coroutine on it was found to have misbehaved.
+    /// Destroys the stack instead of returning it to the pool, e.g. after a
+    /// coroutine on it was found to have misbehaved: its pages are
+    /// released and its slot freed (its slab unmapped if it was the last).
     pub fn discard(self) {
         self.inner.discard()
     }
 
     /// Takes the stack out of the pool: it is yours, no longer counted by
-    /// the pool, and unmapped when the returned value drops.
+    /// the pool, and given back to its slab when the returned value drops
+    /// (the slab stays mapped until then).
     pub fn detach(self) -> GuardedStack {
         self.inner.detach()
     }
 
-    /// The pool this stack came from.
-    pub fn pool(&self) -> &Pool<StackManager> {
-        self.inner.pool()
+    /// The pool this stack came from (a new handle on it: an `Arc` clone).
+    pub fn pool(&self) -> StackPool {
+        StackPool::from_pool(Arc::clone(self.inner.pool_arc()))
     }
 }
 

@@ -15,6 +15,7 @@ static POOLS: Mutex<Vec<Weak<Pool<StackManager>>>> = Mutex::new(Vec::new());
 
 /// Adds `pool` to the registry, forgetting pools that have been dropped.
 pub(crate) fn register(pool: &Arc<Pool<StackManager>>) {
+    fork_safety::install();
     let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
     pools.retain(|p| p.strong_count() > 0);
     pools.push(Arc::downgrade(pool));
@@ -31,4 +32,42 @@ pub(crate) fn reclaim_idle_stacks() -> usize {
     // Outside the registry lock: draining unmaps, and may drop a pool whose
     // last other handle went away meanwhile.
     live.iter().map(|pool| pool.drain()).sum()
+}
+
+/// `fork(2)`: the registry's lock is held across it, so a forked child
+/// inherits it unlocked (see `reclaim/fork.rs` for the contract).
+mod fork_safety {
+    use std::cell::RefCell;
+    use std::sync::{MutexGuard, Once, PoisonError, Weak};
+
+    use super::POOLS;
+    use crate::stack::StackManager;
+    use crate::Pool;
+
+    type Guard = MutexGuard<'static, Vec<Weak<Pool<StackManager>>>>;
+
+    std::thread_local! {
+        static HELD: RefCell<Option<Guard>> = const { RefCell::new(None) };
+    }
+
+    pub(super) fn install() {
+        static ONCE: Once = Once::new();
+        ONCE.call_once(|| {
+            if let Err(e) = crate::os::fork::at_fork(prepare, release, release) {
+                crate::callbacks::warn(format_args!(
+                    "tidepool: cannot install fork handlers for the stack registry ({e})"
+                ));
+            }
+        });
+    }
+
+    extern "C" fn prepare() {
+        let _ = HELD.try_with(|held| {
+            *held.borrow_mut() = Some(POOLS.lock().unwrap_or_else(PoisonError::into_inner));
+        });
+    }
+
+    extern "C" fn release() {
+        drop(HELD.try_with(|held| held.borrow_mut().take()));
+    }
 }

@@ -1,4 +1,6 @@
 //! Crate-internal test suites, chosen by cfg.
 
+#[cfg(not(loom))]
+mod bracket_alloc;
 #[cfg(loom)]
 mod loom_cache;

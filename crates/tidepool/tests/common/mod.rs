@@ -5,6 +5,8 @@
 //! Every test binary uses a different part of this module.
 #![allow(dead_code)]
 
+pub mod child;
+
 use std::collections::HashSet;
 use std::fmt;
 use std::panic;
@@ -165,6 +167,8 @@ pub struct Ledger {
     pub refuse_recycle: Trigger,
     /// `destroy` panics (after recording the destroy) when this fires.
     pub panic_destroy: Trigger,
+    /// `purge` panics (after recording the purge) when this fires.
+    pub panic_purge: Trigger,
 }
 
 /// A snapshot of a [`Ledger`]'s counts.
@@ -400,6 +404,10 @@ impl Manage for Counting {
             l.error(&mut book, format!("purge of object {id} held by a guard"));
         }
         *book.purges.entry(id).or_default() += 1;
+        drop(book);
+        if l.panic_purge.fire() {
+            panic!("{INJECTED}: purge of object {id}");
+        }
     }
 
     fn destroy(&self, item: Obj) {

@@ -10,32 +10,56 @@
 //! The signal is real where the kernel allows it: page-cache thrash in a
 //! 64 MiB child memory cgroup until a PSI trigger on `/proc/pressure/memory`
 //! fires; else tidepool's manual source,
-//! `tidepool::pressure::notify(Level::Critical)` (see
-//! [`crate::pressure_source`]). Either way it starts at the same moment of
-//! every policy's run, the run waits (at most 15 s) until it has arrived,
-//! and the report says which source delivered it in each run. Only
-//! tidepool listens.
+//! `tidepool::pressure::notify(Level::Critical)` (see [`crate::source`]).
+//! Either way it starts at the same moment of every policy's run, the run
+//! waits (at most 15 s) until it has arrived, and the report says which
+//! source delivered it in each run. Only tidepool listens. This is the one
+//! scenario in which the lab's gate lets machine-wide pressure through to
+//! the pools ([`crate::source::psi`]): from the moment the signal is
+//! delivered to the end of the run, so that the state before it is not
+//! disturbed by whatever else the machine does.
+//!
+//! # Timeline
+//!
+//! With period `I`: a burst for `0.2 I`, a steady load for one window `W`,
+//! then the signal, the wait for it, and one more window `W`; all of it
+//! before `2 I`, when QEMU 2021's periodic resize would free the burst by
+//! itself (and tidepool's own reclaim would destroy what sat idle two
+//! intervals). `I` is at least [`MIN_INTERVAL`] (manual) or
+//! [`MIN_INTERVAL_REAL`] (real: the PSI trigger fires 1-3 s after the
+//! thrash starts, [`REAL_WAIT_BUDGET`]).
+
+pub(crate) mod signal;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::pressure_source::{self, Delivery, SignalRecord, MANUAL_LABEL, REAL_LABEL, REFUSED};
-use crate::report::{median, Column, Format, ScenarioReport};
+use crate::policy::PolicyKind;
+use crate::report::format::{self, change, Human};
+use crate::report::summary::times;
+use crate::report::{median, Claim, Column, Format, ScenarioReport, Verdict};
 use crate::scenario::fio::QEMU_STACK_SIZE;
-use crate::scenario::harness::{phased_worker, Load, Phase, Plan, RunOutput, Worker};
-use crate::scenario::{base_metrics, param, Progress, ScenarioKind, Settings, Spec};
+use crate::scenario::harness::{Load, Phase, Plan, RunOutput};
+use crate::scenario::{base_metrics, param, run_spec, Progress, Settings, Spec};
+use crate::seeds::{published, quote};
+use crate::source::{self, Delivery, MANUAL_LABEL, REAL_LABEL};
 use crate::stack::Touch;
 
-/// The shortest period used here, so that the windows around the signal
-/// are long enough to measure throughput in and no periodic resize falls
-/// inside them.
+pub use signal::{SignalRecord, PATIENCE};
+
+/// Notes that start with this mark a `--pressure-source real` that could not
+/// deliver a real signal; [`refusals`] finds them.
+pub const REFUSED: &str = "pressure source refused:";
+
+/// The shortest period used here (manual source), so that the windows
+/// around the signal are long enough to measure throughput in and no
+/// periodic resize falls inside them.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(1000);
 /// In quick runs.
 pub const MIN_INTERVAL_QUICK: Duration = Duration::from_millis(300);
-/// With the real source, quick or not: the signal comes 1-3 s after the
-/// thrash starts, and the wait and the window after it must end before
-/// QEMU 2021's resize at 2 periods.
-pub const MIN_INTERVAL_REAL: Duration = Duration::from_secs(5);
+/// With the real source, quick or not: the signal, the wait for it and the
+/// window after it must end before QEMU 2021's resize at 2 periods.
+pub const MIN_INTERVAL_REAL: Duration = Duration::from_secs(3);
 /// The wait for a real signal that [`MIN_INTERVAL_REAL`] leaves room for
 /// (longer waits are recorded, and flagged when the window after the
 /// signal reaches past 2 periods).
@@ -44,38 +68,44 @@ pub const REAL_WAIT_BUDGET: Duration = Duration::from_secs(3);
 /// The phase in which the signal is delivered and awaited.
 const SIGNAL_PHASE: usize = 2;
 
-/// Runs the scenario with the pressure source of this thread's lab run
-/// (see [`pressure_source::begin`]; manual outside one), and adds what
-/// each run's signal did to the report.
+/// Runs the scenario with the pressure source `settings` chose, and adds
+/// what each run's signal did to the report.
 pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioReport {
-    let delivery = match pressure_source::prepare_current() {
+    let delivery = match source::prepare(settings.pressure_source) {
         Ok(d) => d,
         Err(why) => return refused_report(settings, &why),
     };
-    let mut report = ScenarioKind::Pressure.run(settings, progress);
-    let (interval, window) = timing(settings, matches!(delivery, Delivery::Real { .. }));
+    let recorder = signal::Recorder::new(delivery.clone());
+    let mut spec = spec(settings, &delivery);
+    spec.make_worker = recorder.make_worker();
+    let mut report = run_spec(&spec, settings, progress);
+    let t = timing(settings, delivery.is_real());
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     annotate(
         &mut report,
         &delivery,
-        pressure_source::take_records(),
-        (ms(interval * 2), ms(window)),
+        recorder.take_records(),
+        (ms(t.interval * 2), ms(t.window)),
     );
     report
 }
 
 /// `--pressure-source real` was refused: the scenario is not run.
 fn refused_report(settings: &Settings, why: &str) -> ScenarioReport {
-    let spec = spec(settings);
+    let spec = spec(settings, &Delivery::Manual { fallback: None });
     ScenarioReport {
         id: spec.id.to_owned(),
         title: spec.title.to_owned(),
-        seed: spec.seed.to_owned(),
+        seeds: spec.seeds.iter().map(|s| (*s).to_owned()).collect(),
+        finding: spec.finding,
+        quotes: spec.quotes.iter().map(|q| q.to_quote()).collect(),
         workload: spec.workload,
         params: spec.params,
         reclaim_interval_ms: spec.env.reclaim_interval.as_secs_f64() * 1e3,
         columns: spec.columns,
+        phases: spec.plan.phases.iter().map(|p| p.name.clone()).collect(),
         results: Vec::new(),
+        claims: Vec::new(),
         notes: vec![format!(
             "{REFUSED} --pressure-source real, but the kernel refused a step of the real \
              source ({REAL_LABEL}): {why}; the scenario was not run"
@@ -83,9 +113,28 @@ fn refused_report(settings: &Settings, why: &str) -> ScenarioReport {
     }
 }
 
-/// The period, and the windows before delivery and after arrival in which
-/// rates are measured (the last phase's length).
-fn timing(settings: &Settings, real: bool) -> (Duration, Duration) {
+/// The notes of every scenario that say a `--pressure-source real` could
+/// not deliver a real signal.
+pub fn refusals(scenarios: &[ScenarioReport]) -> Vec<&str> {
+    scenarios
+        .iter()
+        .flat_map(|s| s.notes.iter())
+        .filter(|n| n.starts_with(REFUSED))
+        .map(String::as_str)
+        .collect()
+}
+
+/// A run's timeline (see the module docs).
+#[derive(Clone, Copy, Debug)]
+struct Timing {
+    interval: Duration,
+    burst: Duration,
+    /// The windows before delivery and after arrival in which rates are
+    /// measured.
+    window: Duration,
+}
+
+fn timing(settings: &Settings, real: bool) -> Timing {
     let floor = if real {
         MIN_INTERVAL_REAL
     } else if settings.quick {
@@ -94,111 +143,118 @@ fn timing(settings: &Settings, real: bool) -> (Duration, Duration) {
         MIN_INTERVAL
     };
     let interval = settings.interval().max(floor);
+    let burst = interval.mul_f64(0.2);
     let window = if real {
-        interval
-            .mul_f64(0.6)
-            .min(interval.mul_f64(0.8).saturating_sub(REAL_WAIT_BUDGET))
+        // burst + W + wait + W ≤ 2 I, with a tenth to spare.
+        let room = (interval * 2).saturating_sub(burst + REAL_WAIT_BUDGET);
+        room.mul_f64(0.45).min(interval.mul_f64(0.6))
     } else {
         interval.mul_f64(0.6)
     };
-    (interval, window)
+    Timing {
+        interval,
+        burst,
+        window,
+    }
 }
 
-pub(crate) fn spec(settings: &Settings) -> Spec {
-    let delivery = pressure_source::current_delivery();
-    let real = matches!(delivery, Delivery::Real { .. });
-    let (interval, window) = timing(settings, real);
+pub(crate) fn spec(settings: &Settings, delivery: &Delivery) -> Spec<'static> {
+    let real = delivery.is_real();
+    let Timing {
+        interval,
+        burst: burst_time,
+        window,
+    } = timing(settings, real);
     let threads = if settings.quick { 2 } else { 4 };
     let (steady, burst) = (16, 256);
-    // Burst [0, 0.5 I), steady [0.5 I, 1.2 I), signal delivered at 1.2 I
-    // and awaited, then steady for a window after it arrived (0.6 I; with
-    // the real source 0.8 I less the wait budget): before QEMU 2021's resize
-    // at 2 I would free the burst.
-    // The last thread is the controller (see `pressure_source::worker`).
+    // The last thread is the controller (see `signal::worker`).
     let loads = |load: Load, signal: bool| {
         let mut v = vec![load; threads];
-        v.push(pressure_source::controller_load(signal));
+        v.push(signal::controller_load(signal));
         v
     };
     let (signal_name, after_name) = if real {
         (
-            "pressure: page-cache thrash starts (64 MiB cgroup, PSI trigger armed)",
-            "steady, after the PSI signal (or 15 s without)",
+            "pressure on: page-cache thrash starts",
+            "pressure off: PSI fired, thrash stopped",
         )
     } else {
         (
-            "pressure: critical (tidepool::pressure::notify)",
-            "steady, after the signal",
+            "pressure on: notify(Critical)",
+            "pressure off: signal arrived",
         )
     };
     let phases = vec![
         Phase {
             name: "burst".to_owned(),
-            min: interval.mul_f64(0.5),
+            min: burst_time,
             loads: loads(Load::Rounds { depth: burst }, false),
-            on_enter: None,
         },
         Phase {
             name: "steady".to_owned(),
-            min: interval.mul_f64(0.7),
+            min: window,
             loads: loads(Load::Rounds { depth: steady }, false),
-            on_enter: None,
         },
         Phase {
             name: signal_name.to_owned(),
             min: Duration::ZERO,
             loads: loads(Load::Rounds { depth: steady }, true),
-            on_enter: None,
         },
         Phase {
             name: after_name.to_owned(),
             min: window,
             loads: loads(Load::Rounds { depth: steady }, false),
-            on_enter: None,
         },
     ];
-    debug_assert_eq!(pressure_source::signal_phase(&phases), Some(SIGNAL_PHASE));
+    debug_assert_eq!(signal::signal_phase(&phases), Some(SIGNAL_PHASE));
     let plan = Plan {
         phases,
-        sample_every: (interval / 60).clamp(Duration::from_millis(5), Duration::from_millis(20)),
+        sample_every: (interval / 100).clamp(Duration::from_millis(5), Duration::from_millis(20)),
         abort_on_failure: false,
         touch: Touch::Large,
     };
+    let signal_at = Human(burst_time + window);
+    let (burst_h, window_h) = (Human(burst_time), Human(window));
     let mut params = BTreeMap::new();
     param(&mut params, "threads", threads);
     param(&mut params, "burst: requests in flight per thread", burst);
     param(&mut params, "steady: requests in flight per thread", steady);
-    param(&mut params, "signal", "Level::Critical at 1.2 periods");
+    param(
+        &mut params,
+        "signal",
+        format!("Level::Critical at {signal_at}"),
+    );
     param(
         &mut params,
         "window before delivery / after arrival",
-        format!("{window:?}"),
+        window_h.to_string(),
     );
     param(&mut params, "pressure source", delivery.label());
     param(&mut params, "stack", "1 MiB + guard page (QEMU's)");
-    let mut notes = vec![match &delivery {
+    let mut notes = vec![match delivery {
         Delivery::Real { trigger, .. } => format!(
-            "pressure source: {REAL_LABEL}: as the signal phase begins (1.2 periods), a shell in \
-             a new child of this process's cgroup v1 memory cgroup, limited to 64 MiB, writes a \
-             300 MB file and reads it back three times, in a loop (page-cache thrash), the same \
-             for every policy, until the PSI trigger {trigger} (Level::Critical, armed once for \
-             the lab run and watched by tidepool's reclaimer thread) fires (and, for tidepool, \
-             the pool's Stats::pressure_critical has gone up; tidepool's default sources, also \
-             watched, may bring it first). The thrash is then killed; a run waits at most {:?}. \
-             Periods are at least {MIN_INTERVAL_REAL:?} here, so that a wait of up to \
-             {REAL_WAIT_BUDGET:?} and the {window:?} after it end before QEMU 2021's resize at 2 \
-             periods (runs that overran are flagged). A thrash starts at least {:?} after the previous one ended (the kernel \
-             signals a trigger at most once per 2 s window). PSI is system-wide: a stall of \
-             another process on this machine could fire the trigger too (the sources that fired \
-             are listed per run)",
-            pressure_source::PATIENCE,
-            pressure_source::GAP
+            "pressure source: {REAL_LABEL}: at {signal_at} into the run, a shell in a new child \
+             of this process's cgroup v1 memory cgroup, limited to 64 MiB, writes a 300 MB file \
+             and reads it back three times, in a loop (page-cache thrash), the same for every \
+             policy, until the PSI trigger {trigger} (Level::Critical, armed once for the lab \
+             run) fires (and, for tidepool, the pool's Stats::pressure_critical has gone up; \
+             tidepool's default sources, also open here, may bring it first). The thrash is then \
+             killed; a run waits at most {}. Periods are at least {} here, so that a wait of up \
+             to {} and the {window_h} after it end before QEMU 2021's resize at 2 periods (runs \
+             that overran are flagged). A thrash starts at least {} after the previous one ended (the \
+             kernel signals a trigger at most once per 2 s window). PSI is system-wide: a stall \
+             of another process on this machine could fire the trigger too (the sources that \
+             fired are listed per run)",
+            Human(PATIENCE),
+            Human(MIN_INTERVAL_REAL),
+            Human(REAL_WAIT_BUDGET),
+            Human(source::thrash::GAP)
         ),
         Delivery::Manual { fallback } => {
             let mut n = format!(
-                "pressure source: {MANUAL_LABEL}, called as the signal phase begins (1.2 \
-                 periods) of every policy's run; the phase ends when tidepool's pool has \
-                 received it (Stats::pressure_critical goes up), at once for the seed policies"
+                "pressure source: {MANUAL_LABEL}, called at {signal_at} into every policy's \
+                 run; the phase ends when tidepool's pool has received it \
+                 (Stats::pressure_critical goes up), at once for the seed policies"
             );
             if let Some(why) = fallback {
                 n.push_str(&format!(
@@ -215,65 +271,166 @@ pub(crate) fn spec(settings: &Settings) -> Spec {
          pool's statistics from the stacks it gets (at most every 0.5 ms, only while waiting)"
             .to_owned(),
     );
+    let env = settings.env(QEMU_STACK_SIZE, interval);
     notes.push(format!(
-        "tidepool's pressure hold is the library default, {:?}, in real time (not scaled: it follows \
-         PSI's 2 s trigger window); while it lasts, the depot is held at min_idle and each \
-         thread keeps at most the two batches it caches",
-        tidepool::Config::default().pressure_hold()
+        "tidepool's pressure hold is the library default ({} per 15 s interval) scaled like \
+         the period, to {}; while it lasts, the depot is held at min_idle and each thread \
+         keeps at most the two batches it caches",
+        Human(tidepool::Config::default().pressure_hold()),
+        Human(env.pressure_hold)
     ));
     if interval > settings.interval() {
         notes.push(format!(
-            "periods here are {interval:?} for every periodic policy, not {:?}, so the windows around \
-             the signal are long enough to measure and contain no periodic resize",
-            settings.interval()
+            "periods here are {} for every periodic policy, not {}, so the windows around the \
+             signal are long enough to measure and contain no periodic resize",
+            Human(interval),
+            Human(settings.interval())
         ));
     }
+    let ((in_b, in_a), (out_b, out_a)) = published::XEN_SWAP;
     Spec {
         id: "pressure",
         title: "pressure: a critical memory-pressure signal in mid-run",
-        seed: "seed 003 (Xen blkback): on memory pressure, shrink the pools aggressively for a while; \
-               swap-out under pressure 185,799 -> 3,325 pages, no visible I/O cost.",
+        seeds: &["003"],
+        finding: format!(
+            "Seed 003 (Xen blkback): on memory pressure, shrink the idle page pools to zero for a \
+             short while; swap traffic under pressure fell from {}/{} pages in/out to {}/{}, and \
+             even always shrinking cost no visible I/O throughput.",
+            format::count(in_b as f64),
+            format::count(out_b as f64),
+            format::count(in_a as f64),
+            format::count(out_a as f64)
+        ),
+        quotes: vec![quote::XEN_MECHANISM, quote::XEN_NO_COST],
         workload: format!(
-            "{threads} threads: a burst ({burst} in flight each) for 0.5 period, then {steady} each; \
-             critical pressure is signalled at 1.2 periods ({}) and awaited (at most {:?}); the run \
-             ends {window:?} after it arrived.",
+            "{threads} threads: a burst ({burst} in flight each) for {burst_h}, then {steady} \
+             each; critical pressure is signalled at {signal_at} ({}) and awaited (at most {}); \
+             the run ends {window_h} after it arrived.",
             delivery.label(),
-            pressure_source::PATIENCE
+            Human(PATIENCE),
         ),
         params,
         columns: vec![
-            Column::new("idle_before", "idle before", Format::Count),
-            Column::new("idle_after", "idle after", Format::Count),
+            Column::new("idle_before", "idle before", Format::Count).terminal("idle before"),
+            Column::new("idle_after", "idle after", Format::Count).terminal("idle after"),
             Column::new("rss_before", "RSS before", Format::MiB),
             Column::new("rss_after", "RSS after", Format::MiB),
-            Column::new("rate_before", "req/s before", Format::KiloPerSec),
-            Column::new("rate_after", "req/s after", Format::KiloPerSec),
+            Column::new("rate_before", "req/s before", Format::KiloPerSec).terminal("req/s bef."),
+            Column::new("rate_after", "req/s after", Format::KiloPerSec).terminal("req/s aft."),
             Column::new("created_after", "created after", Format::Count),
             Column::new("psi_ms", "PSI fired after", Format::Millis),
             Column::new("pool_ms", "pool signalled after", Format::Millis),
         ],
         headline: "idle_after",
-        env: settings.env(QEMU_STACK_SIZE, interval),
+        env,
         plan,
         warmup: Some(Plan {
             phases: vec![Phase {
                 name: "warm-up".to_owned(),
                 min: Duration::from_millis(if settings.quick { 20 } else { 100 }),
                 loads: vec![Load::Rounds { depth: steady }; threads],
-                on_enter: None,
             }],
             sample_every: Duration::from_millis(10),
             abort_on_failure: false,
             touch: Touch::Large,
         }),
-        make_worker,
+        make_worker: crate::scenario::phased(),
         metrics,
         notes,
     }
 }
 
-fn make_worker(plan: &Plan) -> Box<Worker<'_>> {
-    pressure_source::worker(plan, phased_worker(plan))
+/// What the pressure scenario says about seed 003.
+pub(crate) fn claims(s: &ScenarioReport) -> Vec<Claim> {
+    let ((_, _), (out_b, out_a)) = published::XEN_SWAP;
+    let swap_fall = 1.0 - out_a as f64 / out_b as f64;
+    let (dd_default, dd_worst) = published::XEN_DD_MBPS;
+    let tp = s.result(PolicyKind::Tidepool);
+    let unmeasured = |c: &mut Claim| {
+        c.measured = "–".to_owned();
+        c.measured_detail = "tidepool was not run, or its runs had no signal".to_owned();
+        c.verdict = Verdict::Unmeasured;
+    };
+    let mut freed = Claim {
+        seed: "003".to_owned(),
+        scenario: s.id.clone(),
+        claim: "tidepool frees idle memory on pressure".to_owned(),
+        published: change(-swap_fall),
+        published_detail: format!(
+            "swap-out under pressure {} → {} pages: {} (seed 003; Xen's pool shrinks to 0)",
+            format::count(out_b as f64),
+            format::count(out_a as f64),
+            change(-swap_fall)
+        ),
+        measured: String::new(),
+        measured_detail: String::new(),
+        rule: "idle stacks fall ≥ 90 %".to_owned(),
+        verdict: Verdict::Unmeasured,
+    };
+    let mut cost = Claim {
+        seed: "003".to_owned(),
+        scenario: s.id.clone(),
+        claim: "…at little throughput cost".to_owned(),
+        published: times(dd_worst / dd_default),
+        published_detail: format!(
+            "dd {dd_default} MB/s with the default pool, {dd_worst} MB/s always shrinking: \
+             \"no visible performance degradation\" (seed 003)"
+        ),
+        measured: String::new(),
+        measured_detail: String::new(),
+        rule: "req/s after ≥ 0.80× before".to_owned(),
+        verdict: Verdict::Unmeasured,
+    };
+    let (before, after) = tp.map_or((f64::NAN, f64::NAN), |r| {
+        (r.metric("idle_before"), r.metric("idle_after"))
+    });
+    if before.is_finite() && after.is_finite() && before > 0.0 {
+        let fall = 1.0 - after / before;
+        freed.measured = change(-fall);
+        let seeds: Vec<String> = [PolicyKind::Qemu2021, PolicyKind::Qemu2024]
+            .into_iter()
+            .filter_map(|p| {
+                let r = s.result(p)?;
+                let (b, a) = (r.metric("idle_before"), r.metric("idle_after"));
+                (b > 0.0).then(|| format!("{p} {}", change(a / b - 1.0)))
+            })
+            .collect();
+        freed.measured_detail = format!(
+            "tidepool idle stacks {} → {} ({}); seed policies, which do not listen: {}",
+            format::count(before),
+            format::count(after),
+            change(-fall),
+            if seeds.is_empty() {
+                "not run".to_owned()
+            } else {
+                seeds.join(", ")
+            }
+        );
+        freed.verdict = Verdict::of(fall >= 0.9);
+    } else {
+        unmeasured(&mut freed);
+    }
+    match tp.map(|r| (r.metric("rate_before"), r.metric("rate_after"), r)) {
+        Some((b, a, r)) if b.is_finite() && a.is_finite() && b > 0.0 => {
+            let per: Vec<f64> = r
+                .per_run("rate_after")
+                .iter()
+                .zip(r.per_run("rate_before"))
+                .filter(|(_, y)| *y > 0.0)
+                .map(|(x, y)| x / y)
+                .collect();
+            let lo = per.iter().copied().fold(f64::INFINITY, f64::min);
+            cost.measured = times(a / b);
+            cost.measured_detail = format!(
+                "tidepool req/s in the window after the signal / before it: {} (lowest run {})",
+                times(a / b),
+                times(lo)
+            );
+            cost.verdict = Verdict::of(a / b >= 0.8);
+        }
+        _ => unmeasured(&mut cost),
+    }
+    vec![freed, cost]
 }
 
 fn metrics(out: &RunOutput, plan: &Plan) -> BTreeMap<String, f64> {
@@ -368,8 +525,8 @@ fn describe(rec: &SignalRecord, delivery: &Delivery, overrun: Option<f64>) -> St
     }
     if rec.timed_out {
         parts.push(format!(
-            "no signal within {:?}: gave up waiting",
-            pressure_source::PATIENCE
+            "no signal within {}: gave up waiting",
+            Human(PATIENCE)
         ));
     }
     if !rec.first_fired.is_empty() {
@@ -424,22 +581,26 @@ fn annotate(
             .iter()
             .filter(|rec| rec.policy == Some(r.policy))
             .collect();
-        if recs.len() != r.repeats.len() {
+        if recs.len() != r.runs.len() {
             notes.push(format!(
                 "{}: {} signal record(s) for {} run(s): per-run signal metrics left out",
                 r.policy,
                 recs.len(),
-                r.repeats.len()
+                r.runs.len()
             ));
             continue;
         }
-        for (repeat, rec) in r.repeats.iter_mut().zip(&recs) {
+        for (run, rec) in r.runs.iter_mut().zip(&recs) {
             for (k, v) in record_metrics(rec) {
-                repeat.insert(k.to_owned(), v);
+                run.metrics.insert(k.to_owned(), v);
             }
         }
         for (k, _) in record_metrics(&SignalRecord::default()) {
-            let values: Vec<f64> = r.repeats.iter().filter_map(|m| m.get(k).copied()).collect();
+            let values: Vec<f64> = r
+                .runs
+                .iter()
+                .filter_map(|run| run.metrics.get(k).copied())
+                .collect();
             r.metrics.insert(k.to_owned(), median(&values));
         }
         let runs: Vec<String> = recs

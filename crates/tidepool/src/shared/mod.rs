@@ -4,44 +4,63 @@
 //!  get ─► this thread's LocalSlot ──hit──► object
 //!            │ both batches empty (cold)
 //!            ▼
-//!         depot.refill ──► a full batch ──► object
-//!            │ depot empty
+//!         depot.take_full ──► a full batch ──► object   (room reserved
+//!            │ depot empty                               outside the bracket)
 //!            ▼
 //!         manager.create (max_live checked first)
 //! ```
 //!
 //! `put` runs the other way: recycle, push onto the local cache, donate the
 //! spare batch when both are full, destroy the batch if the depot is at
-//! `max_idle`. No manager method runs while a cache is borrowed or the depot
-//! is locked, so managers may re-enter the pool.
+//! `max_idle`. No manager method runs while a cache's access bracket is open
+//! or a lock is held, and nothing allocates inside a bracket, so managers
+//! may re-enter the pool.
+//!
+//! The files of this folder:
+//!
+//! * this one: the shared state, `get`, `put`, `stats`, thread exit, drop;
+//! * `destroy.rs`: the one path by which objects end, with its accounting;
+//! * `pass.rs`: everything reclaim does to this pool (interval passes,
+//!   pressure, holds, taking caches back, trim, drain, purge), and the tick
+//!   the process-wide reclaimer calls.
 
-use std::any::Any;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+mod destroy;
+mod pass;
+
+use std::mem::ManuallyDrop;
 use std::sync::{Arc, Weak};
 
 use crossbeam_utils::CachePadded;
 
 use crate::cache::{thread, LocalSlot, SlotTable, ThreadExit};
+use crate::callbacks::{self, Callbacks, Caught, PanicRecord, Site};
 use crate::depot::Depot;
-use crate::reclaim::{Clock, ReclaimShared};
+use crate::reclaim::Clock;
 use crate::sync::atomic::{AtomicUsize, Ordering};
 use crate::sync::SharedCounter;
 use crate::{Config, Error, Manage, Stats};
 
-type Panic = Box<dyn Any + Send>;
+pub(crate) use pass::ReclaimShared;
+
+/// This thread's cache, and the batches of a flush request the depot
+/// refused.
+type Claimed<'a, T> = (LocalSlot<'a, T>, Vec<Vec<T>>);
 
 /// Everything a pool's threads share. [`Pool`](crate::Pool) is an `Arc` of
 /// this; thread caches point back at it weakly for the thread-exit hand-off.
 pub(crate) struct Shared<M: Manage> {
-    pub(crate) manager: M,
+    /// Dropped by hand (and contained) in `Drop`: its `Drop` is user code.
+    manager: ManuallyDrop<M>,
     pub(crate) config: Config,
     pub(crate) slots: SlotTable<M::Item>,
     pub(crate) depot: Depot<M::Item>,
     /// Slow-path counters, on their own cache lines: they change only when
     /// objects are created or destroyed, never on a cache hit.
     counters: CachePadded<Counters>,
-    /// Reclaim intervals, pressure holds and their counts (`reclaim/pass.rs`).
+    /// Reclaim intervals, pressure holds and their counts (`pass.rs`).
     pub(crate) reclaim: CachePadded<ReclaimShared>,
+    /// Panics caught from the manager's callbacks.
+    panics: PanicRecord,
 }
 
 /// Pool-wide counts. Per-thread `gets`/`returns` live in the slots.
@@ -65,7 +84,8 @@ struct Counters {
     slotless_gets: SharedCounter,
     slotless_returns: SharedCounter,
     /// Objects in existence; reserved before `create` so `max_live` holds
-    /// exactly under contention, released after `destroy` returns.
+    /// exactly under contention, released after `destroy` returns (or
+    /// unwinds).
     existing: AtomicUsize,
 }
 
@@ -76,14 +96,31 @@ impl<M: Manage> Shared<M> {
             slots: SlotTable::new(),
             counters: CachePadded::default(),
             reclaim: CachePadded::new(ReclaimShared::new(clock, config.reclaim_interval)),
-            manager,
+            panics: PanicRecord::new::<M>(),
+            manager: ManuallyDrop::new(manager),
             config,
         }
+    }
+
+    /// The manager.
+    pub(crate) fn manager(&self) -> &M {
+        &self.manager
+    }
+
+    /// The manager's callbacks (see `callbacks.rs`).
+    #[inline]
+    fn callbacks(&self) -> Callbacks<'_, M> {
+        Callbacks::new(&self.manager)
     }
 
     /// Objects in existence, live or idle.
     pub(crate) fn existing(&self) -> u64 {
         self.counters.existing.load(Ordering::Relaxed) as u64
+    }
+
+    /// Settles the panics one operation caught (see `callbacks.rs`).
+    pub(crate) fn settle(&self, caught: Caught, site: Site) {
+        caught.settle(site, &self.panics);
     }
 
     /// This thread's slot, if it has one in this pool. The slot may not be
@@ -98,10 +135,11 @@ impl<M: Manage> Shared<M> {
     }
 
     /// This thread's cache, claimed (or re-claimed after a revocation) now
-    /// if need be. `None` while the thread's thread-locals are being
-    /// destroyed.
+    /// if need be, and the batches of a flush request the depot refused
+    /// (for the caller to destroy once it is safe to). `None` while the
+    /// thread's thread-locals are being destroyed.
     #[cold]
-    fn claim_local(this: &Arc<Self>) -> Option<LocalSlot<'_, M::Item>> {
+    fn claim_local(this: &Arc<Self>) -> Option<Claimed<'_, M::Item>> {
         // Lifts a critical-pressure hold that is over (a clock read only
         // while one is on).
         this.holding();
@@ -111,20 +149,15 @@ impl<M: Manage> Shared<M> {
         // its exit: `current_tid_or_register` returned it).
         let local = unsafe { LocalSlot::new(slot) };
         if local.is_active() {
-            return Some(local);
+            return Some((local, Vec::new()));
         }
         let me: Weak<dyn ThreadExit> = Arc::downgrade(this) as Weak<Self>;
         if !thread::watch(me) {
             return None;
         }
         let flushed = local.claim(this.config.batch_size);
-        this.donate_or_destroy(flushed);
-        Some(local)
-    }
-
-    /// Gives `batches` to the depot; destroys what it refuses.
-    fn donate_or_destroy(&self, batches: Vec<Vec<M::Item>>) {
-        self.destroy(self.donate_all(batches).into_iter().flatten());
+        let refused = this.donate_all(flushed);
+        Some((local, refused))
     }
 
     /// Gives `batches` to the depot; returns the ones it refuses, for the
@@ -153,33 +186,41 @@ impl<M: Manage> Shared<M> {
     #[cold]
     #[inline(never)]
     fn get_slow(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
+        let batch_size = this.config.batch_size;
         let item = loop {
-            let Some(slot) = Self::claim_local(this) else {
+            let Some((slot, refused)) = Self::claim_local(this) else {
                 return this.get_slotless();
             };
-            let found = slot.with_cache(|cache| {
-                cache.pop().or_else(|| {
-                    this.depot
-                        .refill(cache.loaded_mut())
-                        .then(|| cache.pop())
-                        .flatten()
-                })
-            });
-            match found {
-                Ok(Some(item)) => {
-                    slot.count_get();
-                    break item;
-                }
-                Ok(None) => {
-                    let item = this.create()?;
-                    slot.count_get();
-                    break item;
-                }
-                // Revoked between the claim and the access: claim again.
-                Err(_) => continue,
+            // Nothing in hand yet: a panic here may reach the caller.
+            this.destroy_batches(refused, Site::Caller);
+            if let Some(item) = slot.pop() {
+                break item;
             }
+            if !slot.is_active() {
+                continue; // revoked meanwhile: claim again
+            }
+            if let Some(mut batch) = this.depot.take_full() {
+                // Room for a whole batch, made here, outside the bracket (a
+                // batch split by reclaim may be short of it).
+                batch.reserve_exact(batch_size.saturating_sub(batch.len()));
+                let item = batch.pop().expect("full batches are never empty");
+                match slot.install_loaded(batch) {
+                    Ok(empty) => this.depot.keep_empty(empty),
+                    // Revoked meanwhile: the rest goes back.
+                    Err(batch) => {
+                        let refused = this.donate_all(vec![batch]);
+                        // `item` is in hand: contained.
+                        this.destroy_batches(refused, Site::Upkeep);
+                    }
+                }
+                slot.count_get();
+                break item;
+            }
+            let item = this.create()?;
+            slot.count_get();
+            break item;
         };
-        this.pass_if_due();
+        this.pass_lazily();
         Ok(item)
     }
 
@@ -213,14 +254,13 @@ impl<M: Manage> Shared<M> {
                 return Err(Error::Exhausted { limit });
             }
         }
-        let item = self.manager.create().map_err(Error::Create)?;
+        let item = self.callbacks().create().map_err(Error::Create)?;
         std::mem::forget(reservation);
         self.counters.created.add(1);
         self.counters.misses.add(1);
-        #[cfg(not(loom))]
-        if self.config.background {
-            crate::reclaim::reclaimer::wake_if_parked();
-        }
+        // The pool may have just gained its first object beyond its
+        // reserve: the reclaimer must know (its next deadline may be ours).
+        self.arm_background();
         Ok(item)
     }
 
@@ -231,32 +271,48 @@ impl<M: Manage> Shared<M> {
         if std::thread::panicking() {
             return this.discard(item);
         }
-        let Some(mut item) = this.recycle(item) else {
-            return;
-        };
         if let Some(slot) = this.local() {
-            match slot.push(item, this.config.batch_size) {
-                Ok(()) => return,
-                Err(back) => item = back,
+            let Some(item) = this.recycle(item, Site::Caller) else {
+                return;
+            };
+            if let Err(item) = slot.push(item, this.config.batch_size) {
+                Self::put_slow(this, item, Site::Caller);
             }
+            return;
         }
-        Self::put_slow(this, item)
+        Self::put_cold(this, item);
+    }
+
+    /// No cache yet, or this thread is exiting (its thread-locals are being
+    /// destroyed, a destructor context: nothing may unwind).
+    #[cold]
+    #[inline(never)]
+    fn put_cold(this: &Arc<Self>, item: M::Item) {
+        let site = match thread::current_tid_or_register() {
+            Some(_) => Site::Caller,
+            None => Site::ThreadExit,
+        };
+        if let Some(item) = this.recycle(item, site) {
+            Self::put_slow(this, item, site);
+        }
     }
 
     /// Runs the manager's `recycle`; destroys the object if it says no, or
-    /// if it panics (the panic then continues).
+    /// if it panics (the panic then continues at [`Site::Caller`]).
     #[inline]
-    fn recycle(&self, mut item: M::Item) -> Option<M::Item> {
-        match catch_unwind(AssertUnwindSafe(|| self.manager.recycle(&mut item))) {
-            Ok(true) => Some(item),
-            Ok(false) => {
+    fn recycle(&self, mut item: M::Item, site: Site) -> Option<M::Item> {
+        let mut caught = Caught::default();
+        match self.callbacks().recycle(&mut item, &mut caught) {
+            Some(true) => Some(item),
+            Some(false) => {
                 self.discard(item);
                 None
             }
-            Err(panic) => {
+            None => {
                 self.counters.discarded.add(1);
-                let _ = self.destroy_quiet(Some(item));
-                resume_unwind(panic)
+                self.destroy_all(Some(item), &mut caught);
+                self.settle(caught, site);
+                None
             }
         }
     }
@@ -265,173 +321,48 @@ impl<M: Manage> Shared<M> {
     /// depot (destroying it if the depot is at its cap), then cache `item`.
     #[cold]
     #[inline(never)]
-    fn put_slow(this: &Arc<Self>, mut item: M::Item) {
+    fn put_slow(this: &Arc<Self>, mut item: M::Item, site: Site) {
         let batch_size = this.config.batch_size;
         // Batches the depot refused: destroyed once `item` is safely cached,
         // so a panicking `destroy` cannot lose it.
         let mut refused = Vec::new();
         loop {
-            let Some(slot) = Self::claim_local(this) else {
-                this.put_slotless(item);
+            let Some((slot, flushed)) = Self::claim_local(this) else {
+                this.put_slotless(item, site);
                 break;
             };
+            refused.extend(flushed);
             item = match slot.push(item, batch_size) {
                 Ok(()) => break,
                 Err(back) => back,
             };
             // Both batches full (or revoked meanwhile: claim again).
-            let Ok(full) = slot.with_cache(|cache| cache.replace_spare(Vec::new())) else {
+            let Ok(full) = slot.take_spare() else {
                 continue;
             };
-            let empty = match this.depot.donate(full) {
+            let mut empty = match this.depot.donate(full) {
                 Ok(empty) => empty,
                 Err(full) => {
                     refused.push(full);
                     Vec::new()
                 }
             };
+            // The new spare gets its room here, outside the bracket.
+            empty.reserve_exact(batch_size);
             // If the cache was revoked meanwhile, `empty` holds nothing to
             // lose.
-            let _ = slot.with_cache(|cache| {
-                cache.replace_spare(empty);
-                cache.reserve(batch_size);
-            });
+            let _ = slot.install_spare(empty);
         }
-        this.destroy(refused.into_iter().flatten());
-        this.pass_if_due();
+        this.destroy_batches(refused, site);
+        this.pass_lazily();
     }
 
     #[cold]
-    fn put_slotless(&self, item: M::Item) {
+    fn put_slotless(&self, item: M::Item, site: Site) {
         self.counters.slotless_returns.add(1);
         if let Err(item) = self.depot.put_one(item) {
-            self.destroy(Some(item));
+            self.destroy_batches(vec![vec![item]], site);
         }
-    }
-
-    /// Ends a guard by destroying its object.
-    #[cold]
-    pub(crate) fn discard(&self, item: M::Item) {
-        self.counters.discarded.add(1);
-        self.destroy(Some(item));
-    }
-
-    /// Ends a guard by letting its object go.
-    pub(crate) fn count_detach(&self) {
-        self.counters.detached.add(1);
-        self.counters.existing.fetch_sub(1, Ordering::Relaxed);
-    }
-
-    // === destroy ===
-
-    /// Destroys every object in `items`, even if some `destroy` calls panic;
-    /// returns how many, and the first panic.
-    pub(crate) fn destroy_quiet(
-        &self,
-        items: impl IntoIterator<Item = M::Item>,
-    ) -> (usize, Option<Panic>) {
-        let mut n = 0;
-        let mut first_panic = None;
-        for item in items {
-            let result = catch_unwind(AssertUnwindSafe(|| self.manager.destroy(item)));
-            n += 1;
-            self.counters.destroyed.add(1);
-            // Only now is the resource gone: a `create` under `max_live` may
-            // take its place.
-            self.counters.existing.fetch_sub(1, Ordering::Relaxed);
-            if let Err(panic) = result {
-                first_panic.get_or_insert(panic);
-            }
-        }
-        (n, first_panic)
-    }
-
-    /// [`destroy_quiet`](Self::destroy_quiet), then resumes the first panic
-    /// unless this thread is already unwinding.
-    pub(crate) fn destroy(&self, items: impl IntoIterator<Item = M::Item>) -> usize {
-        let (n, panic) = self.destroy_quiet(items);
-        if let Some(panic) = panic {
-            if !std::thread::panicking() {
-                resume_unwind(panic);
-            }
-        }
-        n
-    }
-
-    // === reclaim ===
-
-    /// Destroys the depot's objects that sat unused since the previous trim
-    /// (never below `min_idle`).
-    pub(crate) fn trim(&self) -> usize {
-        let n = self.destroy(self.depot.trim(self.config.min_idle).into_iter().flatten());
-        self.reclaim.reclaimed.add(n as u64);
-        n
-    }
-
-    /// Destroys the depot's objects and every thread cache it can take.
-    pub(crate) fn drain(&self) -> usize {
-        let caches = self.take_caches_remote();
-        let depot = self.depot.take_down_to(0);
-        self.destroy(caches.into_iter().chain(depot).flatten())
-    }
-
-    /// Purges the depot's not-yet-purged objects, oldest first, up to
-    /// `limit`. Returns how many were purged.
-    pub(crate) fn purge(&self, limit: usize) -> usize {
-        self.purge_batches(self.depot.take_unpurged(limit))
-    }
-
-    /// Purges `batches` (taken from the depot) outside every lock and hands
-    /// them back; destroys any object whose purge panicked, and what no
-    /// longer fits. Returns how many were purged.
-    pub(crate) fn purge_batches(&self, mut batches: Vec<Vec<M::Item>>) -> usize {
-        if batches.is_empty() {
-            return 0;
-        }
-        let mut purged = 0;
-        let mut broken = Vec::new();
-        let mut first_panic = None;
-        for batch in &mut batches {
-            let mut i = 0;
-            while i < batch.len() {
-                let item = &mut batch[i];
-                match catch_unwind(AssertUnwindSafe(|| self.manager.purge(item))) {
-                    Ok(()) => {
-                        purged += 1;
-                        i += 1;
-                    }
-                    Err(panic) => {
-                        // Half-purged: not fit for reuse.
-                        broken.push(batch.swap_remove(i));
-                        first_panic.get_or_insert(panic);
-                    }
-                }
-            }
-        }
-        let refused = self.depot.restore_purged(batches);
-        let (_, destroy_panic) =
-            self.destroy_quiet(broken.into_iter().chain(refused.into_iter().flatten()));
-        if let Some(panic) = first_panic.or(destroy_panic) {
-            if !std::thread::panicking() {
-                resume_unwind(panic);
-            }
-        }
-        purged
-    }
-
-    /// Fills the depot up to `min_idle` with new objects. Returns how many
-    /// were created.
-    pub(crate) fn prefill(&self) -> Result<usize, Error<M::Error>> {
-        let mut created = 0;
-        while self.depot.counts().idle < self.config.min_idle {
-            let item = self.create()?;
-            created += 1;
-            if let Err(item) = self.depot.put_one(item) {
-                self.destroy(Some(item));
-                break;
-            }
-        }
-        Ok(created)
     }
 
     // === stats ===
@@ -463,6 +394,7 @@ impl<M: Manage> Shared<M> {
             pressure_critical: r.pressure_critical.read(),
             caches_taken: r.caches_taken.read(),
             working_set: existing.saturating_sub(depot.idle_unused as u64),
+            callback_panics: self.panics.count(),
             created,
             destroyed,
             detached,
@@ -485,20 +417,8 @@ impl<M: Manage> ThreadExit for Shared<M> {
         // SAFETY: we run on thread `tid`, in its TLS destructor, before its id
         // is freed.
         let refused = self.donate_all(unsafe { LocalSlot::new(slot) }.release());
-        // A panic cannot leave a TLS destructor (it would abort); the objects
-        // are destroyed and counted all the same.
-        let _ = self.destroy_quiet(refused.into_iter().flatten());
-    }
-}
-
-#[cfg(not(loom))]
-impl<M: Manage> crate::reclaim::reclaimer::Background for Shared<M> {
-    fn background_tick(&self) -> Option<std::time::Duration> {
-        Shared::background_tick(self)
-    }
-
-    fn background_pressure(&self, level: crate::pressure::Level) {
-        self.pressure(level);
+        // A TLS destructor: nothing may unwind.
+        self.destroy_batches(refused, Site::ThreadExit);
     }
 }
 
@@ -507,13 +427,13 @@ impl<M: Manage> Drop for Shared<M> {
         // Every thread cache, claimed or not: no thread can be using this
         // pool any more, and a thread that exits later finds its `Weak` dead
         // and leaves its (now freed) slot alone.
-        let mut items = Vec::new();
+        let mut batches = Vec::new();
         self.slots.for_each_mut(|slot| {
-            for batch in slot.take_all_exclusive() {
-                items.extend(batch);
-            }
+            batches.extend(slot.take_all_exclusive());
         });
-        let depot = self.depot.take_down_to(0);
-        self.destroy(items.into_iter().chain(depot.into_iter().flatten()));
+        batches.extend(self.depot.take_down_to(0));
+        // A destructor (maybe a thread-local one): nothing may unwind.
+        self.destroy_batches(batches, Site::PoolDrop);
+        callbacks::drop_manager(&mut self.manager, Site::PoolDrop, &self.panics);
     }
 }

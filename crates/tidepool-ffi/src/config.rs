@@ -1,0 +1,324 @@
+//! `tidepool_config`: one sized struct for every kind of pool, and how its
+//! fields become a [`tidepool::Builder`] or a `StackPoolBuilder`.
+
+use std::ffi::{c_int, c_void};
+use std::mem::offset_of;
+use std::time::Duration;
+
+use crate::sized::SizedStruct;
+use crate::status::{tidepool_status::TIDEPOOL_ERR_CONFIG, Error, Result};
+
+/// Makes one object for an object pool (never `NULL` in a config that
+/// needs it): store it in `*out` and return 0, or
+/// return non-zero (any value; it is reported in the message) to fail.
+/// Called on the thread that calls `tidepool_obj_get` or
+/// `tidepool_pool_prefill`, never while tidepool holds a lock.
+pub type tidepool_create_fn =
+    Option<unsafe extern "C" fn(ctx: *mut c_void, out: *mut *mut c_void) -> c_int>;
+
+/// Unmakes one object the pool no longer keeps. May run on any thread:
+/// the one calling `put`, `trim`, `reclaim`, `drain` or `destroy`, a thread
+/// that is exiting, or tidepool's reclaimer thread (unless the pool was
+/// built with `TIDEPOOL_NO_BACKGROUND`). Never while tidepool holds a lock.
+pub type tidepool_destroy_fn = Option<unsafe extern "C" fn(ctx: *mut c_void, obj: *mut c_void)>;
+
+/// Releases what an idle object holds without unmaking it (e.g. `madvise`
+/// its memory away): the object must stay fit to be handed out again. Same
+/// threads as [`tidepool_destroy_fn`].
+pub type tidepool_purge_fn = Option<unsafe extern "C" fn(ctx: *mut c_void, obj: *mut c_void)>;
+
+/// Config flag: the process-wide reclaimer thread does not look after this
+/// pool. Reclaim then runs only when threads visit the pool's depot or call
+/// `tidepool_pool_reclaim`, memory pressure only through
+/// `tidepool_pool_pressure`, and no callback runs on a thread of
+/// tidepool's.
+pub const TIDEPOOL_NO_BACKGROUND: u64 = 1;
+
+/// Every config flag this version knows.
+const KNOWN_FLAGS: u64 = TIDEPOOL_NO_BACKGROUND;
+
+/// How to build a pool. Zero-initialise it, set `size` to `sizeof` it and
+/// the fields you need; every field left 0 takes its default:
+///
+/// ```c
+/// tidepool_config cfg = { .size = sizeof cfg, .object_size = 64 * 1024 };
+/// ```
+///
+/// One struct serves the three kinds of pool; a field that does not apply to
+/// the kind being built must be left 0 (a non-zero one is refused with
+/// `TIDEPOOL_ERR_CONFIG`, naming it, as are values that cannot work).
+///
+/// Versions: `TIDEPOOL_CONFIG_SIZE_VER0` ends after `destroy`;
+/// `TIDEPOOL_CONFIG_SIZE_VER1` adds `purge`. See `tidepool_status`'s
+/// `TIDEPOOL_ERR_STRUCT_SIZE` for sizes that are refused.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct tidepool_config {
+    /// `sizeof(tidepool_config)` as the caller was compiled: the version.
+    pub size: usize,
+    /// `TIDEPOOL_NO_BACKGROUND`, or 0.
+    pub flags: u64,
+    /// Stack pools: usable bytes per stack (rounded up to whole pages; a
+    /// guard page is added below). Buffer pools: bytes per buffer. Object
+    /// pools: 0. Required for stacks and buffers.
+    pub object_size: usize,
+    /// Buffer pools: alignment of each buffer, a power of two up to 4096;
+    /// 0 or anything below 16 means 16. Others: 0.
+    pub align: usize,
+    /// Stack pools: bytes at the top of an idle stack that a purge leaves
+    /// resident (default 0: a purge releases every page). Others: 0.
+    pub keep_resident: usize,
+    /// Objects moved between a thread's cache and the shared depot at a
+    /// time (default 32; at most 65536). Each thread caches at most two
+    /// batches.
+    pub batch_size: usize,
+    /// Cap on idle objects in the depot (default 1024 for buffers and
+    /// objects; for stacks, `max_live`). At least `batch_size`.
+    pub max_idle: usize,
+    /// Cap on objects in existence, live or idle; past it `get` fails with
+    /// `TIDEPOOL_ERR_EXHAUSTED`. Default (0): no cap for buffers and
+    /// objects; for stacks on Linux and Android, the map-count budget,
+    /// `(vm.max_map_count - 5000) / 2`. `SIZE_MAX`: no cap, for stacks too.
+    pub max_live: usize,
+    /// A reserve of idle objects that reclaim and memory pressure never go
+    /// below (default 0); fill it with `tidepool_pool_prefill`.
+    pub min_idle: usize,
+    /// How often the pool measures its working set, in ms (default 15000;
+    /// at least 1).
+    pub reclaim_interval_ms: u64,
+    /// How long critical memory pressure holds the pool at `min_idle`, in
+    /// ms (default 2000).
+    pub pressure_hold_ms: u64,
+    /// Object pools: passed to every callback. tidepool never reads it.
+    pub ctx: *mut c_void,
+    /// Object pools: makes an object. Required.
+    pub create: tidepool_create_fn,
+    /// Object pools: unmakes an object. Required.
+    pub destroy: tidepool_destroy_fn,
+    /// Object pools: releases an idle object's memory, keeping it usable
+    /// (optional; called by `tidepool_pool_purge` and reclaim). Since
+    /// version 1.
+    pub purge: tidepool_purge_fn,
+}
+
+/// The size of the first version of [`tidepool_config`] (up to `destroy`).
+pub(crate) const CONFIG_SIZE_VER0: usize = offset_of!(tidepool_config, purge);
+
+// SAFETY: `#[repr(C)]`, `size: usize` first, and all-zero bytes are valid for
+// every field (integers, a raw pointer, `Option`s of function pointers).
+unsafe impl SizedStruct for tidepool_config {
+    const NAME: &'static str = "tidepool_config";
+    const VERSIONS: &'static [usize] = &[CONFIG_SIZE_VER0];
+}
+
+/// The kind of pool a config is for, to check which fields apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Stack,
+    Buf,
+    Obj,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Stack => "stack",
+            Kind::Buf => "buffer",
+            Kind::Obj => "object",
+        }
+    }
+}
+
+/// The settings every kind shares, zeros turned into "default".
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Common {
+    pub(crate) batch_size: Option<usize>,
+    pub(crate) max_idle: Option<usize>,
+    /// `Some(None)`: explicitly no cap (`SIZE_MAX`).
+    pub(crate) max_live: Option<Option<usize>>,
+    pub(crate) min_idle: Option<usize>,
+    pub(crate) reclaim_interval: Option<Duration>,
+    pub(crate) pressure_hold: Option<Duration>,
+    pub(crate) background: bool,
+}
+
+fn config_error(field: &str, why: impl std::fmt::Display) -> Error {
+    Error::new(
+        TIDEPOOL_ERR_CONFIG,
+        format_args!("invalid tidepool setting `{field}`: {why}"),
+    )
+}
+
+/// Turns a core [`tidepool::ConfigError`] into an error naming the C field.
+pub(crate) fn from_core(e: tidepool::ConfigError) -> Error {
+    let field = match e.field() {
+        "usable_size" => "object_size",
+        "reclaim_interval" => "reclaim_interval_ms",
+        "pressure_hold" => "pressure_hold_ms",
+        other => other,
+    };
+    config_error(field, e.reason())
+}
+
+impl tidepool_config {
+    /// Checks the fields that are the same for every kind and those that
+    /// must be 0 for `kind`; returns the shared settings.
+    pub(crate) fn common(&self, kind: Kind) -> Result<Common> {
+        if self.flags & !KNOWN_FLAGS != 0 {
+            return Err(config_error(
+                "flags",
+                format_args!(
+                    "has unknown bits {:#x} (known: TIDEPOOL_NO_BACKGROUND)",
+                    self.flags & !KNOWN_FLAGS
+                ),
+            ));
+        }
+        let unused = |field: &str, set: bool| {
+            if set {
+                Err(config_error(
+                    field,
+                    format_args!("does not apply to {} pools; leave it 0", kind.name()),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        unused("object_size", kind == Kind::Obj && self.object_size != 0)?;
+        unused("align", kind != Kind::Buf && self.align != 0)?;
+        unused(
+            "keep_resident",
+            kind != Kind::Stack && self.keep_resident != 0,
+        )?;
+        unused("ctx", kind != Kind::Obj && !self.ctx.is_null())?;
+        unused("create", kind != Kind::Obj && self.create.is_some())?;
+        unused("destroy", kind != Kind::Obj && self.destroy.is_some())?;
+        unused("purge", kind != Kind::Obj && self.purge.is_some())?;
+        if kind != Kind::Obj && self.object_size == 0 {
+            return Err(config_error(
+                "object_size",
+                format_args!("must be at least 1 for {} pools", kind.name()),
+            ));
+        }
+        let nonzero = |n: usize| (n != 0).then_some(n);
+        let ms = |n: u64| (n != 0).then(|| Duration::from_millis(n));
+        Ok(Common {
+            batch_size: nonzero(self.batch_size),
+            max_idle: nonzero(self.max_idle),
+            max_live: match self.max_live {
+                0 => None,
+                usize::MAX => Some(None),
+                n => Some(Some(n)),
+            },
+            min_idle: nonzero(self.min_idle),
+            reclaim_interval: ms(self.reclaim_interval_ms),
+            pressure_hold: ms(self.pressure_hold_ms),
+            background: self.flags & TIDEPOOL_NO_BACKGROUND == 0,
+        })
+    }
+}
+
+/// Applies [`Common`] to a core builder or a stack builder: they have the
+/// same setters but no common trait.
+macro_rules! apply_common {
+    ($builder:expr, $common:expr) => {{
+        let c: &$crate::config::Common = $common;
+        let mut b = $builder;
+        if let Some(n) = c.batch_size {
+            b = b.batch_size(n);
+        }
+        if let Some(n) = c.max_idle {
+            b = b.max_idle(n);
+        }
+        if let Some(Some(n)) = c.max_live {
+            b = b.max_live(n);
+        }
+        if let Some(n) = c.min_idle {
+            b = b.min_idle(n);
+        }
+        if let Some(d) = c.reclaim_interval {
+            b = b.reclaim_interval(d);
+        }
+        if let Some(d) = c.pressure_hold {
+            b = b.pressure_hold(d);
+        }
+        b.background(c.background)
+    }};
+}
+pub(crate) use apply_common;
+
+/// Reads and checks a config for `kind`: the sized-struct rules, then the
+/// shared fields.
+///
+/// # Safety
+///
+/// `config` must be null or point to a readable struct of at least the
+/// size its `size` field says.
+pub(crate) unsafe fn read(
+    config: *const tidepool_config,
+    kind: Kind,
+) -> Result<(tidepool_config, Common)> {
+    if config.is_null() {
+        return Err(Error::new(
+            crate::status::tidepool_status::TIDEPOOL_ERR_NULL,
+            "config is NULL",
+        ));
+    }
+    // SAFETY: non-null; the rest is the caller's promise.
+    let config = unsafe { crate::sized::read_in(config) }?;
+    let common = config.common(kind)?;
+    Ok((config, common))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zeroed() -> tidepool_config {
+        tidepool_config {
+            size: std::mem::size_of::<tidepool_config>(),
+            ..SizedStruct::zeroed()
+        }
+    }
+
+    #[test]
+    fn fields_of_other_kinds_are_named() {
+        let c = tidepool_config {
+            object_size: 64,
+            align: 64,
+            ..zeroed()
+        };
+        let err = c.common(Kind::Stack).unwrap_err();
+        assert_eq!(err.status, TIDEPOOL_ERR_CONFIG);
+        assert!(err.message.contains("`align`"), "{}", err.message);
+        assert!(c.common(Kind::Buf).is_ok());
+        let err = c.common(Kind::Obj).unwrap_err();
+        assert!(err.message.contains("`object_size`"), "{}", err.message);
+    }
+
+    #[test]
+    fn zeros_are_defaults_and_size_max_is_no_cap() {
+        let c = tidepool_config {
+            object_size: 1,
+            max_live: usize::MAX,
+            flags: TIDEPOOL_NO_BACKGROUND,
+            ..zeroed()
+        };
+        let common = c.common(Kind::Buf).unwrap();
+        assert_eq!(common.batch_size, None);
+        assert_eq!(common.max_live, Some(None));
+        assert!(!common.background);
+        let err = tidepool_config { flags: 6, ..c }
+            .common(Kind::Buf)
+            .unwrap_err();
+        assert!(err.message.contains("`flags`"), "{}", err.message);
+    }
+
+    #[test]
+    fn version_zero_ends_before_purge() {
+        assert_eq!(
+            CONFIG_SIZE_VER0 + std::mem::size_of::<usize>(),
+            std::mem::size_of::<tidepool_config>()
+        );
+    }
+}

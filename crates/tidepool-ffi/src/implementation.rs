@@ -1,0 +1,88 @@
+//! How the C ABI is built on tidepool, and what its checks cost.
+//!
+//! This module holds no code.
+//!
+//! # Layers
+//!
+//! ```text
+//!  C caller ──► extern "C" fn ──► status::entry (catch_unwind → status, message)
+//!                    │
+//!                    ├─ handle::pool   magic check: is this a live pool?
+//!                    ├─ kind           stack │ buf │ obj (else WRONG_KIND)
+//!                    ▼
+//!          stack.rs / buf.rs / obj.rs ──► tidepool::Pool (thread cache → depot)
+//! ```
+//!
+//! A handle is an `Arc<tidepool_pool>` given to C as a raw pointer; a weak
+//! list of live pools serves `tidepool_thread_exit`.
+//!
+//! # Keeping the core guard while an object is out
+//!
+//! The core pool lends objects through guards that give them back when
+//! dropped; C has no destructors, so the FFI keeps each guard until `put`:
+//!
+//! | kind | where the guard waits | how `put` finds it |
+//! |---|---|---|
+//! | buffer | a 32-byte header just below the buffer | pointer − 32 |
+//! | stack | a 64-byte header at the top of the stack | `tidepool_stack.top` |
+//! | object | the process-wide live set (`live.rs`) | the object's address |
+//!
+//! Buffer and object guards borrow their pool for `'static`
+//! (`Pooled<'static, _>`): no reference count moves on `get` or `put`. That
+//! is sound because `tidepool_pool_destroy` refuses (`TIDEPOOL_ERR_BUSY`)
+//! while `live > 0`, and a pool is freed nowhere else. Stack guards are
+//! `PooledStack`s, which hold an `Arc` of their pool as the core makes them.
+//!
+//! # Misuse, detected
+//!
+//! Each header has a magic, the pool id, and a state word moved LIVE → IDLE
+//! by one compare-and-swap on `put`, so that of two racing puts of one
+//! object exactly one wins:
+//!
+//! ```text
+//! buffer put:  NULL? ─► aligned? ─► magic ─► pool id ─► CAS(state LIVE→IDLE) ─► drop guard
+//!                 NULL    FOREIGN   FOREIGN  WRONG_POOL   DOUBLE_PUT
+//! stack put:   NULL? ─► check word ─► magic ─► pool id ─► generation ─► CAS ─► drop guard
+//!                 NULL    FOREIGN      FOREIGN WRONG_POOL DOUBLE_PUT    DOUBLE_PUT
+//!                                      (0: purged since: DOUBLE_PUT)
+//! object put:  NULL? ─► live set: absent ─► other pool ─► idle ─► take guard, drop it unlocked
+//!                 NULL     FOREIGN          WRONG_POOL    DOUBLE_PUT
+//! ```
+//!
+//! * A stack's `tidepool_stack` carries a check word, a keyed hash of `top`
+//!   and the lending's generation: a struct that `get` did not fill is
+//!   refused before any memory is read. The generation also catches a stale
+//!   copy of the struct after the stack was lent again.
+//! * A buffer's checks read the 32 bytes below the pointer: a foreign pointer
+//!   is caught if those are readable (any heap or stack address is). A put
+//!   after the pool freed the buffer is undefined, as with `free`.
+//! * Objects are never read: the live set decides. It also tells apart a
+//!   wrong pool from a foreign pointer, which is why it is one set for all
+//!   object pools, sharded 64 ways by address.
+//!
+//! # Object pools: adoption
+//!
+//! `TIDEPOOL_GET_NO_CREATE` is a thread-local flag that the manager's
+//! `create` reads (it runs on the `get`'s thread): set, `create` fails with a
+//! private error that `get` turns into `TIDEPOOL_EMPTY`, and the core pool
+//! counts nothing. `tidepool_obj_adopt` enters the object in the live set as
+//! live without a guard. Its `put` puts it in the pool's inbox (the core
+//! pool cannot take in an object its manager did not make); the next `create`
+//! takes from the inbox before calling the C callback. Counts stay exact:
+//!
+//! ```text
+//! core.created   = created (callbacks) + inbox pops
+//! adopted        = adopted_live + inbox + inbox pops + destroyed from the inbox
+//! live + idle    = (core.live + adopted_live) + (core.idle + inbox)
+//!                = created + adopted - destroyed      (no thread inside the pool)
+//! ```
+//!
+//! # Callbacks and locks
+//!
+//! The FFI's locks are the live-set shards, an object pool's inbox, and the
+//! list of pools. Each is held only around a lookup or a `Vec` operation:
+//! callbacks run after it is released, and so does the drop of a core
+//! guard (which may destroy objects, whose `destroy` removes them from the
+//! live set). The core pool never calls a manager under its own locks.
+//! `tests/c/api_test.c`'s `reentrant_callbacks` case has callbacks call
+//! back into the same pool, which would deadlock otherwise.

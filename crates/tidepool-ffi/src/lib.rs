@@ -1,0 +1,103 @@
+//! A C ABI for [tidepool]: pools of guarded coroutine stacks, of fixed-size
+//! buffers, and of opaque C objects made by C callbacks, with the same
+//! per-thread caches, bounded depot, reclaim and memory-pressure handling as
+//! the Rust library. The header is `include/tidepool.h` (generated from this
+//! crate by cbindgen; `tests/header.rs` fails when it is out of date).
+//!
+//! # Usage from C
+//!
+//! ```c
+//! #include "tidepool.h"
+//!
+//! tidepool_config cfg = { .size = sizeof cfg, .object_size = 64 * 1024 };
+//! tidepool_pool *pool;
+//! if (tidepool_buf_pool_new(&cfg, &pool) != TIDEPOOL_OK)
+//!     fprintf(stderr, "%s\n", tidepool_last_error());
+//! void *buf;
+//! tidepool_buf_get(pool, &buf);   /* this thread's cache first */
+//! tidepool_buf_put(pool, buf);    /* on any thread */
+//! tidepool_pool_destroy(pool);
+//! ```
+//!
+//! Build with `cargo build --release -p tidepool-ffi`, then link
+//! `target/release/libtidepool_ffi.a` (plus `-lpthread -ldl -lm`) or
+//! `libtidepool_ffi.so`.
+//!
+//! # The three kinds
+//!
+//! * **Stacks** (`tidepool_stack_pool_new`, every Unix): `tidepool_stack_get`
+//!   fills a `tidepool_stack` (`base`, `top`, `size`) for `makecontext` or
+//!   any fiber switch; a guard page sits below `base`. Backed by
+//!   [`tidepool::stack::StackPool`]: caps derived from `vm.max_map_count`,
+//!   map failures returned as errors, never aborts.
+//! * **Buffers** (`tidepool_buf_pool_new`): `object_size` bytes, aligned as
+//!   asked.
+//! * **Objects** (`tidepool_obj_pool_new`): whatever the `create` callback
+//!   makes; the drop-in for QEMU's coroutine pool. `TIDEPOOL_GET_NO_CREATE`
+//!   and `tidepool_obj_adopt` let the caller build objects itself and still
+//!   pool them.
+//!
+//! # Errors
+//!
+//! Every call that can fail returns a [`tidepool_status`]: 0 for success,
+//! negative for an error, and a thread-local message in
+//! [`tidepool_last_error`] (or copied out by [`tidepool_last_error_copy`]).
+//! Every entry point catches Rust panics (`TIDEPOOL_ERR_PANIC`): nothing
+//! unwinds into C. Misuse that can be checked has its own code: `NULL`
+//! arguments, a pointer that is not a pool, a call for the wrong kind of
+//! pool, a struct size of no known version, a foreign pointer put back, a
+//! double put, a put to the wrong pool, destroying a pool with objects out.
+//! See [`implementation`] for how each is detected and what it costs.
+//!
+//! # Threads and callbacks
+//!
+//! Pools may be shared by any number of threads; objects may be put back on
+//! any thread. Callbacks never run while tidepool holds a lock of its own,
+//! so they may call tidepool. A thread's caches are handed back when it
+//! exits; [`tidepool_thread_exit`] does it on demand.
+
+#![warn(missing_docs, missing_debug_implementations)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+// The exported names are C's (`tidepool_pool`, `TIDEPOOL_OK`).
+#![allow(non_camel_case_types)]
+
+mod buf;
+mod config;
+mod handle;
+pub mod implementation;
+mod live;
+mod obj;
+mod pool;
+mod sized;
+mod stack;
+mod stats;
+mod status;
+
+pub use buf::{tidepool_buf_get, tidepool_buf_pool_new, tidepool_buf_put};
+pub use config::{
+    tidepool_config, tidepool_create_fn, tidepool_destroy_fn, tidepool_purge_fn,
+    TIDEPOOL_NO_BACKGROUND,
+};
+pub use handle::tidepool_pool;
+pub use obj::{
+    tidepool_obj_adopt, tidepool_obj_get, tidepool_obj_pool_new, tidepool_obj_put,
+    TIDEPOOL_GET_NO_CREATE,
+};
+pub use pool::{
+    tidepool_pool_destroy, tidepool_pool_drain, tidepool_pool_prefill, tidepool_pool_pressure,
+    tidepool_pool_purge, tidepool_pool_reclaim, tidepool_pool_stats, tidepool_pool_trim,
+    tidepool_pressure_notify, tidepool_thread_exit, tidepool_version, TIDEPOOL_PRESSURE_CRITICAL,
+    TIDEPOOL_PRESSURE_MEDIUM,
+};
+pub use stack::{tidepool_stack, tidepool_stack_get, tidepool_stack_pool_new, tidepool_stack_put};
+pub use stats::tidepool_stats;
+pub use status::{
+    tidepool_last_error, tidepool_last_error_copy, tidepool_status, tidepool_status_name,
+};
+
+/// The size of the first version of [`tidepool_config`] (it ends after
+/// `destroy`); the header defines `TIDEPOOL_CONFIG_SIZE_VER0` the same way.
+pub const CONFIG_SIZE_VER0: usize = config::CONFIG_SIZE_VER0;
+/// The size of the first version of [`tidepool_stats`] (it ends after
+/// `adopted`); the header defines `TIDEPOOL_STATS_SIZE_VER0` the same way.
+pub const STATS_SIZE_VER0: usize = stats::STATS_SIZE_VER0;

@@ -1,0 +1,277 @@
+//! The calls every kind of pool answers: stats, the three tiers of giving
+//! back (trim, purge, reclaim), drain, pressure, prefill, destroy; and the
+//! process-wide ones: pressure notification and thread exit.
+
+use std::ffi::c_char;
+
+use tidepool::pressure::Level;
+
+use crate::handle::{self, tidepool_pool};
+use crate::stats::tidepool_stats;
+use crate::status::tidepool_status::{self, *};
+use crate::status::{entry, Error, Result};
+
+/// Memory-pressure level: reclaim down to the working set now.
+pub const TIDEPOOL_PRESSURE_MEDIUM: i32 = 1;
+/// Memory-pressure level: drain to `min_idle`, thread caches included, and
+/// hold there for `pressure_hold_ms`.
+pub const TIDEPOOL_PRESSURE_CRITICAL: i32 = 2;
+
+fn level(level: i32) -> Result<Level> {
+    match level {
+        TIDEPOOL_PRESSURE_MEDIUM => Ok(Level::Medium),
+        TIDEPOOL_PRESSURE_CRITICAL => Ok(Level::Critical),
+        other => Err(Error::new(
+            TIDEPOOL_ERR_INVALID_ARGUMENT,
+            format_args!(
+                "pressure level {other} is neither TIDEPOOL_PRESSURE_MEDIUM (1) nor \
+                 TIDEPOOL_PRESSURE_CRITICAL (2)"
+            ),
+        )),
+    }
+}
+
+/// Runs `op` on a checked pool and stores its count in `*n` (if not NULL).
+///
+/// # Safety
+///
+/// As for [`handle::pool`]; `n` must be `NULL` or writable.
+unsafe fn counted(
+    pool: *mut tidepool_pool,
+    n: *mut usize,
+    op: impl FnOnce(&handle::Kind) -> Result<usize>,
+) -> tidepool_status {
+    entry(|| {
+        if !n.is_null() {
+            // SAFETY: the caller's promise.
+            unsafe { n.write(0) };
+        }
+        // SAFETY: the caller's promise.
+        let pool = unsafe { handle::pool(pool) }?;
+        let count = op(&pool.kind)?;
+        if !n.is_null() {
+            // SAFETY: the caller's promise.
+            unsafe { n.write(count) };
+        }
+        Ok(TIDEPOOL_OK)
+    })
+}
+
+/// The library's version, e.g. `"0.1.0"`. The string is static.
+#[no_mangle]
+pub extern "C" fn tidepool_version() -> *const c_char {
+    const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
+    VERSION.as_ptr().cast()
+}
+
+/// Destroys a pool: every idle object is unmade now (through the `destroy`
+/// callback for object pools), and the handle is invalid afterwards.
+///
+/// # Errors
+///
+/// `TIDEPOOL_ERR_NULL`, `TIDEPOOL_ERR_INVALID_POOL`; `TIDEPOOL_ERR_BUSY` if
+/// any object is still out (handed out or adopted, not put back): the pool
+/// is then left untouched and usable.
+///
+/// # Safety
+///
+/// `pool` must be `NULL` or a pool from `tidepool_*_pool_new` not yet
+/// destroyed, and no other thread may be using it.
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_pool_destroy(pool: *mut tidepool_pool) -> tidepool_status {
+    // SAFETY: the caller's promise.
+    entry(|| unsafe { handle::destroy(pool) })
+}
+
+/// Fills `*out` with the pool's counts. Set `out->size = sizeof *out`
+/// first; see `tidepool_stats` for versions.
+///
+/// # Errors
+///
+/// `TIDEPOOL_ERR_NULL`, `TIDEPOOL_ERR_INVALID_POOL`,
+/// `TIDEPOOL_ERR_STRUCT_SIZE` (`out->size` smaller than the first version).
+///
+/// # Safety
+///
+/// `pool` as for [`tidepool_pool_destroy`] (other threads may use it);
+/// `out` must be writable for `out->size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_pool_stats(
+    pool: *const tidepool_pool,
+    out: *mut tidepool_stats,
+) -> tidepool_status {
+    entry(|| {
+        let out = handle::out_ptr(out)?;
+        // SAFETY: the caller's promise.
+        let pool = unsafe { handle::pool(pool) }?;
+        // SAFETY: the caller's promise.
+        unsafe { crate::sized::write_out(out, pool.kind.stats()) }?;
+        Ok(TIDEPOOL_OK)
+    })
+}
+
+/// *Trim*: destroys the idle objects in the shared depot that sat unused
+/// since the previous trim (never below `min_idle`). The pool does this on
+/// its own every reclaim interval; call it if you know better when. `*n`
+/// (if not `NULL`) is how many were destroyed.
+///
+/// # Errors
+///
+/// `TIDEPOOL_ERR_INVALID_POOL`, `TIDEPOOL_ERR_NULL` (for `pool`).
+///
+/// # Safety
+///
+/// `pool` as for [`tidepool_pool_stats`]; `n` must be `NULL` or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_pool_trim(
+    pool: *mut tidepool_pool,
+    n: *mut usize,
+) -> tidepool_status {
+    // SAFETY: the caller's promise.
+    unsafe { counted(pool, n, |k| Ok(k.trim())) }
+}
+
+/// *Reclaim*: runs the pool's reclaim pass if one is due by its clock (what
+/// the reclaimer thread does for pools built without
+/// `TIDEPOOL_NO_BACKGROUND`): destroys what sat idle two intervals, purges
+/// what sat idle one, takes back idle thread caches. `*n` (if not `NULL`)
+/// is how many objects were destroyed.
+///
+/// # Errors
+///
+/// As for [`tidepool_pool_trim`].
+///
+/// # Safety
+///
+/// As for [`tidepool_pool_trim`].
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_pool_reclaim(
+    pool: *mut tidepool_pool,
+    n: *mut usize,
+) -> tidepool_status {
+    // SAFETY: the caller's promise.
+    unsafe { counted(pool, n, |k| Ok(k.reclaim())) }
+}
+
+/// *Purge*: releases what idle objects in the depot hold while keeping
+/// them pooled — a stack's pages (`madvise`, keeping `keep_resident` bytes),
+/// an object's through its `purge` callback; buffers have nothing to purge.
+/// `*n` (if not `NULL`) is how many objects were purged.
+///
+/// # Errors
+///
+/// As for [`tidepool_pool_trim`].
+///
+/// # Safety
+///
+/// As for [`tidepool_pool_trim`].
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_pool_purge(
+    pool: *mut tidepool_pool,
+    n: *mut usize,
+) -> tidepool_status {
+    // SAFETY: the caller's promise.
+    unsafe { counted(pool, n, |k| Ok(k.purge())) }
+}
+
+/// Destroys every idle object the pool can reach now: the depot (ignoring
+/// `min_idle`), every thread cache whose thread is not inside this pool at
+/// the moment, and adopted objects waiting for reuse. `*n` (if not `NULL`)
+/// is how many were destroyed.
+///
+/// # Errors
+///
+/// As for [`tidepool_pool_trim`].
+///
+/// # Safety
+///
+/// As for [`tidepool_pool_trim`].
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_pool_drain(
+    pool: *mut tidepool_pool,
+    n: *mut usize,
+) -> tidepool_status {
+    // SAFETY: the caller's promise.
+    unsafe { counted(pool, n, |k| Ok(k.drain())) }
+}
+
+/// Applies a memory-pressure level to this pool now:
+/// `TIDEPOOL_PRESSURE_MEDIUM` or `TIDEPOOL_PRESSURE_CRITICAL`. `*n` (if not
+/// `NULL`) is how many idle objects were destroyed.
+///
+/// # Errors
+///
+/// As for [`tidepool_pool_trim`], and `TIDEPOOL_ERR_INVALID_ARGUMENT` for
+/// another level.
+///
+/// # Safety
+///
+/// As for [`tidepool_pool_trim`].
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_pool_pressure(
+    pool: *mut tidepool_pool,
+    level: i32,
+    n: *mut usize,
+) -> tidepool_status {
+    // SAFETY: the caller's promise.
+    unsafe { counted(pool, n, |k| Ok(k.pressure(self::level(level)?))) }
+}
+
+/// Makes objects into the depot until it holds `min_idle`: the reserve.
+/// `*n` (if not `NULL`) is how many were made; those made before an error
+/// stay.
+///
+/// # Errors
+///
+/// As for [`tidepool_pool_trim`], and as the kind's `get` for making one.
+///
+/// # Safety
+///
+/// As for [`tidepool_pool_trim`].
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_pool_prefill(
+    pool: *mut tidepool_pool,
+    n: *mut usize,
+) -> tidepool_status {
+    // SAFETY: the caller's promise.
+    unsafe { counted(pool, n, handle::Kind::prefill) }
+}
+
+/// Delivers a memory-pressure level to every pool built without
+/// `TIDEPOOL_NO_BACKGROUND`, from tidepool's reclaimer thread, within
+/// milliseconds; returns at once. For applications with their own
+/// low-memory signal (tidepool also watches Linux PSI and cgroup pressure
+/// by itself).
+///
+/// # Errors
+///
+/// `TIDEPOOL_ERR_INVALID_ARGUMENT` for a level other than
+/// `TIDEPOOL_PRESSURE_MEDIUM` and `TIDEPOOL_PRESSURE_CRITICAL`.
+#[no_mangle]
+pub extern "C" fn tidepool_pressure_notify(level: i32) -> tidepool_status {
+    entry(|| {
+        tidepool::pressure::notify(self::level(level)?);
+        Ok(TIDEPOOL_OK)
+    })
+}
+
+/// Releases the calling thread's cached objects in every pool, now. Optional:
+/// a thread's caches are handed back when it exits anyway (from its
+/// thread-local destructors); call this where that moment is not good
+/// enough, e.g. before a thread parks for good, or at the start of a
+/// runtime's own thread-exit hook, while the callbacks' `ctx` is still
+/// valid. The thread may use pools again afterwards.
+///
+/// Today this drains every pool (see [`tidepool_pool_drain`]): besides this
+/// thread's cache it destroys the idle objects of the depot and of other
+/// idle threads' caches. tidepool's core has no call that hands back one
+/// thread's cache alone without exiting the thread.
+#[no_mangle]
+pub extern "C" fn tidepool_thread_exit() -> tidepool_status {
+    entry(|| {
+        for pool in handle::live_pools() {
+            pool.kind.drain();
+        }
+        Ok(TIDEPOOL_OK)
+    })
+}

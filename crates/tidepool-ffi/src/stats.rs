@@ -1,0 +1,109 @@
+//! `tidepool_stats`: a pool's counts, as a sized C struct.
+
+use std::mem::offset_of;
+
+use crate::sized::SizedStruct;
+
+/// A snapshot of a pool's counts, from `tidepool_pool_stats`. Set `size` to
+/// `sizeof` it before the call; the library fills what fits and sets `size`
+/// to the bytes it wrote.
+///
+/// `hits`, `live` and `idle` add up per-thread counters and may lag by one
+/// operation per thread that is inside the pool during the call; when no
+/// thread is, every figure is exact and
+/// `live + idle == created + adopted - destroyed`.
+///
+/// Versions: `TIDEPOOL_STATS_SIZE_VER0` ends after `adopted`;
+/// `TIDEPOOL_STATS_SIZE_VER1` adds the stack figures.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct tidepool_stats {
+    /// In: `sizeof(tidepool_stats)` as the caller was compiled. Out: bytes
+    /// written.
+    pub size: usize,
+    /// Objects made: stacks mapped, buffers allocated, or `create`
+    /// callbacks that succeeded.
+    pub created: u64,
+    /// Objects unmade (unmapped, freed, `destroy` callbacks).
+    pub destroyed: u64,
+    /// Objects handed out and not yet put back (adopted ones included).
+    pub live: u64,
+    /// Objects waiting for reuse: in the depot, in thread caches, and (object
+    /// pools) adopted objects not yet reused.
+    pub idle: u64,
+    /// The part of `idle` in the shared depot.
+    pub idle_depot: u64,
+    /// The part of `idle_depot` purged since it went idle.
+    pub idle_purged: u64,
+    /// Gets served with an idle object.
+    pub hits: u64,
+    /// Gets that had to make an object (object pools: or took back one the
+    /// caller adopted). Gets that failed or found nothing are not counted.
+    pub misses: u64,
+    /// Batches moved between thread caches and the depot.
+    pub depot_exchanges: u64,
+    /// Idle objects destroyed to fit the working set (reclaim, trim,
+    /// pressure; not drain).
+    pub reclaimed: u64,
+    /// Reclaim passes run.
+    pub reclaim_passes: u64,
+    /// Medium memory-pressure signals received.
+    pub pressure_medium: u64,
+    /// Critical memory-pressure signals received.
+    pub pressure_critical: u64,
+    /// Thread caches taken back from their threads.
+    pub caches_taken: u64,
+    /// The working-set estimate, in objects.
+    pub working_set: u64,
+    /// Object pools: objects the caller made and gave to the pool with
+    /// `tidepool_obj_adopt`. 0 for the other kinds.
+    pub adopted: u64,
+    /// Stack pools: stacks mapped, live or idle. Since version 1.
+    pub mapped: u64,
+    /// Stack pools: memory mappings (VMAs) those stacks cost, at most.
+    pub vmas: u64,
+    /// Stack pools: an upper bound on the RAM idle stacks hold, in bytes.
+    pub idle_resident_max: u64,
+    /// Stack pools: gets that hit a kernel limit, made every stack pool
+    /// give back its idle stacks, and tried again.
+    pub reclaim_retries: u64,
+    /// Stack pools: purges whose `madvise` failed.
+    pub purge_failures: u64,
+    /// Stack pools: `munmap` calls that failed, process-wide.
+    pub unmap_failures: u64,
+}
+
+/// The size of the first version of [`tidepool_stats`] (up to `adopted`).
+pub(crate) const STATS_SIZE_VER0: usize = offset_of!(tidepool_stats, mapped);
+
+// SAFETY: `#[repr(C)]`, `size: usize` first, integers only.
+unsafe impl SizedStruct for tidepool_stats {
+    const NAME: &'static str = "tidepool_stats";
+    const VERSIONS: &'static [usize] = &[STATS_SIZE_VER0];
+}
+
+impl tidepool_stats {
+    /// The figures the core pool keeps.
+    pub(crate) fn from_core(s: &tidepool::Stats) -> Self {
+        Self {
+            size: 0,
+            created: s.created,
+            destroyed: s.destroyed,
+            live: s.live,
+            idle: s.idle,
+            idle_depot: s.idle_depot,
+            idle_purged: s.idle_purged,
+            hits: s.hits,
+            misses: s.misses,
+            depot_exchanges: s.depot_exchanges,
+            reclaimed: s.reclaimed,
+            reclaim_passes: s.reclaim_passes,
+            pressure_medium: s.pressure_medium,
+            pressure_critical: s.pressure_critical,
+            caches_taken: s.caches_taken,
+            working_set: s.working_set,
+            ..Self::default()
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! wasmtime asks for a fiber stack: [`PooledStackCreator`] serves it from a
+//! [`StackPool`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tidepool::stack::{GuardedStack, StackPool};
+use wasmtime::{Config, StackCreator, StackMemory};
+
+use crate::PooledFiberStack;
+
+/// wasmtime's [`StackCreator`] over a [`StackPool`]: install it with
+/// [`Config::with_host_stack`], or in one line with
+/// [`ConfigExt::pooled_stacks`](crate::ConfigExt::pooled_stacks).
+///
+/// wasmtime's on-demand instance allocator (the default) asks its stack
+/// creator for a stack when a store first runs wasm on a fiber
+/// (`call_async`, `instantiate_async`), keeps it with the store for the
+/// store's next async calls, and drops it with the store. Without a
+/// creator, each of those stacks is a fresh `mmap` + `mprotect`, faulted in
+/// page by page, and an `munmap` at the end; with this one, a store-per-
+/// request server takes a warm stack from this thread's cache instead.
+///
+/// A request is served from the pool when it asks for at most the pool's
+/// stack size and no zeroing. Otherwise it gets a stack mapped for it alone
+/// (fresh pages read as zeros), unmapped when wasmtime drops it, and counted
+/// in [`unpooled`](PooledStackCreator::unpooled):
+///
+/// * `size` above the pool's
+///   [`usable_size`](tidepool::stack::StackManager::usable_size): wasmtime's
+///   [`Config::async_stack_size`] was set above the pool's size (the pool
+///   makes stacks of one size only);
+/// * `zeroed`: [`Config::async_stack_zeroing`] is on. Pooled stacks hold
+///   whatever their last fiber left, which is what wasmtime expects when
+///   zeroing is off (compiled wasm never reads a stack slot before writing
+///   it), but not what it asks for when it is on.
+///
+/// When the pool cannot lend a stack — it holds `max_live` stacks, or the
+/// kernel refuses a mapping even after every stack pool gave back its idle
+/// ones — the async call fails with an error whose source is the
+/// [`StackError`](tidepool::stack::StackError); nothing aborts.
+#[derive(Debug)]
+pub struct PooledStackCreator {
+    pool: StackPool,
+    unpooled: AtomicU64,
+}
+
+impl PooledStackCreator {
+    /// A creator lending stacks from `pool`.
+    pub fn new(pool: StackPool) -> Self {
+        Self {
+            pool,
+            unpooled: AtomicU64::new(0),
+        }
+    }
+
+    /// The pool the stacks come from: its stats say how many stacks exist,
+    /// how many were reused, and how many are idle.
+    pub fn pool(&self) -> &StackPool {
+        &self.pool
+    }
+
+    /// Stacks mapped outside the pool because wasmtime asked for more than
+    /// the pool's stack size or for zeroed memory (see the type's docs).
+    pub fn unpooled(&self) -> u64 {
+        self.unpooled.load(Ordering::Relaxed)
+    }
+
+    /// A stack for a fiber of `size` bytes, from the pool when it can be.
+    ///
+    /// # Errors
+    ///
+    /// What [`StackPool::get`] or [`GuardedStack::new`] returned.
+    pub fn stack(
+        &self,
+        size: usize,
+        zeroed: bool,
+    ) -> Result<PooledFiberStack, tidepool::stack::StackError> {
+        if size <= self.pool.manager().usable_size() && !zeroed {
+            return self.pool.get().map(PooledFiberStack::pooled);
+        }
+        self.stack_unpooled_slow(size)
+    }
+
+    #[cold]
+    fn stack_unpooled_slow(
+        &self,
+        size: usize,
+    ) -> Result<PooledFiberStack, tidepool::stack::StackError> {
+        let stack = GuardedStack::new(size)?;
+        self.unpooled.fetch_add(1, Ordering::Relaxed);
+        Ok(PooledFiberStack::unpooled(stack))
+    }
+}
+
+// SAFETY: every stack handed out is a `PooledFiberStack`, which meets
+// `StackMemory`'s contract (see its impl): page-aligned, a whole number of
+// pages, at least `size` usable bytes (the pool's stacks are at least as
+// large as requested; unpooled ones are mapped at `size` rounded up to
+// pages) above a PROT_NONE guard page, owned by wasmtime until dropped and
+// zero-filled when `zeroed` is asked (a fresh anonymous mapping).
+unsafe impl StackCreator for PooledStackCreator {
+    fn new_stack(&self, size: usize, zeroed: bool) -> wasmtime::Result<Box<dyn StackMemory>> {
+        match self.stack(size, zeroed) {
+            Ok(stack) => Ok(Box::new(stack)),
+            Err(e) => Err(wasmtime::Error::new(e)),
+        }
+    }
+}
+
+/// Pooled fiber stacks in one line of wasmtime [`Config`].
+pub trait ConfigExt {
+    /// Runs every async fiber of engines made from this config on stacks
+    /// from `pool`: sets [`Config::async_stack_size`] to the pool's stack
+    /// size and installs a [`PooledStackCreator`] with
+    /// [`Config::with_host_stack`].
+    ///
+    /// The pool's stack size must be at least [`Config::max_wasm_stack`]
+    /// (512 KiB unless set), or `Engine::new` refuses the config; what lies
+    /// above `max_wasm_stack` is what host functions get.
+    ///
+    /// For the creator's own count of unpooled stacks, build a
+    /// [`PooledStackCreator`] and install it yourself.
+    fn pooled_stacks(&mut self, pool: StackPool) -> &mut Self;
+}
+
+impl ConfigExt for Config {
+    fn pooled_stacks(&mut self, pool: StackPool) -> &mut Self {
+        let size = pool.manager().usable_size();
+        self.async_stack_size(size)
+            .with_host_stack(Arc::new(PooledStackCreator::new(pool)))
+    }
+}

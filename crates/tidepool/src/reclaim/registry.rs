@@ -1,0 +1,304 @@
+//! The process-wide registry: the pools the reclaimer looks after, the
+//! pressure sources waiting to be watched, their statuses, and the pressure
+//! level waiting to be delivered.
+//!
+//! One lock ([`lock`]), held for a few moves at a time and never while user
+//! code runs. The reclaimer reaches a pool through [`with_pool`]: it upgrades
+//! the pool's `Weak` and marks the entry busy under the lock, then runs the
+//! pool's tick *without* it. A dropping pool [`close`]s its entry: under the
+//! lock it forgets the `Weak` and waits (on a condition variable, which
+//! releases the lock) until no other thread is busy with it. So:
+//!
+//! * the reclaimer never holds the last reference of a pool that another
+//!   thread drops: the pool's objects are destroyed by its own drop, on the
+//!   dropping thread, before that drop returns;
+//! * a callback run by the reclaimer may drop its own pool or build a new
+//!   one: `close` on the reclaimer's own thread does not wait for itself
+//!   (the pool then finishes dropping on the reclaimer thread, right after
+//!   the tick), and registering takes the lock, which nobody holds;
+//! * a `busy` mark left by a reclaimer that did not survive a `fork` belongs
+//!   to an older fork generation and is ignored.
+
+use std::io;
+use std::sync::{Arc, Weak};
+use std::thread::ThreadId;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::signal::{Level, Source, SourceStatus};
+
+/// A pool the reclaimer looks after.
+pub(crate) trait Background: Send + Sync {
+    /// Runs a due pass; says when to come back (`None`: nothing to do until
+    /// the pool arms itself again, see `shared/pass.rs`).
+    fn background_tick(&self) -> Option<Duration>;
+    /// Applies a pressure level.
+    fn background_pressure(&self, level: Level);
+}
+
+/// Where the default pressure sources come from: given by the pools (the
+/// pressure module), so that reclaim need not name them.
+pub(crate) type DefaultSources = fn() -> Vec<io::Result<Box<dyn Source>>>;
+
+/// A pool's place in the registry, held by the pool and closed by its drop.
+#[derive(Debug)]
+pub(crate) struct Ticket(Key);
+
+/// An entry's index, and a serial so a reused index is not mistaken for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Key {
+    index: usize,
+    serial: u64,
+}
+
+struct Entry {
+    serial: u64,
+    /// `None` once closed.
+    pool: Option<Weak<dyn Background>>,
+    /// Who is running the pool's tick right now.
+    busy: Option<Busy>,
+}
+
+#[derive(Clone, Copy)]
+struct Busy {
+    thread: ThreadId,
+    generation: u64,
+}
+
+/// A source handed to the reclaimer, and the index of its status.
+pub(crate) struct Watched {
+    pub(crate) source: Box<dyn Source>,
+    pub(crate) status: usize,
+}
+
+/// Everything behind the registry lock.
+pub(crate) struct Registry {
+    entries: Vec<Option<Entry>>,
+    free: Vec<usize>,
+    next_serial: u64,
+    /// Sources not yet picked up by the reclaimer thread, which owns them
+    /// from then on (so it can poll them without this lock).
+    pub(crate) incoming: Vec<Watched>,
+    pub(crate) statuses: Vec<SourceStatus>,
+    pub(crate) pending: Option<Level>,
+    /// The fork generation this state belongs to (`reclaim/fork.rs`).
+    pub(crate) generation: u64,
+    pub(crate) default_sources: Option<DefaultSources>,
+    /// The default sources were opened in this generation.
+    pub(crate) defaults_opened: bool,
+    /// Reports made under the lock, emitted by [`unlock`] once it is
+    /// released (the logger is user code).
+    pub(crate) reports: Vec<String>,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    entries: Vec::new(),
+    free: Vec::new(),
+    next_serial: 0,
+    incoming: Vec::new(),
+    statuses: Vec::new(),
+    pending: None,
+    generation: 0,
+    default_sources: None,
+    defaults_opened: false,
+    reports: Vec::new(),
+});
+
+/// Signalled when a tick ends, for `close`.
+static TICK_DONE: Condvar = Condvar::new();
+
+/// The registry, locked.
+pub(crate) fn lock() -> MutexGuard<'static, Registry> {
+    REGISTRY.lock()
+}
+
+/// Releases the registry lock, then emits the reports made under it.
+pub(crate) fn unlock(mut registry: MutexGuard<'static, Registry>) {
+    let reports = std::mem::take(&mut registry.reports);
+    drop(registry);
+    for report in reports {
+        crate::callbacks::warn(format_args!("{report}"));
+    }
+}
+
+impl Registry {
+    /// Adds a pool; the caller keeps the ticket and closes it on drop.
+    pub(crate) fn add_pool(&mut self, pool: Weak<dyn Background>) -> Ticket {
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        let entry = Some(Entry {
+            serial,
+            pool: Some(pool),
+            busy: None,
+        });
+        let index = match self.free.pop() {
+            Some(index) => {
+                self.entries[index] = entry;
+                index
+            }
+            None => {
+                self.entries.push(entry);
+                self.entries.len() - 1
+            }
+        };
+        Ticket(Key { index, serial })
+    }
+
+    /// The pools still registered, for one round of the reclaimer.
+    pub(crate) fn open_pools(&self) -> Vec<Key> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(index, e)| {
+                let e = e.as_ref()?;
+                let open = e.pool.as_ref().is_some_and(|w| w.strong_count() > 0);
+                open.then_some(Key {
+                    index,
+                    serial: e.serial,
+                })
+            })
+            .collect()
+    }
+
+    /// How many pools are registered and alive.
+    pub(crate) fn pool_count(&self) -> usize {
+        self.open_pools().len()
+    }
+
+    fn entry_mut(&mut self, key: Key) -> Option<&mut Entry> {
+        self.entries
+            .get_mut(key.index)?
+            .as_mut()
+            .filter(|e| e.serial == key.serial)
+    }
+
+    /// Frees a closed entry nobody is busy with.
+    fn free_if_done(&mut self, key: Key, generation: u64) {
+        let Some(entry) = self.entry_mut(key) else {
+            return;
+        };
+        let busy = entry.busy.is_some_and(|b| b.generation == generation);
+        if entry.pool.is_none() && !busy {
+            self.entries[key.index] = None;
+            self.free.push(key.index);
+        }
+    }
+
+    /// Records a source (under its `name`, taken before the lock), or why
+    /// it could not be had.
+    pub(crate) fn add_source(&mut self, name: String, source: io::Result<Box<dyn Source>>) {
+        match source {
+            Ok(source) => {
+                self.statuses.push(SourceStatus {
+                    name,
+                    error: None,
+                    events: 0,
+                });
+                let status = self.statuses.len() - 1;
+                self.incoming.push(Watched { source, status });
+            }
+            Err(error) => {
+                self.reports.push(format!(
+                    "tidepool: memory-pressure source {name} unavailable, continuing \
+                     without it: {error}"
+                ));
+                self.statuses.push(SourceStatus {
+                    name,
+                    error: Some(error.to_string()),
+                    events: 0,
+                });
+            }
+        }
+    }
+
+    /// In a forked child, before its first reclaimer starts: the parent's
+    /// sources belong to the parent's reclaimer (their descriptors are
+    /// shared with it), and its pending level was the parent's. Returns the
+    /// sources not yet handed over, for the caller to drop (closing the
+    /// child's copies of their descriptors) once it has released the lock:
+    /// a source's `Drop` is user code.
+    #[must_use = "drop the sources outside the lock"]
+    pub(crate) fn reset_for(&mut self, generation: u64) -> Vec<Watched> {
+        self.statuses.clear();
+        self.pending = None;
+        self.defaults_opened = false;
+        self.generation = generation;
+        std::mem::take(&mut self.incoming)
+    }
+}
+
+/// Runs `f` on the pool behind `key`, if it is still registered and alive,
+/// without holding the registry lock while `f` runs (see the module docs).
+pub(crate) fn with_pool<R>(
+    key: Key,
+    generation: u64,
+    f: impl FnOnce(&dyn Background) -> R,
+) -> Option<R> {
+    let pool = {
+        let mut registry = lock();
+        let entry = registry.entry_mut(key)?;
+        let pool = entry.pool.as_ref()?.upgrade()?;
+        entry.busy = Some(Busy {
+            thread: std::thread::current().id(),
+            generation,
+        });
+        pool
+    };
+
+    /// Ends the tick, also on unwind: our reference goes first (it is the
+    /// last one only if the pool was closed from inside the tick, on this
+    /// thread: the pool then drops here, outside the lock), then the mark.
+    struct Done {
+        key: Key,
+        generation: u64,
+        pool: Option<Arc<dyn Background>>,
+    }
+    impl Drop for Done {
+        fn drop(&mut self) {
+            drop(self.pool.take());
+            let mut registry = lock();
+            if let Some(entry) = registry.entry_mut(self.key) {
+                entry.busy = None;
+            }
+            registry.free_if_done(self.key, self.generation);
+            drop(registry);
+            TICK_DONE.notify_all();
+        }
+    }
+
+    let done = Done {
+        key,
+        generation,
+        pool: Some(pool),
+    };
+    let out = f(&**done.pool.as_ref().expect("set above"));
+    drop(done);
+    Some(out)
+}
+
+/// The pool behind `ticket` is going away: forget it, and wait for a tick in
+/// progress on it on another thread (see the module docs).
+pub(crate) fn close(ticket: &Ticket, generation: u64) {
+    let key = ticket.0;
+    let me = std::thread::current().id();
+    let mut registry = lock();
+    let Some(entry) = registry.entry_mut(key) else {
+        return;
+    };
+    entry.pool = None;
+    while let Some(entry) = registry.entry_mut(key) {
+        match entry.busy {
+            Some(b) if b.generation == generation && b.thread != me => {
+                TICK_DONE.wait(&mut registry);
+            }
+            _ => break,
+        }
+    }
+    registry.free_if_done(key, generation);
+}
+
+/// For the `fork` handlers: the registry lock, held across `fork`.
+pub(crate) fn lock_for_fork() -> MutexGuard<'static, Registry> {
+    REGISTRY.lock()
+}

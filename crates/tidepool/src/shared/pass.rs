@@ -1,0 +1,390 @@
+//! Everything reclaim does to one pool: interval passes, pressure
+//! responses, holds, taking back idle thread caches, `trim`, `drain`,
+//! `purge`; and the tick the process-wide reclaimer calls. The policy is
+//! described in the [`reclaim`](crate::reclaim) module docs.
+//!
+//! Each operation takes what it needs under the pool's locks, releases them,
+//! then runs the manager's callbacks (`callbacks.rs`), and settles what they
+//! panicked at its [`Site`] only once all of its objects are destroyed or
+//! back in the depot: a panicking `destroy` never loses the objects taken
+//! out alongside it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cache::Slot;
+use crate::callbacks::{Caught, Site};
+use crate::reclaim::fork;
+use crate::reclaim::Clock;
+use crate::shared::Shared;
+use crate::signal::Level;
+use crate::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use crate::sync::{Mutex, SharedCounter};
+use crate::Manage;
+
+/// A pool's reclaim state: when the next pass is due, any pressure hold,
+/// whether the reclaimer knows the pool needs it, and the counts of what
+/// reclaim did.
+pub(crate) struct ReclaimShared {
+    pub(crate) clock: Arc<dyn Clock>,
+    /// When the next interval pass is due, in clock nanoseconds.
+    next_pass: AtomicU64,
+    /// Until when critical pressure holds the depot at `min_idle`, in clock
+    /// nanoseconds; 0 when there is no hold.
+    hold_until: AtomicU64,
+    /// The reclaimer counts this pool in its next deadline. Cleared by the
+    /// reclaimer's tick when the pool has nothing to reclaim; set again
+    /// (waking the reclaimer) when it creates an object or is put under a
+    /// hold. See `arm_background`.
+    armed: AtomicBool,
+    /// Serialises passes, pressure responses and cache take-backs (two
+    /// revokers must never work on one slot at once).
+    lock: Mutex<PassState>,
+    pub(crate) reclaimed: SharedCounter,
+    pub(crate) passes: SharedCounter,
+    pub(crate) pressure_medium: SharedCounter,
+    pub(crate) pressure_critical: SharedCounter,
+    pub(crate) caches_taken: SharedCounter,
+}
+
+/// What the passes remember about each thread cache, indexed by thread id.
+#[derive(Default)]
+struct PassState {
+    /// The cache's operation count (gets + returns) at the last pass.
+    seen_ops: Vec<u64>,
+    /// The operation count at which the cache was last taken back: a cache
+    /// still at that count is empty, and is left alone.
+    taken_at: Vec<u64>,
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl ReclaimShared {
+    pub(crate) fn new(clock: Arc<dyn Clock>, interval: Duration) -> Self {
+        let first = nanos(clock.now()).saturating_add(nanos(interval));
+        Self {
+            clock,
+            next_pass: AtomicU64::new(first),
+            hold_until: AtomicU64::new(0),
+            armed: AtomicBool::new(false),
+            lock: Mutex::new(PassState::default()),
+            reclaimed: SharedCounter::default(),
+            passes: SharedCounter::default(),
+            pressure_medium: SharedCounter::default(),
+            pressure_critical: SharedCounter::default(),
+            caches_taken: SharedCounter::default(),
+        }
+    }
+
+    /// The pool's clock, in nanoseconds. User code (a custom [`Clock`]):
+    /// never called under a lock.
+    fn now(&self) -> u64 {
+        nanos(self.clock.now())
+    }
+}
+
+impl<M: Manage> Shared<M> {
+    /// Runs the interval pass if one is due, on behalf of `site`. Returns
+    /// how many objects it destroyed.
+    pub(crate) fn pass_if_due(&self, site: Site) -> usize {
+        let now = self.reclaim.now();
+        if now < self.reclaim.next_pass.load(Ordering::Relaxed) {
+            return 0;
+        }
+        self.pass(now, site)
+    }
+
+    /// The lazy pass at the end of a `get` or `put` slow path: contained
+    /// (the operation itself succeeded; the pass is upkeep). Also makes sure
+    /// the reclaimer runs, for a background pool.
+    pub(crate) fn pass_lazily(&self) {
+        self.supervise();
+        self.pass_if_due(Site::Upkeep);
+    }
+
+    /// For a background pool: makes sure the reclaimer runs (an atomic
+    /// load when it does). Called on every operation but a cache hit, so
+    /// that a reclaimer that died, or did not survive a `fork`, comes back.
+    #[inline]
+    pub(crate) fn supervise(&self) {
+        #[cfg(not(loom))]
+        if self.config.background {
+            crate::reclaim::scheduler::ensure_running();
+        }
+    }
+
+    #[cold]
+    fn pass(&self, now: u64, site: Site) -> usize {
+        let (taken, tick) = {
+            let _gate = fork::gate();
+            // Whoever holds the lock is already doing this (or a pressure
+            // response, which is at least as thorough).
+            let Some(mut state) = self.reclaim.lock.try_lock() else {
+                return 0;
+            };
+            let due = self.reclaim.next_pass.load(Ordering::Relaxed);
+            if now < due {
+                return 0;
+            }
+            let interval = nanos(self.config.reclaim_interval).max(1);
+            let intervals = 1 + (now - due) / interval;
+            self.reclaim.next_pass.store(
+                due.saturating_add(intervals.saturating_mul(interval)),
+                Ordering::Relaxed,
+            );
+            self.end_hold_if_over(now);
+
+            // Thread caches untouched since the last pass, a whole interval
+            // ago.
+            let mut quiet = Vec::new();
+            self.slots.for_each(|tid, slot| {
+                if state.seen_ops.len() <= tid {
+                    state.seen_ops.resize(tid + 1, u64::MAX);
+                    state.taken_at.resize(tid + 1, u64::MAX);
+                }
+                let (gets, returns) = slot.counts();
+                let ops = gets + returns;
+                if slot.is_owned() && state.seen_ops[tid] == ops && state.taken_at[tid] != ops {
+                    quiet.push(slot);
+                    state.taken_at[tid] = ops;
+                }
+                state.seen_ops[tid] = ops;
+            });
+            self.reclaim.caches_taken.add(quiet.len() as u64);
+            let taken = Slot::revoke_remote(quiet);
+            let tick = self.depot.tick(intervals, self.config.min_idle);
+            self.reclaim.passes.add(1);
+            (taken, tick)
+        };
+
+        // Outside every lock: managers run here. Every object taken above is
+        // destroyed or back in the depot before a panic is settled.
+        let mut caught = Caught::default();
+        let refused = self.donate_all(taken);
+        let reclaimed = self.destroy_all(
+            tick.reclaim.into_iter().chain(refused).flatten(),
+            &mut caught,
+        );
+        self.reclaim.reclaimed.add(reclaimed as u64);
+        self.purge_batches(tick.purge, &mut caught);
+        self.settle(caught, site);
+        reclaimed
+    }
+
+    /// Applies a memory-pressure level to this pool (see [`crate::pressure`])
+    /// on behalf of `site`. Returns how many idle objects were destroyed.
+    pub(crate) fn pressure(&self, level: Level, site: Site) -> usize {
+        let floor = self.config.min_idle;
+        let mut caught = Caught::default();
+        let destroyed = match level {
+            Level::Medium => {
+                self.reclaim.pressure_medium.add(1);
+                let unused = self.depot.reclaim_unused(floor);
+                self.destroy_all(unused.into_iter().flatten(), &mut caught)
+            }
+            Level::Critical => {
+                self.reclaim.pressure_critical.add(1);
+                let until = self
+                    .reclaim
+                    .now()
+                    .saturating_add(nanos(self.config.pressure_hold));
+                let taken = {
+                    let _gate = fork::gate();
+                    let state = self.reclaim.lock.lock();
+                    self.reclaim
+                        .hold_until
+                        .store(until.max(1), Ordering::Relaxed);
+                    self.depot.set_cap(floor);
+                    let owned = self.owned_slots();
+                    self.reclaim.caches_taken.add(owned.len() as u64);
+                    let taken = Slot::revoke_remote(owned);
+                    drop(state);
+                    taken
+                };
+                // The depot's cap is `min_idle` now: what does not fit goes.
+                let refused = self.donate_all(taken);
+                let rest = self.depot.take_down_to(floor);
+                let n = self.destroy_all(refused.into_iter().chain(rest).flatten(), &mut caught);
+                // The hold's end is a deadline the reclaimer must know.
+                if site == Site::Caller {
+                    self.arm_background();
+                }
+                n
+            }
+        };
+        self.reclaim.reclaimed.add(destroyed as u64);
+        self.settle(caught, site);
+        destroyed
+    }
+
+    /// Whether a critical-pressure hold is on at the clock's now (ending it
+    /// if it is over). Read on slow paths only.
+    pub(crate) fn holding(&self) -> bool {
+        if self.reclaim.hold_until.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        let now = self.reclaim.now();
+        if now < self.reclaim.hold_until.load(Ordering::Relaxed) {
+            return true;
+        }
+        let _gate = fork::gate();
+        let _state = self.reclaim.lock.lock();
+        self.end_hold_if_over(now);
+        false
+    }
+
+    /// Lifts a hold that is over; under the reclaim lock, so a hold set by a
+    /// concurrent critical signal is not lifted by mistake.
+    fn end_hold_if_over(&self, now: u64) {
+        let until = self.reclaim.hold_until.load(Ordering::Relaxed);
+        if until != 0 && now >= until {
+            self.reclaim.hold_until.store(0, Ordering::Relaxed);
+            self.depot.set_cap(self.config.max_idle);
+        }
+    }
+
+    /// Every thread cache that some thread owns right now.
+    fn owned_slots(&self) -> Vec<&Slot<M::Item>> {
+        let mut owned = Vec::new();
+        self.slots.for_each(|_, slot| {
+            if slot.is_owned() {
+                owned.push(slot);
+            }
+        });
+        owned
+    }
+
+    // === what users call directly ===
+
+    /// Destroys the depot's objects that sat unused since the previous trim
+    /// (never below `min_idle`).
+    pub(crate) fn trim(&self) -> usize {
+        let trimmed = self.depot.trim(self.config.min_idle);
+        let mut caught = Caught::default();
+        let n = self.destroy_all(trimmed.into_iter().flatten(), &mut caught);
+        self.reclaim.reclaimed.add(n as u64);
+        self.settle(caught, Site::Caller);
+        n
+    }
+
+    /// Destroys the depot's objects and every thread cache it can take.
+    pub(crate) fn drain(&self) -> usize {
+        let caches = {
+            let _gate = fork::gate();
+            let _state = self.reclaim.lock.lock();
+            Slot::revoke_remote(self.owned_slots())
+        };
+        let depot = self.depot.take_down_to(0);
+        self.destroy_batches(caches.into_iter().chain(depot).collect(), Site::Caller)
+    }
+
+    /// Purges the depot's not-yet-purged objects, oldest first, up to
+    /// `limit`. Returns how many were purged.
+    pub(crate) fn purge(&self, limit: usize) -> usize {
+        let mut caught = Caught::default();
+        let n = self.purge_batches(self.depot.take_unpurged(limit), &mut caught);
+        self.settle(caught, Site::Caller);
+        n
+    }
+
+    /// Purges `batches` (taken from the depot) outside every lock and hands
+    /// them back; destroys any object whose purge panicked, and what no
+    /// longer fits. Returns how many were purged.
+    fn purge_batches(&self, mut batches: Vec<Vec<M::Item>>, caught: &mut Caught) -> usize {
+        if batches.is_empty() {
+            return 0;
+        }
+        let callbacks = self.callbacks();
+        let mut purged = 0;
+        let mut broken = Vec::new();
+        for batch in &mut batches {
+            let mut i = 0;
+            while i < batch.len() {
+                if callbacks.purge(&mut batch[i], caught) {
+                    purged += 1;
+                    i += 1;
+                } else {
+                    // Half-purged: not fit for reuse.
+                    broken.push(batch.swap_remove(i));
+                }
+            }
+        }
+        let refused = self.depot.restore_purged(batches);
+        self.destroy_all(
+            broken.into_iter().chain(refused.into_iter().flatten()),
+            caught,
+        );
+        purged
+    }
+
+    /// Fills the depot up to `min_idle` with new objects. Returns how many
+    /// were created.
+    pub(crate) fn prefill(&self) -> Result<usize, crate::Error<M::Error>> {
+        let mut created = 0;
+        while self.depot.counts().idle < self.config.min_idle {
+            let item = self.create()?;
+            created += 1;
+            if let Err(item) = self.depot.put_one(item) {
+                self.destroy_batches(vec![vec![item]], Site::Caller);
+                break;
+            }
+        }
+        Ok(created)
+    }
+
+    // === the process-wide reclaimer ===
+
+    /// Tells the reclaimer this pool may need it (it has objects beyond its
+    /// reserve, or a hold to lift), waking it unless it already knows.
+    ///
+    /// Pairs with the tick below, which clears `armed` and then reads
+    /// `existing`: both sides store, run a `SeqCst` fence, then load, so
+    /// either the tick sees our new object or we see `armed` cleared and
+    /// wake it. Costs a fence and a load per object created; the wake-up
+    /// (a syscall) happens once per disarmed-to-armed change.
+    pub(crate) fn arm_background(&self) {
+        #[cfg(not(loom))]
+        if self.config.background {
+            fence(Ordering::SeqCst);
+            if !self.reclaim.armed.load(Ordering::Relaxed)
+                && !self.reclaim.armed.swap(true, Ordering::Relaxed)
+            {
+                crate::reclaim::scheduler::wake();
+            }
+        }
+    }
+
+    /// For the reclaimer thread: runs a due pass and says when to come back
+    /// (`None`: this pool holds nothing to reclaim and no hold to lift; it
+    /// disarms until it creates again).
+    pub(crate) fn background_tick(&self) -> Option<Duration> {
+        self.reclaim.armed.store(false, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let holding = self.holding();
+        if !holding && self.existing() <= self.config.min_idle as u64 {
+            return None;
+        }
+        self.reclaim.armed.store(true, Ordering::Relaxed);
+        self.pass_if_due(Site::Reclaimer);
+        let now = self.reclaim.now();
+        let mut next = self.reclaim.next_pass.load(Ordering::Relaxed);
+        let hold = self.reclaim.hold_until.load(Ordering::Relaxed);
+        if hold != 0 {
+            next = next.min(hold);
+        }
+        Some(Duration::from_nanos(next.saturating_sub(now)))
+    }
+}
+
+#[cfg(not(loom))]
+impl<M: Manage> crate::reclaim::registry::Background for Shared<M> {
+    fn background_tick(&self) -> Option<Duration> {
+        Shared::background_tick(self)
+    }
+
+    fn background_pressure(&self, level: Level) {
+        self.pressure(level, Site::Reclaimer);
+    }
+}
