@@ -1,34 +1,64 @@
 #!/usr/bin/env bash
-# Sanitizers over the core crate, on nightly Rust:
+# Sanitizers over the core crate (`tidepool`), on nightly Rust. `.ci/run`
+# calls it; run it by hand the same way:
 #
-#  * miri: the lib unit tests and the integration suites that need no real
-#    kernel (undefined behaviour, aliasing, data races, weak-memory effects,
-#    leaks). The OS calls have cfg(miri) shims: the reclaimer thread sleeps on
-#    a condvar instead of eventfd + poll(2), and the asymmetric fence is a
-#    SeqCst fence on both sides (as under loom), so cache revocation is
-#    checked, not skipped. Tests that need the kernel (mmap'd stacks, poll,
-#    membarrier, /proc) are #[cfg_attr(miri, ignore = "why")]; loop counts
-#    shrink under cfg(miri) (tests/common: `scaled`).
-#  * ThreadSanitizer: the concurrency suites, std rebuilt with TSAN
-#    (-Zbuild-std), in its own target dir (target/tsan).
+#   bin/sanitize.sh            miri, then ThreadSanitizer
+#   bin/sanitize.sh miri       miri only
+#   bin/sanitize.sh tsan       ThreadSanitizer only
 #
-# Installs what it needs (the nightly toolchain, miri, rust-src), so a fresh
-# clone runs it. Prints each step's wall time.
+# Installs what it needs (the nightly toolchain, its miri and rust-src
+# components), so a fresh clone runs it. Prints each step's wall and CPU
+# time (on a shared machine the CPU time is the steadier figure).
 #
-# Usage: bin/sanitize.sh [miri] [tsan]     (default: both)
+# miri (undefined behaviour, Stacked Borrows aliasing, data races and
+# weak-memory effects between threads, leaks) runs the lib unit tests and the
+# integration suites that need no real kernel. The OS calls have cfg(miri)
+# shims: the reclaimer thread sleeps on a condvar instead of poll(2) on an
+# eventfd and watches no PSI/cgroup sources; the asymmetric fence is a SeqCst
+# fence on both sides (as under loom), so taking a busy thread's cache is
+# checked, not skipped; a stack slab's reservation is one page-aligned heap
+# allocation (madvise zeroes, munmap frees: miri checks each slab is freed
+# once, whole, and never touched after); pthread_atfork does nothing (miri
+# cannot fork). Tests that need the kernel itself (poll, membarrier,
+# mincore, /proc, fork, child processes, context switches) are
+# #[cfg_attr(miri, ignore = "why")]. Loop counts shrink under cfg(miri)
+# (tests/common: `scaled`; proptest cases): miri interprets every step and
+# checks every access, some 1000x slower, and each smaller count still takes
+# every path its test is about.
+#
+# ThreadSanitizer (data races the tests provoke on real threads, with the
+# real kernel calls) runs the concurrency suites with std rebuilt under the
+# sanitizer (-Zbuild-std), so std's locks and atomics are seen too, in its
+# own target dir (target/tsan). The fork tests are skipped there: TSAN cannot
+# start threads in a child forked from a multi-threaded process ("not
+# supported. Dying"); they run in the normal suite.
+#
+# Budget (2-vCPU VM, CPU seconds, which is the wall time on an idle
+# machine): miri ~NN s, ThreadSanitizer ~NN s including the std rebuild.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 NIGHTLY="${TIDEPOOL_NIGHTLY:-nightly}"
 HOST="$(rustc -vV | sed -n 's/^host: //p')"
 
+TIMES_FILE=$(mktemp)
+trap 'rm -f "$TIMES_FILE"' EXIT
+# User + system seconds of this shell's finished children, into CPU.
+cpu_seconds() {
+    times >"$TIMES_FILE"
+    CPU=$(awk 'NR == 2 { split($1, u, "m"); split($2, s, "m"); printf "%d\n", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$TIMES_FILE")
+}
+
 step() {
     local name="$1"
     shift
     echo "== $name"
     local start=$SECONDS
+    cpu_seconds
+    local cpu_before=$CPU
     "$@"
-    echo "== $name: $((SECONDS - start)) s"
+    cpu_seconds
+    printf '   %5d s wall %6d s cpu  %s\n' "$((SECONDS - start))" "$((CPU - cpu_before))" "$name"
 }
 
 install() {
@@ -40,21 +70,21 @@ install() {
 
 # --- miri -------------------------------------------------------------------
 
-# Isolation stays on (no host clock, files or environment: runs are
+# Isolation stays on (no host clock, files or environment; a run is
 # reproducible from -Zmiri-seed). parking_lot_core keeps pointers in
-# integers (word_lock), hence permissive provenance, said out loud.
+# integers (its word lock), hence permissive provenance, said out loud.
 MIRI_BASE="-Zmiri-permissive-provenance"
 
-# Suites that never start the process-wide reclaimer thread (their pools are
-# built with `.background(false)`): miri's leak check is on.
+# Suites whose pools never start the process-wide reclaimer thread (they are
+# built with `.background(false)`): miri's leak check stays on.
 MIRI_LEAK_CHECKED=(--lib --test model --test reclaim --test reentrant --test stress)
 
 # Suites whose pools use the reclaimer thread. It lives until the process
-# exits, by design, and miri counts a thread still running at exit as a
-# leak; -Zmiri-ignore-leaks is that check's only switch, so these run without
-# the leak check (everything else, including the data-race detector, stays
-# on; the counting manager still proves every object destroyed once).
-MIRI_WITH_RECLAIMER=(--test panics --test pressure_background)
+# exits, by design, and miri counts a thread still running at exit as a leak;
+# -Zmiri-ignore-leaks is that check's only switch, so these run without it
+# (everything else, the data-race detector included, stays on, and the
+# counting manager still proves every object destroyed exactly once).
+MIRI_WITH_RECLAIMER=(--test panics --test pressure_background --test robust --test reserve --test manage_batch)
 
 miri_setup() {
     cargo +"$NIGHTLY" miri setup
@@ -72,16 +102,17 @@ miri_with_reclaimer() {
 
 # --- ThreadSanitizer --------------------------------------------------------
 
-TSAN_SUITES=(--lib --test stress --test reentrant --test pressure_background --test panics --test reclaim --test model)
+TSAN_SUITES=(--lib --test stress --test reentrant --test reclaim --test panics
+    --test pressure_background --test robust --test model --test reserve --test manage_batch)
 
 tsan() {
-    # std is rebuilt with the sanitizer, so every lock and atomic in it is
-    # seen; halt on the first report so CI fails loudly.
+    # Halt on the first report, so CI fails loudly.
     RUSTFLAGS="-Zsanitizer=thread ${RUSTFLAGS:-}" \
         RUSTDOCFLAGS="-Zsanitizer=thread" \
         TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" \
         CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/tsan" \
-        cargo +"$NIGHTLY" test -Zbuild-std --target "$HOST" -p tidepool "${TSAN_SUITES[@]}"
+        cargo +"$NIGHTLY" test -Zbuild-std --target "$HOST" -p tidepool "${TSAN_SUITES[@]}" \
+        -- --skip fork::
 }
 
 # ----------------------------------------------------------------------------
@@ -106,4 +137,4 @@ for w in "${want[@]}"; do
         ;;
     esac
 done
-echo "== sanitizers total: $((SECONDS - total)) s"
+echo "== sanitizers total: $((SECONDS - total)) s wall"
