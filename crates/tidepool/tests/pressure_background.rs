@@ -272,11 +272,15 @@ fn the_reclaimer_empties_an_untouched_pool() {
         || pool.stats(),
         |s: &Stats| s.idle == 0,
     );
-    assert_eq!((s.created, s.destroyed), (100, 100));
-    assert_eq!(s.reclaimed, 100, "all by reclaim passes: {s:?}");
+    // A pass may already run while `fill` works (an interval is 100 ms: a
+    // stall, or miri's interpreter, lets one pass), and the worker then
+    // creates what it finds gone: at least 100, all destroyed by passes.
+    assert!(s.created >= 100, "{s:?}");
+    assert_eq!(s.created, s.destroyed, "{s:?}");
+    assert_eq!(s.reclaimed, s.destroyed, "all by reclaim passes: {s:?}");
     assert!(s.caches_taken >= 2, "this thread's and the worker's: {s:?}");
     assert!(s.reclaim_passes >= 3, "{s:?}");
-    for id in 0..100 {
+    for id in 0..s.created {
         assert!(
             ledger.purges_of(id) <= 1,
             "object {id} purged twice while idle"
@@ -334,7 +338,7 @@ fn notify_medium_reaches_a_background_pool_with_a_manual_clock() {
     let s = wait_for(
         "the Medium signal to reach the pool",
         || pool.stats(),
-        |s: &Stats| s.pressure_medium >= 1 && s.reclaimed >= 200,
+        |s: &Stats| s.pressure_medium >= 1 && s.reclaimed >= 200 && s.idle <= 16,
     );
     assert_eq!(s.reclaimed, 200, "{s:?}");
     assert_eq!((s.idle, s.idle_depot, s.created), (16, 8, 216));
