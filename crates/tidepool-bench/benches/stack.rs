@@ -17,7 +17,12 @@
 //!   `one_by_one_own` is 32 `GuardedStack::new` (one mapping per stack,
 //!   `mmap` + `mprotect` each: how every stack was made before slabs);
 //!   `burst_reused` refills 31 freed slots of a live slab (no syscall).
-//!   Target: `burst` at least 2x faster than `one_by_one_own`.
+//!   `pool_burst` and `pool_one_by_one` take 32 stacks from a fresh
+//!   `StackPool`, with `burst(32)` (one `create_batch` refill) and without
+//!   (32 misses, one `create` each).
+//!   Target: `burst` at least 2x faster than `one_by_one_own`; `pool_burst`
+//!   against `pool_one_by_one` is reported (the same system calls either
+//!   way: one `mmap` per slab, one `mprotect` per stack).
 //! * `stack_teardown/<subject>`: tear down 32 such stacks, touched, the
 //!   making not timed. `batch` is `StackManager::destroy_batch` (one
 //!   `munmap` for the slab); `one_by_one_own` drops 32 `GuardedStack::new`s
@@ -146,6 +151,31 @@ mod linux {
             )
         });
         drop(holder);
+        // Through the pool: 32 gets from a fresh, empty pool, holding them
+        // all. `pool_burst` refills the thread cache with one
+        // `create_batch(32)` on the first miss (`burst(32)`);
+        // `pool_one_by_one` misses 32 times, one `create` each (the
+        // default). The pool and its stacks are dropped untimed.
+        for (name, burst) in [("pool_burst", BURST), ("pool_one_by_one", 1)] {
+            g.bench_function(name, |b| {
+                b.iter_batched(
+                    || {
+                        StackPool::builder(BURST_STACK)
+                            .batch_size(BURST)
+                            .burst(burst)
+                            .background(false)
+                            .build()
+                            .expect("valid")
+                    },
+                    |pool| {
+                        let held: Vec<_> =
+                            (0..BURST).map(|_| pool.get().expect("a stack")).collect();
+                        (held, pool)
+                    },
+                    BatchSize::PerIteration,
+                )
+            });
+        }
         g.finish();
     }
 

@@ -738,17 +738,14 @@ tidepool_status tidepool_pool_prefill(struct tidepool_pool *pool, size_t *n);
 tidepool_status tidepool_pressure_notify(int32_t level);
 
 /**
- * Releases the calling thread's cached objects in every pool, now. Optional:
+ * Hands the calling thread's cached objects in every pool back to that
+ * pool's shared depot, now, where other threads reuse them (nothing is
+ * destroyed unless a depot is full, past `max_idle`). Optional:
  * a thread's caches are handed back when it exits anyway (from its
  * thread-local destructors); call this where that moment is not good
  * enough, e.g. before a thread parks for good, or at the start of a
  * runtime's own thread-exit hook, while the callbacks' `ctx` is still
  * valid. The thread may use pools again afterwards.
- *
- * Today this drains every pool (see [`tidepool_pool_drain`]): besides this
- * thread's cache it destroys the idle objects of the depot and of other
- * idle threads' caches. tidepool's core has no call that hands back one
- * thread's cache alone without exiting the thread.
  */
 tidepool_status tidepool_thread_exit(void);
 

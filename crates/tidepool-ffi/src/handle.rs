@@ -243,11 +243,20 @@ impl Kind {
         }
     }
 
+    pub(crate) fn release_local(&self) -> usize {
+        match self {
+            #[cfg(unix)]
+            Kind::Stack(s) => s.pool.release_local(),
+            Kind::Buf(b) => b.pool.release_local(),
+            Kind::Obj(o) => o.pool.release_local(),
+        }
+    }
+
     pub(crate) fn drain(&self) -> usize {
         match self {
             #[cfg(unix)]
-            Kind::Stack(s) => s.pool.drain(),
-            Kind::Buf(b) => b.pool.drain(),
+            Kind::Stack(s) => s.pool.drain_blocking(),
+            Kind::Buf(b) => b.pool.drain_blocking(),
             Kind::Obj(o) => o.drain(),
         }
     }

@@ -327,7 +327,7 @@ impl ObjKind {
     }
 
     pub(crate) fn drain(&self) -> usize {
-        self.pool.drain() + self.manager().empty_inbox()
+        self.pool.drain_blocking() + self.manager().empty_inbox()
     }
 
     pub(crate) fn pressure(&self, level: Level) -> usize {

@@ -1,5 +1,6 @@
 //! Every call from tidepool into user code, in one file: the manager's
-//! `create`, `recycle`, `purge` and `destroy` (and its own `Drop`), and a
+//! `create`, `recycle`, `purge` and `destroy`, their batch forms
+//! (`create_batch`, `purge_batch`, `destroy_batch`), its own `Drop`, and a
 //! pressure [`Source`]'s methods. Grep this file to find every call site's
 //! contract; nothing else in the crate calls a [`Manage`] or [`Source`]
 //! method.
@@ -27,9 +28,15 @@
 //!    [`Stats::callback_panics`](crate::Stats::callback_panics), and the
 //!    object whose callback panicked is treated as destroyed: counted as
 //!    destroyed and never handed out again.
-//! 3. **`create` is not caught**: it runs only on the caller's path (`get`,
-//!    `prefill`), and the caller's `max_live` place is given back by a guard
-//!    if it unwinds.
+//! 3. **`create` and `create_batch` are not caught**: they run only on the
+//!    caller's path (`get`, `prefill`), and the caller's `max_live` places
+//!    are given back by a guard if they unwind.
+//!
+//!    The batch forms: `destroy_batch` runs under `catch_unwind` like
+//!    `destroy`, and every object of its `Vec` counts as destroyed whether it
+//!    returns or unwinds (the `Vec` was handed over; one panic is counted per
+//!    call). A panicking `purge_batch` leaves every object of its slice
+//!    suspect: all of them are destroyed.
 //! 4. **Sources** are called only on the reclaimer thread; a panic from one
 //!    counts as the source failing (it is dropped and reported).
 //! 5. Panics caught outside any pool's callbacks on the reclaimer thread (a
@@ -90,6 +97,8 @@ pub(crate) enum Callback {
     Recycle,
     Purge,
     Destroy,
+    DestroyBatch,
+    PurgeBatch,
     /// The manager's own `Drop`.
     DropManager,
 }
@@ -100,6 +109,8 @@ impl fmt::Display for Callback {
             Callback::Recycle => "recycle",
             Callback::Purge => "purge",
             Callback::Destroy => "destroy",
+            Callback::DestroyBatch => "destroy_batch",
+            Callback::PurgeBatch => "purge_batch",
             Callback::DropManager => "drop of the manager",
         })
     }
@@ -210,10 +221,30 @@ impl<'a, M: Manage> Callbacks<'a, M> {
             .is_some()
     }
 
+    /// `create_batch(n)` (`n >= 2`), not caught, like `create`.
+    #[inline]
+    pub(crate) fn create_batch(&self, n: usize) -> Result<Vec<M::Item>, M::Error> {
+        self.manager.create_batch(n)
+    }
+
     /// `destroy` of one object; whether it panicked or not, the object is
     /// gone.
     pub(crate) fn destroy(&self, item: M::Item, caught: &mut Caught) {
         let _ = caught.catch(Callback::Destroy, || self.manager.destroy(item));
+    }
+
+    /// `destroy_batch` of a whole batch; whether it panicked or not, every
+    /// object of it is gone (handed over: the manager's contract).
+    pub(crate) fn destroy_batch(&self, items: Vec<M::Item>, caught: &mut Caught) {
+        let _ = caught.catch(Callback::DestroyBatch, || self.manager.destroy_batch(items));
+    }
+
+    /// `purge_batch` over `items`: `false` if it panicked (which of them it
+    /// left half-purged cannot be told: all must then be destroyed).
+    pub(crate) fn purge_batch(&self, items: &mut [M::Item], caught: &mut Caught) -> bool {
+        caught
+            .catch(Callback::PurgeBatch, || self.manager.purge_batch(items))
+            .is_some()
     }
 }
 
@@ -226,6 +257,26 @@ pub(crate) fn drop_manager<M>(manager: &mut ManuallyDrop<M>, site: Site, record:
         unsafe { ManuallyDrop::drop(manager) }
     });
     caught.settle(site, record);
+}
+
+/// Finishes a dropped pool's teardown on the reclaimer thread: destroys
+/// what was left in its queue (a `destroy_batch` per batch), then drops the
+/// manager; every panic contained (the pool's counts are gone with it; the
+/// first panic is reported).
+pub(crate) fn finish_orphan<M: Manage>(manager: M, batches: Vec<Vec<M::Item>>) {
+    let mut manager = ManuallyDrop::new(manager);
+    let record = PanicRecord::new::<M>();
+    let mut caught = Caught::default();
+    let callbacks = Callbacks::new(&*manager);
+    for mut batch in batches {
+        match batch.len() {
+            0 => {}
+            1 => callbacks.destroy(batch.pop().expect("one"), &mut caught),
+            _ => callbacks.destroy_batch(batch, &mut caught),
+        }
+    }
+    caught.settle(Site::PoolDrop, &record);
+    drop_manager(&mut manager, Site::PoolDrop, &record);
 }
 
 // === pressure sources ===

@@ -34,6 +34,14 @@ pub const DEFAULT_PRESSURE_HOLD: Duration = Duration::from_secs(2);
 /// The shortest reclaim interval accepted.
 pub const MIN_RECLAIM_INTERVAL: Duration = Duration::from_millis(1);
 
+/// Default most threads running a pool's destroy queue at once
+/// ([`Builder::teardown_threads`]): no bound but the number of CPUs.
+pub const DEFAULT_TEARDOWN_THREADS: usize = usize::MAX;
+
+/// Default objects per chunk of a pool's destroy queue
+/// ([`Builder::teardown_chunk`]).
+pub const DEFAULT_TEARDOWN_CHUNK: usize = 256;
+
 /// The largest batch accepted: a batch is moved under the depot lock, and
 /// bigger ones only make thread caches hoard more.
 pub const MAX_BATCH_SIZE: usize = 1 << 16;
@@ -86,6 +94,12 @@ pub struct Config {
     pub(crate) reclaim_interval: Duration,
     pub(crate) pressure_hold: Duration,
     pub(crate) background: bool,
+    /// Objects a miss creates at once (`create_batch`), `1..=batch_size`.
+    pub(crate) burst: usize,
+    /// Most threads destroying at once (`teardown_threads`).
+    pub(crate) teardown_threads: usize,
+    /// Objects per teardown chunk.
+    pub(crate) teardown_chunk: usize,
 }
 
 impl Default for Config {
@@ -98,6 +112,9 @@ impl Default for Config {
             reclaim_interval: DEFAULT_RECLAIM_INTERVAL,
             pressure_hold: DEFAULT_PRESSURE_HOLD,
             background: true,
+            burst: 1,
+            teardown_threads: DEFAULT_TEARDOWN_THREADS,
+            teardown_chunk: DEFAULT_TEARDOWN_CHUNK,
         }
     }
 }
@@ -138,6 +155,22 @@ impl Config {
         self.background
     }
 
+    /// Objects a miss creates at once.
+    pub fn burst(&self) -> usize {
+        self.burst
+    }
+
+    /// Most threads that run the pool's destroy queue at once, as
+    /// configured (the pool uses at most the number of CPUs of it).
+    pub fn teardown_threads(&self) -> usize {
+        self.teardown_threads
+    }
+
+    /// Most objects destroyed per chunk of the destroy queue.
+    pub fn teardown_chunk(&self) -> usize {
+        self.teardown_chunk
+    }
+
     /// The most idle objects the pool can hold when `threads` threads use it:
     /// the depot's cap plus two batches per thread cache.
     pub fn idle_bound(&self, threads: usize) -> usize {
@@ -168,6 +201,21 @@ impl Config {
                      (MAX_CACHE_BYTES); use a smaller batch_size, or pool Box<T>",
                     mib(reserve),
                     mib(MAX_CACHE_BYTES as u128),
+                ),
+            ));
+        }
+        if self.teardown_threads == 0 {
+            return Err(ConfigError::new("teardown_threads", "must be at least 1"));
+        }
+        if self.teardown_chunk == 0 {
+            return Err(ConfigError::new("teardown_chunk", "must be at least 1"));
+        }
+        if self.burst == 0 || self.burst > batch {
+            return Err(ConfigError::new(
+                "burst",
+                format!(
+                    "is {} but must be between 1 and batch_size ({batch})",
+                    self.burst
                 ),
             ));
         }
@@ -349,6 +397,45 @@ impl<M: Manage> Builder<M> {
     /// [`Pool::new`](crate::Pool::new)).
     pub fn background(mut self, on: bool) -> Self {
         self.config.background = on;
+        self
+    }
+
+    /// Objects a miss creates at once (default 1, at most `batch_size`):
+    /// with `n > 1`, a `get` that finds the thread cache and the depot
+    /// empty asks the manager's [`create_batch`](crate::Manage::create_batch)
+    /// for up to `n` objects (never more than `max_live` leaves room for),
+    /// returns one and keeps the rest in the thread's cache: the seed's
+    /// burst allocation (DragonFly's zone allocator grows 32 pages at a
+    /// time). Pays when the manager shares work across a batch (one `mmap`
+    /// and one lock for a burst of stacks); costs memory for objects made
+    /// before they are needed. `misses` counts the `get`, `created` each
+    /// object.
+    pub fn burst(mut self, n: usize) -> Self {
+        self.config.burst = n;
+        self
+    }
+
+    /// Most threads that destroy this pool's objects at once (default
+    /// [`DEFAULT_TEARDOWN_THREADS`]; the pool uses at most the number of
+    /// CPUs). Teardowns the pool decides (reclaim, pressure, a donation
+    /// past `max_idle`, [`drain`](crate::Pool::drain), a thread's exit, the
+    /// pool's drop) go to a per-pool destroy queue, run in chunks outside
+    /// every lock by at most this many threads; a thread that finds them
+    /// all busy leaves its work queued and goes on, so a mass release
+    /// never has every thread tearing down at once (DragonFly's 2017 fix
+    /// for mass pipe teardown: at most `ncpus` at once, no wake-up storm).
+    pub fn teardown_threads(mut self, n: usize) -> Self {
+        self.config.teardown_threads = n;
+        self
+    }
+
+    /// Most objects one chunk of the destroy queue holds (default
+    /// [`DEFAULT_TEARDOWN_CHUNK`]; whole batches, so a chunk may hold one
+    /// batch more than this): the most a [`drain`](crate::Pool::drain), a
+    /// thread's exit or the pool's drop destroys before returning, the
+    /// rest being left to the reclaimer thread or the next callers.
+    pub fn teardown_chunk(mut self, n: usize) -> Self {
+        self.config.teardown_chunk = n;
         self
     }
 

@@ -29,6 +29,7 @@ impl Stats {
     /// | `tidepool_reclaimed_total` | counter | [`reclaimed`](Stats::reclaimed) |
     /// | `tidepool_hits_total` | counter | [`hits`](Stats::hits) |
     /// | `tidepool_misses_total` | counter | [`misses`](Stats::misses) |
+    /// | `tidepool_callback_panics_total` | counter | [`callback_panics`](Stats::callback_panics), panics tidepool contained |
     ///
     /// Nothing is recorded until the application installs a recorder; in
     /// one line, with the exporter of your choice, e.g.
@@ -56,8 +57,6 @@ impl Stats {
     ///
     /// [`Pool::stats`]: crate::Pool::stats
     pub fn export_metrics(&self, pool: &str) {
-        // TODO(lead): export `callback_panics` (counter
-        // `tidepool_callback_panics_total`) once `Stats::callback_panics` lands.
         describe();
         let l = || labels(pool);
         gauge!("tidepool_live", l()).set(self.live as f64);
@@ -68,6 +67,7 @@ impl Stats {
         counter!("tidepool_reclaimed_total", l()).absolute(self.reclaimed);
         counter!("tidepool_hits_total", l()).absolute(self.hits);
         counter!("tidepool_misses_total", l()).absolute(self.misses);
+        counter!("tidepool_callback_panics_total", l()).absolute(self.callback_panics);
     }
 }
 
@@ -114,6 +114,11 @@ fn describe() {
         "tidepool_misses_total",
         objects,
         "gets that had to create an object"
+    );
+    describe_counter!(
+        "tidepool_callback_panics_total",
+        Unit::Count,
+        "panics of manager callbacks that tidepool contained (the object counts as destroyed)"
     );
 }
 

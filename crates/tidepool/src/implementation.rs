@@ -7,8 +7,9 @@
 //! ```text
 //!  pool.rs, guard.rs, config.rs        the front door
 //!  shared/                             one pool: get/put paths (mod.rs), the one
-//!    │                                 destroy path (destroy.rs), everything reclaim
-//!    │                                 does to it (pass.rs)
+//!    │                                 destroy path (destroy.rs), its destroy queue
+//!    │                                 (teardown.rs), everything reclaim does to it
+//!    │                                 (pass.rs)
 //!    ├─► cache/                        thread caches (owner-only state + slot protocol)
 //!    ├─► depot/                        the shared, bounded store of batches
 //!    ├─► reclaim/                      process-wide: clock, registry of pools, the
@@ -166,6 +167,34 @@
 //! operation on a background pool other than a cache hit starts a new one if
 //! it is missing ([`reclaim::status`](crate::reclaim::status) tells).
 //!
+//! ## Batched teardown: the destroy queue (`shared/teardown.rs`)
+//!
+//! Teardowns the pool decides (reclaim and pressure on the reclaimer
+//! thread or in a lazy pass, a donation past the depot's cap, `drain`, a
+//! thread's exit, the pool's drop) are queued per pool, as whole batches,
+//! and run in chunks (`teardown_chunk` objects) outside every lock by at
+//! most `min(ncpus, teardown_threads)` threads, each batch in one
+//! `destroy_batch` call (one `munmap` per slab of stacks). A thread that
+//! finds every permit taken leaves its work queued and goes on; nobody
+//! waits on a permit, so there is no wake-up storm (DragonFly 2017: at
+//! most `ncpus` tear down at once). `drain`, a thread's exit and the pool's
+//! drop run at most one chunk; work left behind wakes the reclaimer, which
+//! finishes it (a dropped pool's rest goes to it with the manager, dropped
+//! after its last destroy), and every `get`/`put` slow path runs a chunk
+//! too. `drain_blocking` and a `get` at `max_live` run the queue to empty
+//! first. Operations that return how many objects they destroyed (`trim`,
+//! `reclaim`, `pressure` called by the user) destroy on the caller's
+//! thread. Refills with a `burst` make a batch with one `create_batch`.
+//!
+//! ```text
+//! queued     == objects in the queue's batches
+//! destroying == queued + objects taken by runners, not yet destroyed
+//! running    <= min(ncpus, teardown_threads)
+//! pusher: queued += n, then try a permit   (SeqCst: either it runs its
+//! runner: give the permit back, then read    own work or the runner
+//!         queued                             sees it; loom_teardown.rs)
+//! ```
+//!
 //! ## Stacks in slabs (`stack/slab.rs`)
 //!
 //! A stack pool's manager carves its stacks from slabs: one `mmap`
@@ -216,7 +245,8 @@
 //! ```text
 //! existing == created - destroyed - detached
 //! live     == gets - returns - discarded - detached
-//! live + idle == existing
+//! live + idle + destroying == existing       (destroying: in the destroy queue
+//!                                             or being destroyed)
 //! ```
 //!
 //! Accounting is by pool, never by thread: an object taken on one thread and
@@ -285,7 +315,7 @@
 //!   so after any panic
 //!
 //! ```text
-//! live + idle == created - destroyed - detached
+//! live + idle + destroying == created - destroyed - detached
 //! ```
 //!
 //! * Anything else that panics on the reclaimer thread (a user `Clock`, a

@@ -23,7 +23,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 /// # Panics
 ///
 /// A panic in any method leaves the pool consistent and its counts right
-/// (`live + idle == created - destroyed - detached`):
+/// (`live + idle + destroying == created - destroyed - detached`):
 ///
 /// * `create` panicking creates nothing and counts nothing; the panic reaches
 ///   the caller of [`Pool::get`](crate::Pool::get), and the `max_live` place
@@ -77,11 +77,9 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 /// Single objects (a `get` that needs just one, a discarded guard) still go
 /// through `create` and `destroy`, so both forms must agree.
 ///
-/// (Not yet wired: today the pool core still calls the single-object
-/// methods for its own refills, teardowns and purges. Routing them through
-/// the batch methods goes in the two places every such call already passes
-/// through: `callbacks.rs`, under the same panic contract, and the pool's
-/// one destroy path, `shared/destroy.rs`.)
+/// A refill asks for a batch only when the pool is built with a
+/// [`burst`](crate::Builder::burst) above 1 (the default creates one object
+/// per miss). A panicking `destroy_batch` counts as one caught panic.
 ///
 /// # Examples
 ///

@@ -170,17 +170,61 @@ impl<M: Manage> Pool<M> {
         self.shared.trim()
     }
 
-    /// Destroys every idle object it can reach: the whole depot (ignoring
+    /// Hands the calling thread's cached objects back to the depot now,
+    /// where every thread can reuse them, and gives up the thread's cache
+    /// (its next `get` or `put` of this pool takes a new one). Returns how
+    /// many objects left the cache.
+    ///
+    /// A thread's cache goes back on its own when the thread exits; call
+    /// this where that moment is too late: before a thread parks for good,
+    /// or in a runtime's own thread-exit hook while what the manager needs
+    /// is still there. Nothing is destroyed unless the depot is full
+    /// ([`max_idle`](crate::Builder::max_idle)).
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::new(|| vec![0u8; 64]);
+    /// drop(pool.get()?);
+    /// assert_eq!(pool.stats().idle_cached(), 1);
+    /// assert_eq!(pool.release_local(), 1);
+    /// let s = pool.stats();
+    /// assert_eq!((s.idle_cached(), s.idle_depot), (0, 1));
+    /// # Ok::<(), tidepool::Error<std::convert::Infallible>>(())
+    /// ```
+    pub fn release_local(&self) -> usize {
+        self.shared.supervise();
+        self.shared.release_local()
+    }
+
+    /// Tears down every idle object it can reach: the whole depot (ignoring
     /// `min_idle`) and every thread cache whose owner is not inside a `get`
     /// or `put` of this pool right now; a busy owner is asked to hand its
     /// cache to the depot at its next operation instead. Returns how many
-    /// objects were destroyed.
+    /// objects it took.
+    ///
+    /// They go to the pool's destroy queue (see
+    /// [`Builder::teardown_threads`](crate::Builder::teardown_threads)),
+    /// and this call destroys at most one chunk of it
+    /// ([`Builder::teardown_chunk`](crate::Builder::teardown_chunk)) before
+    /// returning; the rest is finished by the reclaimer thread or by the
+    /// next callers, and shows in [`Stats::destroying`] until then. Call
+    /// [`drain_blocking`](Pool::drain_blocking) to have them all destroyed
+    /// on return.
     ///
     /// On systems without a process-wide barrier (`membarrier(2)`), other
     /// threads' caches are only asked to flush.
     pub fn drain(&self) -> usize {
         self.shared.supervise();
         self.shared.drain()
+    }
+
+    /// Like [`drain`](Pool::drain), but destroys everything it takes on
+    /// this thread, then helps until the destroy queue is empty (waiting,
+    /// by yielding, for a place among the
+    /// [`teardown_threads`](crate::Builder::teardown_threads) if need be).
+    /// Returns how many objects it took, all destroyed by then.
+    pub fn drain_blocking(&self) -> usize {
+        self.shared.supervise();
+        self.shared.drain_blocking()
     }
 
     /// Runs the reclaim pass if one is due by the pool's clock, as the

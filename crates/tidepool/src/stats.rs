@@ -13,7 +13,7 @@
 ///   by at most the one operation it is in the middle of, so with `T` threads
 ///   inside `get`/`put` these figures are off by at most `T`. When no thread
 ///   is inside the pool they are exact, and
-///   `live + idle == created - destroyed - detached`.
+///   `live + idle + destroying == created - destroyed - detached`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Stats {
@@ -27,6 +27,10 @@ pub struct Stats {
     pub live: u64,
     /// Objects waiting for reuse: in the depot or in a thread cache.
     pub idle: u64,
+    /// Objects the pool decided to destroy that are not destroyed yet: in
+    /// its destroy queue or being destroyed. Neither live nor idle:
+    /// `live + idle + destroying == created - destroyed - detached`.
+    pub destroying: u64,
     /// The part of `idle` that is in the depot.
     pub idle_depot: u64,
     /// The part of `idle_depot` that has been purged

@@ -72,6 +72,10 @@ fn every_figure_is_exported_with_its_kind_and_pool_label() {
         (c("tidepool_reclaimed_total"), stats.reclaimed as f64),
         (c("tidepool_hits_total"), stats.hits as f64),
         (c("tidepool_misses_total"), stats.misses as f64),
+        (
+            c("tidepool_callback_panics_total"),
+            stats.callback_panics as f64,
+        ),
     ]);
     assert_eq!(got, want);
     drop(kept);
@@ -130,4 +134,39 @@ fn stack_pools_export_their_stacks_too() {
     );
     assert_eq!(got[&key("tidepool_live", MetricKind::Gauge)], 1.0);
     drop(lent);
+}
+
+/// A manager whose `destroy` panics: the pool contains it and counts it.
+struct PanickyDestroy;
+
+impl tidepool::Manage for PanickyDestroy {
+    type Item = u32;
+    type Error = std::convert::Infallible;
+    fn create(&self) -> Result<u32, Self::Error> {
+        Ok(7)
+    }
+    fn destroy(&self, _item: u32) {
+        panic!("injected: destroy");
+    }
+}
+
+#[test]
+fn contained_callback_panics_are_exported() {
+    let pool = Pool::builder(PanickyDestroy)
+        .background(false)
+        .build()
+        .unwrap();
+    drop(pool.get().unwrap());
+    // The idle object is destroyed by drain: its `destroy` panics; the pool
+    // counts it (and, on the caller's own thread, passes the panic on).
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.drain()));
+    let stats = pool.stats();
+    assert_eq!(stats.callback_panics, 1, "{stats:?}");
+    let got = record(|| stats.export_metrics("p"));
+    let key = (
+        "tidepool_callback_panics_total".to_owned(),
+        MetricKind::Counter,
+        "p".to_owned(),
+    );
+    assert_eq!(got[&key], 1.0);
 }

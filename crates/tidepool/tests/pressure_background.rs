@@ -270,7 +270,7 @@ fn the_reclaimer_empties_an_untouched_pool() {
     let s = wait_for(
         "the untouched pool to give back every idle object",
         || pool.stats(),
-        |s: &Stats| s.idle == 0,
+        |s: &Stats| s.idle == 0 && s.destroying == 0,
     );
     // A pass may already run while `fill` works (an interval is 100 ms: a
     // stall, or miri's interpreter, lets one pass), and the worker then

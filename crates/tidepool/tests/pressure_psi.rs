@@ -2,7 +2,7 @@
 //! `memory.pressure_level` listener) armed by this process fires under real
 //! memory pressure, and a pool drains.
 //!
-//! The pressure is produced honestly (`/work/shared/reference/machine-notes.md`):
+//! The pressure is produced honestly, as on a machine with cgroup v1 and PSI:
 //! a child of this process's v1 memory cgroup limited to 64 MiB, and a shell
 //! moved into it that writes a 300 MB file and reads it back, over and over
 //! (page-cache thrash), until the test has seen what it waits for.
@@ -22,7 +22,7 @@ mod common;
 
 use std::fs;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
@@ -52,29 +52,11 @@ fn refused(step: &str, why: impl std::fmt::Display) -> ! {
     panic!("memory-pressure test: the kernel refused step `{step}`: {why}")
 }
 
-/// `/sys/fs/cgroup/memory/<path>` for this process (`N:memory:<path>` in
-/// `/proc/self/cgroup`).
+/// This process's v1 memory cgroup (the library's own lookup).
 fn own_v1_memory_cgroup() -> PathBuf {
     let step = "find this process's v1 memory cgroup";
-    let table = fs::read_to_string("/proc/self/cgroup")
-        .unwrap_or_else(|e| refused(step, format!("/proc/self/cgroup: {e}")));
-    let rel = table
-        .lines()
-        .find_map(|line| {
-            let mut parts = line.splitn(3, ':');
-            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-            controllers
-                .split(',')
-                .any(|c| c == "memory")
-                .then_some(path)
-        })
-        .unwrap_or_else(|| {
-            refused(
-                step,
-                format!("no cgroup v1 memory controller in /proc/self/cgroup:\n{table}"),
-            )
-        });
-    let dir = Path::new("/sys/fs/cgroup/memory").join(rel.trim_start_matches('/'));
+    let dir =
+        tidepool::pressure::CgroupV1Pressure::own_cgroup_dir().unwrap_or_else(|e| refused(step, e));
     if !dir.join("memory.limit_in_bytes").exists() {
         refused(
             step,

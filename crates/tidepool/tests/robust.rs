@@ -69,7 +69,7 @@ fn assert_reclaimer_serves_new_pools() {
     );
     fill(&pool, 10);
     let s = wait_stats("a new pool to be reclaimed", &pool, |s| {
-        s.idle == 0 && s.reclaim_passes > 0
+        s.idle == 0 && s.destroying == 0 && s.reclaim_passes > 0
     });
     assert_eq!((s.created, s.destroyed), (10, 10), "{s:#?}");
     let (manager, held_ledger) = Counting::new();
@@ -83,7 +83,7 @@ fn assert_reclaimer_serves_new_pools() {
     fill(&held, 10);
     pressure::notify(Level::Critical);
     wait_stats("notify(Critical) to drain a pool", &held, |s| {
-        s.pressure_critical >= 1 && s.idle == 0
+        s.pressure_critical >= 1 && s.idle == 0 && s.destroying == 0
     });
     drop(pool);
     ledger.assert_all_accounted();
@@ -199,7 +199,9 @@ fn reclaimer_survives_a_destroy_that_builds_a_background_pool() {
             fill(&pool, 12);
             let (_, ok) = wait_until(PATIENCE, || BUILT.lock().unwrap().len(), |&n| n == 1);
             assert!(ok, "the reclaimer never ran the hook");
-            wait_stats("the pool to be reclaimed", &pool, |s| s.idle == 0);
+            wait_stats("the pool to be reclaimed", &pool, |s| {
+                s.idle == 0 && s.destroying == 0
+            });
             assert_reclaimer_serves_new_pools();
             drop(pool);
             ledger.assert_all_accounted();
@@ -225,11 +227,16 @@ fn reclaimer_survives_a_panicking_destroy() {
         fill(&pool, 12);
         ledger.panic_destroy.arm(2);
         let s = wait_stats("the pool to be reclaimed despite panics", &pool, |s| {
-            s.idle == 0
+            s.idle == 0 && s.destroying == 0
         });
         assert_eq!((s.created, s.destroyed), (12, 12), "{s:#?}");
         assert_balanced(&s);
-        assert_eq!(s.callback_panics, 2, "counted, contained: {s:#?}");
+        // Counted per callback call: both panics fall in one
+        // `destroy_batch` of two when the pass tears down a whole batch.
+        assert!(
+            (1..=2).contains(&s.callback_panics),
+            "counted, contained: {s:#?}"
+        );
         let status = tidepool::reclaim::status();
         assert!(status.running, "{status:?}");
         assert_eq!(status.restarts, 0, "never died: {status:?}");
@@ -255,7 +262,7 @@ fn reclaimer_survives_a_panicking_purge() {
         fill(&pool, 12);
         ledger.panic_purge.arm(1);
         let s = wait_stats("the pool to be reclaimed despite panics", &pool, |s| {
-            s.idle == 0
+            s.idle == 0 && s.destroying == 0
         });
         assert_eq!((s.created, s.destroyed), (12, 12), "{s:#?}");
         assert_eq!(s.callback_panics, 1, "{s:#?}");
@@ -377,7 +384,7 @@ fn a_short_interval_is_not_stuck_behind_a_long_one() {
         let s = wait_stats(
             "the short pool to be reclaimed on its interval",
             &short,
-            |s| s.idle == 0,
+            |s| s.idle == 0 && s.destroying == 0,
         );
         assert!(s.reclaim_passes >= 2, "{s:#?}");
         assert_eq!(long.stats().destroyed, 0, "the long pool keeps its objects");
@@ -442,13 +449,15 @@ mod fork {
                     // The inherited pool works, and is reclaimed on its interval.
                     drop((0..4).map(|_| inherited.get().unwrap()).collect::<Vec<_>>());
                     let s = wait_stats("the inherited pool to be reclaimed", &inherited, |s| {
-                        s.idle == 0
+                        s.idle == 0 && s.destroying == 0
                     });
                     assert_eq!(s.destroyed, s.created, "{s:#?}");
                     // A new pool: the same.
                     let (new, new_ledger) = short_pool();
                     fill(&new, 10);
-                    wait_stats("a new pool to be reclaimed", &new, |s| s.idle == 0);
+                    wait_stats("a new pool to be reclaimed", &new, |s| {
+                        s.idle == 0 && s.destroying == 0
+                    });
                     // notify reaches the child's pools.
                     let (manager, held_ledger) = Counting::new();
                     let held = Arc::new(
@@ -463,7 +472,7 @@ mod fork {
                         pressure::notify(Level::Critical);
                     }
                     wait_stats("notify(Critical) to reach the child's pool", &held, |s| {
-                        s.pressure_critical >= 1 && s.idle == 0
+                        s.pressure_critical >= 1 && s.idle == 0 && s.destroying == 0
                     });
                     drop(new);
                     new_ledger.assert_all_accounted();
@@ -553,7 +562,9 @@ mod fork {
                 pressure::notify(Level::Medium);
                 let (new, new_ledger) = short_pool();
                 fill(&new, 6);
-                wait_stats("a new pool to be reclaimed", &new, |s| s.idle == 0);
+                wait_stats("a new pool to be reclaimed", &new, |s| {
+                    s.idle == 0 && s.destroying == 0
+                });
                 drop(new);
                 new_ledger.assert_all_accounted();
             });

@@ -197,7 +197,7 @@ fn munmap_calls_per_thousand_stacks_are_one_per_slab() {
     let held: Vec<_> = (0..1000).map(|_| pool.get().unwrap()).collect();
     held.iter().for_each(|s| fill(s, 9));
     drop(held);
-    assert_eq!(pool.drain(), 1000);
+    assert_eq!(pool.drain_blocking(), 1000);
     let s = pool.stats();
     assert_eq!(s.pool.destroyed, 1000);
     assert_eq!(s.mmap_calls, 1000_u64.div_ceil(k));
@@ -524,7 +524,7 @@ fn out_of_address_space_is_an_error_in_a_child() {
         let n = held.len();
         let out_of_memory = matches!(err, StackError::OutOfMemory { .. });
         held.clear();
-        pool.drain();
+        pool.drain_blocking();
         let s = pool.stats();
         eprintln!(
             "CHILD: {n} stacks, then {err}; oom={out_of_memory} slabs={} mmap={} munmap={}",

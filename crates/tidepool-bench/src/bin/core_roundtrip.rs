@@ -8,10 +8,10 @@
 //! issue's "within 10%" check:
 //!
 //! ```text
-//! git -C /work/main worktree add /work/pre-reclaim 1736ccc
+//! git worktree add ../pre-reclaim 1736ccc
 //! cp crates/tidepool-bench/src/bin/core_roundtrip.rs \
-//!    /work/pre-reclaim/crates/tidepool-bench/src/bin/
-//! (cd /work/pre-reclaim && cargo build --release -p tidepool-bench --bin core_roundtrip)
+//!    ../pre-reclaim/crates/tidepool-bench/src/bin/
+//! (cd ../pre-reclaim && cargo build --release -p tidepool-bench --bin core_roundtrip)
 //! cargo build --release -p tidepool-bench --bin core_roundtrip
 //! ```
 //!

@@ -7,11 +7,9 @@ use std::path::{Path, PathBuf};
 use crate::cleanup::{self, Leftover, Registration};
 use crate::procfs;
 
-/// Where the cgroup v1 memory hierarchy is mounted.
-pub const V1_MEMORY_ROOT: &str = "/sys/fs/cgroup/memory";
-
-/// `/sys/fs/cgroup/memory/<path>` for this process (`N:memory:<path>` in
-/// `/proc/self/cgroup`).
+/// This process's v1 memory cgroup (the core's lookup,
+/// [`tidepool::pressure::CgroupV1Pressure::own_cgroup_dir`]), checked to be
+/// a mounted v1 memory hierarchy.
 ///
 /// # Errors
 ///
@@ -19,11 +17,8 @@ pub const V1_MEMORY_ROOT: &str = "/sys/fs/cgroup/memory";
 /// mounted where expected.
 pub fn own_v1_memory() -> Result<PathBuf, String> {
     let step = "find this process's v1 memory cgroup";
-    let table = fs::read_to_string("/proc/self/cgroup")
-        .map_err(|e| format!("{step}: read /proc/self/cgroup: {e}"))?;
-    let rel = v1_memory_path(&table)
-        .ok_or_else(|| format!("{step}: no cgroup v1 memory controller in /proc/self/cgroup"))?;
-    let dir = Path::new(V1_MEMORY_ROOT).join(rel.trim_start_matches('/'));
+    let dir = tidepool::pressure::CgroupV1Pressure::own_cgroup_dir()
+        .map_err(|e| format!("{step}: {e}"))?;
     if !dir.join("memory.limit_in_bytes").exists() {
         return Err(format!(
             "{step}: {} has no memory.limit_in_bytes (is the v1 memory hierarchy mounted?)",
@@ -31,19 +26,6 @@ pub fn own_v1_memory() -> Result<PathBuf, String> {
         ));
     }
     Ok(dir)
-}
-
-/// The path of the `memory` controller's line in a `/proc/<pid>/cgroup`
-/// table.
-fn v1_memory_path(table: &str) -> Option<&str> {
-    table.lines().find_map(|line| {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers
-            .split(',')
-            .any(|c| c == "memory")
-            .then_some(path)
-    })
 }
 
 /// A child of this process's v1 memory cgroup with a memory limit, removed
@@ -139,19 +121,5 @@ pub fn not_root_hint() -> String {
     match procfs::euid() {
         Some(0) | None => String::new(),
         Some(u) => format!(" (not root: effective uid {u})"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::v1_memory_path;
-
-    #[test]
-    fn the_memory_line_is_found_among_others() {
-        let table = "12:pids:/a\n4:cpu,memory:/lab/x\n0::/unified\n";
-        assert_eq!(v1_memory_path(table), Some("/lab/x"));
-        assert_eq!(v1_memory_path("0::/only-v2\n"), None);
-        // A controller whose name merely contains "memory" is not it.
-        assert_eq!(v1_memory_path("3:memory_extra:/no\n"), None);
     }
 }

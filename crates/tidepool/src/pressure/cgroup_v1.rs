@@ -26,6 +26,26 @@ pub struct CgroupV1Pressure {
 }
 
 impl CgroupV1Pressure {
+    /// This process's v1 memory cgroup directory:
+    /// `/sys/fs/cgroup/memory/<path>` for the `N:memory:<path>` line of
+    /// `/proc/self/cgroup`. The one lookup of it in the project (the lab
+    /// and the tests use it too).
+    ///
+    /// # Errors
+    ///
+    /// `/proc/self/cgroup` cannot be read, or has no v1 memory controller
+    /// (`NotFound`).
+    pub fn own_cgroup_dir() -> io::Result<PathBuf> {
+        let table = fs::read_to_string("/proc/self/cgroup")?;
+        let rel = v1_memory_path(&table).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "no cgroup v1 memory controller in /proc/self/cgroup",
+            )
+        })?;
+        Ok(Path::new("/sys/fs/cgroup/memory").join(rel.trim_start_matches('/')))
+    }
+
     /// Listens on the cgroup v1 memory cgroup at `dir` for `v1_level`
     /// (`"low"`, `"medium"` or `"critical"`) and signals `level`.
     ///
@@ -73,7 +93,7 @@ impl CgroupV1Pressure {
     ///
     /// `NotFound` when the process is in no v1 memory cgroup.
     pub fn own_defaults() -> io::Result<Vec<io::Result<Self>>> {
-        let dir = own_cgroup_v1_memory()?;
+        let dir = Self::own_cgroup_dir()?;
         Ok(vec![
             Self::new(&dir, "medium", Level::Medium),
             Self::new(&dir, "critical", Level::Critical),
@@ -81,27 +101,17 @@ impl CgroupV1Pressure {
     }
 }
 
-/// `/sys/fs/cgroup/memory/<path>` for this process (`N:memory:<path>` in
-/// `/proc/self/cgroup`).
-pub(crate) fn own_cgroup_v1_memory() -> io::Result<PathBuf> {
-    let table = fs::read_to_string("/proc/self/cgroup")?;
-    let rel = table
-        .lines()
-        .find_map(|line| {
-            let mut parts = line.splitn(3, ':');
-            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-            controllers
-                .split(',')
-                .any(|c| c == "memory")
-                .then_some(path)
-        })
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                "no cgroup v1 memory controller in /proc/self/cgroup",
-            )
-        })?;
-    Ok(Path::new("/sys/fs/cgroup/memory").join(rel.trim_start_matches('/')))
+/// The path of the `memory` controller's line in a `/proc/<pid>/cgroup`
+/// table (`N:controllers:path`).
+fn v1_memory_path(table: &str) -> Option<&str> {
+    table.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == "memory")
+            .then_some(path)
+    })
 }
 
 impl Source for CgroupV1Pressure {
@@ -119,5 +129,19 @@ impl Source for CgroupV1Pressure {
 
     fn on_ready(&mut self) -> io::Result<Option<Level>> {
         Ok((self.event.drain()? > 0).then_some(self.level))
+    }
+}
+
+#[cfg(test)]
+mod cgroup_table_tests {
+    use super::v1_memory_path;
+
+    #[test]
+    fn the_memory_line_is_found_among_others() {
+        let table = "12:pids:/a\n4:cpu,memory:/lab/x\n0::/unified\n";
+        assert_eq!(v1_memory_path(table), Some("/lab/x"));
+        assert_eq!(v1_memory_path("0::/only-v2\n"), None);
+        // A controller whose name merely contains "memory" is not it.
+        assert_eq!(v1_memory_path("3:memory_extra:/no\n"), None);
     }
 }

@@ -90,7 +90,14 @@ pub(crate) struct Registry {
     /// Reports made under the lock, emitted by [`unlock`] once it is
     /// released (the logger is user code).
     pub(crate) reports: Vec<String>,
+    /// Teardowns of dropped pools, left for the reclaimer thread to finish
+    /// (`scheduler::adopt`).
+    pub(crate) orphans: Vec<Orphan>,
 }
+
+/// The rest of a dropped pool's destroy queue, with its manager: run once
+/// by the reclaimer thread.
+pub(crate) type Orphan = Box<dyn FnOnce() + Send>;
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     entries: Vec::new(),
@@ -103,6 +110,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     default_sources: None,
     defaults_opened: false,
     reports: Vec::new(),
+    orphans: Vec::new(),
 });
 
 /// Signalled when a tick ends, for `close`.

@@ -37,7 +37,7 @@ use std::sync::Weak;
 use std::time::Duration;
 
 use super::fork;
-use super::registry::{self, Background, DefaultSources, Registry, Ticket, Watched};
+use super::registry::{self, Background, DefaultSources, Orphan, Registry, Ticket, Watched};
 use super::ReclaimerStatus;
 use crate::callbacks;
 use crate::signal::{Level, Source, SourceStatus};
@@ -119,6 +119,17 @@ fn ensure_running_slow() {
     let stale = start_if_needed(&mut registry);
     registry::unlock(registry);
     drop(stale);
+}
+
+/// Hands the reclaimer a dropped pool's unfinished teardown, run in its
+/// next round (contained: see `callbacks.rs`).
+pub(crate) fn adopt(orphan: Orphan) {
+    let mut registry = registry::lock();
+    registry.orphans.push(orphan);
+    let stale = start_if_needed(&mut registry);
+    registry::unlock(registry);
+    drop(stale);
+    wake();
 }
 
 /// Wakes the thread for a new round (starting it if it is missing).
@@ -236,11 +247,15 @@ fn run(generation: u64) {
     let mut sources: Vec<Watched> = Vec::new();
     loop {
         ROUNDS.fetch_add(1, Ordering::Relaxed);
-        let (pools, pending) = {
+        let (pools, pending, orphans) = {
             let mut registry = registry::lock();
             sources.append(&mut registry.incoming);
-            (registry.open_pools(), registry.pending.take())
+            let orphans = std::mem::take(&mut registry.orphans);
+            (registry.open_pools(), registry.pending.take(), orphans)
         };
+        for orphan in orphans {
+            callbacks::contain_stray("finishing a dropped pool's teardown", orphan);
+        }
         if let Some(level) = pending {
             for &pool in &pools {
                 callbacks::contain_stray("delivering memory pressure", || {

@@ -2,10 +2,12 @@
 //! Every destruction (refused donations, reclaim, pressure, drain, thread
 //! exit, pool drop, discarded guards) goes through it, so the accounting is
 //! written once: each object is counted as destroyed, and its `max_live`
-//! place given back, after its `destroy` returns *or unwinds*.
+//! place given back, after its `destroy` (or its batch's `destroy_batch`)
+//! returns *or unwinds*.
 //!
-//! Today it calls `destroy` once per object; a batch callback or a per-pool
-//! destroy queue would slot in here without touching the callers.
+//! A batch of two or more objects goes to the manager's `destroy_batch` in
+//! one call (a stack manager unmaps a whole slab with one `munmap`); a lone
+//! object to `destroy`.
 
 use super::Shared;
 use crate::callbacks::{Caught, Site};
@@ -13,25 +15,30 @@ use crate::sync::atomic::Ordering;
 use crate::Manage;
 
 impl<M: Manage> Shared<M> {
-    /// Destroys every object in `items`, even if some `destroy` calls panic
-    /// (caught into `caught`, for the caller to settle once its work is
-    /// done). Returns how many.
+    /// Destroys every object of `batches`, a batch per `destroy_batch`
+    /// call, even if some calls panic (caught into `caught`, for the caller
+    /// to settle once its work is done). Returns how many.
     pub(crate) fn destroy_all(
         &self,
-        items: impl IntoIterator<Item = M::Item>,
+        batches: impl IntoIterator<Item = Vec<M::Item>>,
         caught: &mut Caught,
     ) -> usize {
         let callbacks = self.callbacks();
-        let mut n = 0;
-        for item in items {
-            callbacks.destroy(item, caught);
-            n += 1;
-            self.counters.destroyed.add(1);
-            // Only now is the resource gone: a `create` under `max_live` may
-            // take its place.
-            self.counters.existing.fetch_sub(1, Ordering::Relaxed);
+        let mut total = 0;
+        for mut batch in batches {
+            let n = batch.len();
+            match n {
+                0 => continue,
+                1 => callbacks.destroy(batch.pop().expect("one object"), caught),
+                _ => callbacks.destroy_batch(batch, caught),
+            }
+            total += n;
+            self.counters.destroyed.add(n as u64);
+            // Only now are the resources gone: a `create` under `max_live`
+            // may take their places.
+            self.counters.existing.fetch_sub(n, Ordering::Relaxed);
         }
-        n
+        total
     }
 
     /// Destroys every object of `batches`, then settles the panics at
@@ -41,9 +48,57 @@ impl<M: Manage> Shared<M> {
             return 0;
         }
         let mut caught = Caught::default();
-        let n = self.destroy_all(batches.into_iter().flatten(), &mut caught);
+        let n = self.destroy_all(batches, &mut caught);
         self.settle(caught, site);
         n
+    }
+
+    /// Queues `batches`, which the pool decided to destroy, and runs up to
+    /// `chunks` chunks of the destroy queue on this thread
+    /// (`usize::MAX`: until it is empty), if a permit is free (see
+    /// `teardown.rs`). Panics are settled at `site`. Returns how many
+    /// objects were queued.
+    pub(crate) fn tear_down(&self, batches: Vec<Vec<M::Item>>, chunks: usize, site: Site) -> usize {
+        let n = self.teardown.push(batches);
+        self.run_teardown(chunks, false, site);
+        n
+    }
+
+    /// Runs up to `chunks` chunks of the destroy queue here (with `wait`,
+    /// waiting for a permit), then settles panics at `site`; wakes the
+    /// reclaimer for work it left behind. Returns how many objects it
+    /// destroyed.
+    pub(crate) fn run_teardown(&self, chunks: usize, wait: bool, site: Site) -> usize {
+        if self.teardown.queued() == 0 {
+            return 0;
+        }
+        let mut caught = Caught::default();
+        let run = self
+            .teardown
+            .run(chunks, wait, |chunk| self.destroy_all(chunk, &mut caught));
+        if run.left_behind {
+            self.wake_for_teardown();
+        }
+        self.settle(caught, site);
+        run.destroyed
+    }
+
+    /// Destroys everything in the destroy queue before returning, on this
+    /// thread and the others running it (waiting for a permit if all are
+    /// taken). Returns how many objects this thread destroyed. A `get` at
+    /// `max_live` calls this before failing; so may anything else that
+    /// needs the places back (a live-limit credit, say).
+    pub(crate) fn flush_teardown(&self, site: Site) -> usize {
+        self.run_teardown(usize::MAX, true, site)
+    }
+
+    /// Work was left in the queue: the reclaimer finishes it (the next
+    /// callers' slow paths run a chunk each too, see `pass_lazily`).
+    fn wake_for_teardown(&self) {
+        #[cfg(not(loom))]
+        if self.config.background && self.teardown.needs_wake() {
+            crate::reclaim::scheduler::wake();
+        }
     }
 
     /// Ends a guard by destroying its object. A panic from `destroy`
@@ -52,7 +107,7 @@ impl<M: Manage> Shared<M> {
     pub(crate) fn discard(&self, item: M::Item) {
         self.counters.discarded.add(1);
         let mut caught = Caught::default();
-        self.destroy_all(Some(item), &mut caught);
+        self.destroy_all([vec![item]], &mut caught);
         self.settle(caught, Site::Caller);
     }
 

@@ -7,7 +7,8 @@
 //!         depot.take_full ──► a full batch ──► object   (room reserved
 //!            │ depot empty                               outside the bracket)
 //!            ▼
-//!         manager.create (max_live checked first)
+//!         manager.create, or create_batch for a burst
+//!         (max_live places reserved first)
 //! ```
 //!
 //! `put` runs the other way: recycle, push onto the local cache, donate the
@@ -26,6 +27,7 @@
 
 mod destroy;
 mod pass;
+pub(crate) mod teardown;
 
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Weak};
@@ -39,6 +41,7 @@ use crate::reclaim::Clock;
 use crate::sync::atomic::{AtomicUsize, Ordering};
 use crate::sync::SharedCounter;
 use crate::{Config, Error, Manage, Stats};
+use teardown::Teardown;
 
 pub(crate) use pass::ReclaimShared;
 
@@ -54,6 +57,9 @@ pub(crate) struct Shared<M: Manage> {
     pub(crate) config: Config,
     pub(crate) slots: SlotTable<M::Item>,
     pub(crate) depot: Depot<M::Item>,
+    /// Batches the pool decided to destroy, run in chunks by a bounded
+    /// number of threads (`teardown.rs`).
+    pub(crate) teardown: Teardown<M::Item>,
     /// Slow-path counters, on their own cache lines: they change only when
     /// objects are created or destroyed, never on a cache hit.
     counters: CachePadded<Counters>,
@@ -69,7 +75,9 @@ pub(crate) struct Shared<M: Manage> {
 /// * `existing == created - destroyed - detached`
 /// * `live == gets - returns - discarded - detached`
 ///   (`gets`, `returns` summed over every slot plus the slot-less ones)
-/// * `live + idle == existing`, `idle == depot + sum(cache lengths)`
+/// * `live + idle + destroying == existing`,
+///   `idle == depot + sum(cache lengths)`,
+///   `destroying == teardown.destroying()` (queued or being destroyed)
 #[derive(Default)]
 struct Counters {
     created: SharedCounter,
@@ -93,6 +101,7 @@ impl<M: Manage> Shared<M> {
     pub(crate) fn new(manager: M, config: Config, clock: Arc<dyn Clock>) -> Self {
         Self {
             depot: Depot::new(config.batch_size, config.max_idle),
+            teardown: Teardown::new(teardown_limit(&config), config.teardown_chunk),
             slots: SlotTable::new(),
             counters: CachePadded::default(),
             reclaim: CachePadded::new(ReclaimShared::new(clock, config.reclaim_interval)),
@@ -216,7 +225,25 @@ impl<M: Manage> Shared<M> {
                 slot.count_get();
                 break item;
             }
-            let item = this.create()?;
+            let burst = this.config.burst;
+            if burst == 1 {
+                let item = this.create()?;
+                slot.count_get();
+                break item;
+            }
+            let mut made = this.create_burst(burst)?;
+            let item = made.pop().expect("a burst is never empty");
+            if !made.is_empty() {
+                // The rest of the burst becomes this cache's loaded batch
+                // (room for a whole batch made here, outside the bracket).
+                made.reserve_exact(batch_size - made.len());
+                if let Err(made) = slot.install_loaded(made) {
+                    // Revoked meanwhile: the rest goes to the depot.
+                    let refused = this.donate_all(vec![made]);
+                    // `item` is in hand: contained.
+                    this.destroy_batches(refused, Site::Upkeep);
+                }
+            }
             slot.count_get();
             break item;
         };
@@ -234,34 +261,81 @@ impl<M: Manage> Shared<M> {
         Ok(item)
     }
 
-    /// Creates an object, within `max_live`.
+    /// Creates one object, within `max_live`.
     #[cold]
     fn create(&self) -> Result<M::Item, Error<M::Error>> {
-        /// Gives back the place reserved under `max_live` unless disarmed:
-        /// on error and on panic alike.
-        struct Reservation<'a>(&'a AtomicUsize);
-        impl Drop for Reservation<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
+        let reservation = self.reserve(1)?;
+        let item = self.callbacks().create().map_err(Error::Create)?;
+        reservation.fill(1);
+        self.count_created(1);
+        Ok(item)
+    }
 
+    /// Creates between 1 and `want` (at least 2) objects with one
+    /// `create_batch` call (a refill's burst), within `max_live`.
+    #[cold]
+    fn create_burst(&self, want: usize) -> Result<Vec<M::Item>, Error<M::Error>> {
+        let reservation = self.reserve(want)?;
+        let n = reservation.1;
+        let mut items = if n == 1 {
+            vec![self.callbacks().create().map_err(Error::Create)?]
+        } else {
+            self.callbacks().create_batch(n).map_err(Error::Create)?
+        };
+        if items.is_empty() {
+            // Outside the contract (`Ok` is never empty): one the ordinary
+            // way.
+            items.push(self.callbacks().create().map_err(Error::Create)?);
+        }
+        // Outside the contract too: more than asked. Counted as made, then
+        // destroyed, so `max_live` holds.
+        let surplus = items.split_off(items.len().min(n));
+        reservation.fill(items.len());
+        if !surplus.is_empty() {
+            self.counters
+                .existing
+                .fetch_add(surplus.len(), Ordering::Relaxed);
+            self.counters.created.add(surplus.len() as u64);
+            self.destroy_batches(vec![surplus], Site::Upkeep);
+        }
+        self.count_created(items.len());
+        Ok(items)
+    }
+
+    /// Reserves between 1 and `want` places under `max_live` (exact under
+    /// contention: only the room left), given back by the [`Reservation`]
+    /// unless filled.
+    fn reserve(&self, want: usize) -> Result<Reservation<'_>, Error<M::Error>> {
         let existing = &self.counters.existing;
-        let before = existing.fetch_add(1, Ordering::Relaxed);
-        let reservation = Reservation(existing);
-        if let Some(limit) = self.config.max_live {
-            if before >= limit {
+        let Some(limit) = self.config.max_live else {
+            existing.fetch_add(want, Ordering::Relaxed);
+            return Ok(Reservation(existing, want));
+        };
+        loop {
+            if let Ok(now) = existing.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
+                (now < limit).then(|| now + want.min(limit - now))
+            }) {
+                return Ok(Reservation(existing, want.min(limit - now)));
+            }
+            // At the limit: objects on their way out still hold places.
+            // Finish them before failing (wasmtime's pooling allocator
+            // flushes its decommit queue the same way).
+            if self.teardown.destroying() == 0 {
                 return Err(Error::Exhausted { limit });
             }
+            if self.flush_teardown(Site::Caller) == 0 {
+                // Other threads hold the last of them: let them finish.
+                crate::sync::yield_now();
+            }
         }
-        let item = self.callbacks().create().map_err(Error::Create)?;
-        std::mem::forget(reservation);
-        self.counters.created.add(1);
+    }
+
+    fn count_created(&self, n: usize) {
+        self.counters.created.add(n as u64);
         self.counters.misses.add(1);
         // The pool may have just gained its first object beyond its
         // reserve: the reclaimer must know (its next deadline may be ours).
         self.arm_background();
-        Ok(item)
     }
 
     // === put ===
@@ -310,7 +384,7 @@ impl<M: Manage> Shared<M> {
             }
             None => {
                 self.counters.discarded.add(1);
-                self.destroy_all(Some(item), &mut caught);
+                self.destroy_all([vec![item]], &mut caught);
                 self.settle(caught, site);
                 None
             }
@@ -353,7 +427,8 @@ impl<M: Manage> Shared<M> {
             // lose.
             let _ = slot.install_spare(empty);
         }
-        this.destroy_batches(refused, site);
+        // Past `max_idle`: to the destroy queue, one chunk of it here.
+        this.tear_down(refused, 1, site);
         this.pass_lazily();
     }
 
@@ -361,7 +436,7 @@ impl<M: Manage> Shared<M> {
     fn put_slotless(&self, item: M::Item, site: Site) {
         self.counters.slotless_returns.add(1);
         if let Err(item) = self.depot.put_one(item) {
-            self.destroy_batches(vec![vec![item]], site);
+            self.tear_down(vec![vec![item]], 1, site);
         }
     }
 
@@ -386,6 +461,7 @@ impl<M: Manage> Shared<M> {
         let depot = self.depot.counts();
         let live = gets.saturating_sub(returns + discarded + detached);
         let existing = created.saturating_sub(destroyed + detached);
+        let destroying = self.teardown.destroying() as u64;
         let r = &*self.reclaim;
         Stats {
             reclaimed: r.reclaimed.read(),
@@ -399,13 +475,52 @@ impl<M: Manage> Shared<M> {
             destroyed,
             detached,
             live,
-            idle: existing.saturating_sub(live),
+            idle: existing.saturating_sub(live + destroying),
+            destroying,
             idle_depot: depot.idle as u64,
             idle_purged: depot.purged as u64,
             hits: gets.saturating_sub(misses),
             misses,
             depot_exchanges: depot.exchanges,
         }
+    }
+}
+
+/// Places reserved under `max_live` for objects being created; those not
+/// filled are given back when it drops (on error and on panic too).
+struct Reservation<'a>(&'a AtomicUsize, usize);
+
+impl Reservation<'_> {
+    /// `made` of the places hold objects now; the rest are given back.
+    fn fill(mut self, made: usize) {
+        self.1 -= made.min(self.1);
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if self.1 > 0 {
+            self.0.fetch_sub(self.1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl<M: Manage> Shared<M> {
+    /// Hands this thread's cache to the depot now, as its exit would, and
+    /// gives the slot up (the next operation re-claims it). Returns how
+    /// many objects left the cache; those the full depot refused are
+    /// destroyed (a panic there reaches the caller, see [`Site::Caller`]).
+    pub(crate) fn release_local(&self) -> usize {
+        let Some(slot) = self.local() else {
+            return 0;
+        };
+        // No access bracket is open on this thread: brackets never run user
+        // code, so this cannot be called from inside one.
+        let batches = slot.release();
+        let n = batches.iter().map(Vec::len).sum();
+        let refused = self.donate_all(batches);
+        self.destroy_batches(refused, Site::Caller);
+        n
     }
 }
 
@@ -417,8 +532,9 @@ impl<M: Manage> ThreadExit for Shared<M> {
         // SAFETY: we run on thread `tid`, in its TLS destructor, before its id
         // is freed.
         let refused = self.donate_all(unsafe { LocalSlot::new(slot) }.release());
-        // A TLS destructor: nothing may unwind.
-        self.destroy_batches(refused, Site::ThreadExit);
+        // A TLS destructor: nothing may unwind. One chunk at most here:
+        // threads exiting en masse must not all tear down at once.
+        self.tear_down(refused, 1, Site::ThreadExit);
     }
 }
 
@@ -432,8 +548,32 @@ impl<M: Manage> Drop for Shared<M> {
             batches.extend(slot.take_all_exclusive());
         });
         batches.extend(self.depot.take_down_to(0));
-        // A destructor (maybe a thread-local one): nothing may unwind.
-        self.destroy_batches(batches, Site::PoolDrop);
+        // A destructor (maybe a thread-local one): nothing may unwind. One
+        // chunk here; the rest goes to the reclaimer with the manager.
+        self.tear_down(batches, 1, Site::PoolDrop);
+        let rest = self.teardown.take_all();
+        #[cfg(not(loom))]
+        if !rest.is_empty() && self.config.background {
+            // SAFETY: the manager is taken once, here, and this drop
+            // touches it no more (it skips `drop_manager` below).
+            let manager = unsafe { ManuallyDrop::take(&mut self.manager) };
+            crate::reclaim::scheduler::adopt(Box::new(move || {
+                callbacks::finish_orphan(manager, rest);
+            }));
+            return;
+        }
+        // No reclaimer to hand it to: finished here.
+        self.destroy_batches(rest, Site::PoolDrop);
         callbacks::drop_manager(&mut self.manager, Site::PoolDrop, &self.panics);
     }
+}
+
+/// Threads that may run a pool's destroy queue at once:
+/// `min(ncpus, teardown_threads)`.
+fn teardown_limit(config: &Config) -> usize {
+    #[cfg(not(loom))]
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    #[cfg(loom)]
+    let cpus = usize::MAX;
+    config.teardown_threads.min(cpus)
 }

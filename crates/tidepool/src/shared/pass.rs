@@ -102,6 +102,9 @@ impl<M: Manage> Shared<M> {
     pub(crate) fn pass_lazily(&self) {
         self.supervise();
         self.pass_if_due(Site::Upkeep);
+        // Teardown work left behind: the next callers help, a chunk each
+        // (all a pool without the reclaimer thread has).
+        self.run_teardown(1, false, Site::Upkeep);
     }
 
     /// For a background pool: makes sure the reclaimer runs (an atomic
@@ -163,10 +166,8 @@ impl<M: Manage> Shared<M> {
         // destroyed or back in the depot before a panic is settled.
         let mut caught = Caught::default();
         let refused = self.donate_all(taken);
-        let reclaimed = self.destroy_all(
-            tick.reclaim.into_iter().chain(refused).flatten(),
-            &mut caught,
-        );
+        let doomed: Vec<_> = tick.reclaim.into_iter().chain(refused).collect();
+        let reclaimed = self.reclaim_batches(doomed, site, &mut caught);
         self.reclaim.reclaimed.add(reclaimed as u64);
         self.purge_batches(tick.purge, &mut caught);
         self.settle(caught, site);
@@ -182,7 +183,7 @@ impl<M: Manage> Shared<M> {
             Level::Medium => {
                 self.reclaim.pressure_medium.add(1);
                 let unused = self.depot.reclaim_unused(floor);
-                self.destroy_all(unused.into_iter().flatten(), &mut caught)
+                self.reclaim_batches(unused, site, &mut caught)
             }
             Level::Critical => {
                 self.reclaim.pressure_critical.add(1);
@@ -206,7 +207,8 @@ impl<M: Manage> Shared<M> {
                 // The depot's cap is `min_idle` now: what does not fit goes.
                 let refused = self.donate_all(taken);
                 let rest = self.depot.take_down_to(floor);
-                let n = self.destroy_all(refused.into_iter().chain(rest).flatten(), &mut caught);
+                let doomed = refused.into_iter().chain(rest).collect();
+                let n = self.reclaim_batches(doomed, site, &mut caught);
                 // The hold's end is a deadline the reclaimer must know.
                 if site == Site::Caller {
                     self.arm_background();
@@ -263,21 +265,56 @@ impl<M: Manage> Shared<M> {
     pub(crate) fn trim(&self) -> usize {
         let trimmed = self.depot.trim(self.config.min_idle);
         let mut caught = Caught::default();
-        let n = self.destroy_all(trimmed.into_iter().flatten(), &mut caught);
+        let n = self.destroy_all(trimmed, &mut caught);
         self.reclaim.reclaimed.add(n as u64);
         self.settle(caught, Site::Caller);
         n
     }
 
-    /// Destroys the depot's objects and every thread cache it can take.
-    pub(crate) fn drain(&self) -> usize {
+    /// Takes the depot's objects and every thread cache it can take.
+    fn take_all_idle(&self) -> Vec<Vec<M::Item>> {
         let caches = {
             let _gate = fork::gate();
             let _state = self.reclaim.lock.lock();
             Slot::revoke_remote(self.owned_slots())
         };
         let depot = self.depot.take_down_to(0);
-        self.destroy_batches(caches.into_iter().chain(depot).collect(), Site::Caller)
+        caches.into_iter().chain(depot).collect()
+    }
+
+    /// Sends every idle object it can take to the destroy queue, and runs
+    /// one chunk of it here. Returns how many objects it took.
+    pub(crate) fn drain(&self) -> usize {
+        self.tear_down(self.take_all_idle(), 1, Site::Caller)
+    }
+
+    /// Destroys every idle object it can take, here, then helps until the
+    /// destroy queue is empty. Returns how many objects it took (all
+    /// destroyed by then).
+    pub(crate) fn drain_blocking(&self) -> usize {
+        let mut caught = Caught::default();
+        let n = self.destroy_all(self.take_all_idle(), &mut caught);
+        self.settle(caught, Site::Caller);
+        self.flush_teardown(Site::Caller);
+        n
+    }
+
+    /// Destroys `batches` taken by reclaim or pressure on behalf of
+    /// `site`: on the caller's own path here (it is told how many were
+    /// destroyed); anywhere else through the destroy queue, all of it on
+    /// the reclaimer thread, one chunk in a lazy pass on a `get` or `put`.
+    /// Returns how many objects.
+    fn reclaim_batches(
+        &self,
+        batches: Vec<Vec<M::Item>>,
+        site: Site,
+        caught: &mut Caught,
+    ) -> usize {
+        match site {
+            Site::Caller => self.destroy_all(batches, caught),
+            Site::Reclaimer => self.tear_down(batches, usize::MAX, site),
+            _ => self.tear_down(batches, 1, site),
+        }
     }
 
     /// Purges the depot's not-yet-purged objects, oldest first, up to
@@ -289,33 +326,33 @@ impl<M: Manage> Shared<M> {
         n
     }
 
-    /// Purges `batches` (taken from the depot) outside every lock and hands
-    /// them back; destroys any object whose purge panicked, and what no
-    /// longer fits. Returns how many were purged.
-    fn purge_batches(&self, mut batches: Vec<Vec<M::Item>>, caught: &mut Caught) -> usize {
+    /// Purges `batches` (taken from the depot) outside every lock, one
+    /// `purge_batch` call per batch, and hands them back; destroys a batch
+    /// whose purge panicked (which of its objects are half-purged cannot be
+    /// told), and what no longer fits. Returns how many were purged.
+    fn purge_batches(&self, batches: Vec<Vec<M::Item>>, caught: &mut Caught) -> usize {
         if batches.is_empty() {
             return 0;
         }
         let callbacks = self.callbacks();
         let mut purged = 0;
         let mut broken = Vec::new();
-        for batch in &mut batches {
-            let mut i = 0;
-            while i < batch.len() {
-                if callbacks.purge(&mut batch[i], caught) {
-                    purged += 1;
-                    i += 1;
-                } else {
-                    // Half-purged: not fit for reuse.
-                    broken.push(batch.swap_remove(i));
-                }
+        let mut kept = Vec::with_capacity(batches.len());
+        for mut batch in batches {
+            let ok = match batch.as_mut_slice() {
+                [] => continue,
+                [one] => callbacks.purge(one, caught),
+                all => callbacks.purge_batch(all, caught),
+            };
+            if ok {
+                purged += batch.len();
+                kept.push(batch);
+            } else {
+                broken.push(batch);
             }
         }
-        let refused = self.depot.restore_purged(batches);
-        self.destroy_all(
-            broken.into_iter().chain(refused.into_iter().flatten()),
-            caught,
-        );
+        let refused = self.depot.restore_purged(kept);
+        self.destroy_all(broken.into_iter().chain(refused), caught);
         purged
     }
 
@@ -360,6 +397,10 @@ impl<M: Manage> Shared<M> {
     /// (`None`: this pool holds nothing to reclaim and no hold to lift; it
     /// disarms until it creates again).
     pub(crate) fn background_tick(&self) -> Option<Duration> {
+        // Teardown work left behind (a mass release, a drain): finished
+        // here, as far as no other runner has it.
+        self.teardown.woken();
+        self.run_teardown(usize::MAX, false, Site::Reclaimer);
         self.reclaim.armed.store(false, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         let holding = self.holding();

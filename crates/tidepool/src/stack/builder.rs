@@ -55,6 +55,7 @@ pub struct StackPoolBuilder {
     reclaim_interval: Option<Duration>,
     pressure_hold: Option<Duration>,
     background: Option<bool>,
+    burst: Option<usize>,
 }
 
 impl StackPoolBuilder {
@@ -70,6 +71,7 @@ impl StackPoolBuilder {
             reclaim_interval: None,
             pressure_hold: None,
             background: None,
+            burst: None,
         }
     }
 
@@ -102,6 +104,16 @@ impl StackPoolBuilder {
     /// call [`StackPool::reclaim`] from a thread of your own.
     pub fn background(mut self, on: bool) -> Self {
         self.background = Some(on);
+        self
+    }
+
+    /// Stacks a miss carves at once (see
+    /// [`Builder::burst`](crate::Builder::burst); default 1, at most
+    /// `batch_size`): one `create_batch` call, so one lock and, for a fresh
+    /// slab, one `mmap` for the whole burst. Never past `max_live`, so a
+    /// burst stays inside the map-count budget.
+    pub fn burst(mut self, n: usize) -> Self {
+        self.burst = Some(n);
         self
     }
 
@@ -215,6 +227,9 @@ impl StackPoolBuilder {
         }
         if let Some(on) = self.background {
             builder = builder.background(on);
+        }
+        if let Some(n) = self.burst {
+            builder = builder.burst(n);
         }
         let pool = Arc::new(builder.build()?);
         registry::register(&pool);

@@ -139,13 +139,29 @@ impl StackPool {
         self.pool.purge()
     }
 
-    /// Reclaims every idle stack this thread can reach: destroys the
-    /// depot's and this thread's cached stacks ([`Pool::drain`]), releasing
-    /// their pages and unmapping each slab whose last stack they were.
-    /// Returns how many. The pool's own reclaim, which destroys only stacks
+    /// Hands the calling thread's cached stacks back to the depot now
+    /// ([`Pool::release_local`]); a thread does this on its own when it
+    /// exits. Returns how many stacks left the cache.
+    pub fn release_local(&self) -> usize {
+        self.pool.release_local()
+    }
+
+    /// Reclaims every idle stack this thread can reach: the depot's and
+    /// this thread's cached stacks go to the pool's destroy queue
+    /// ([`Pool::drain`]), which releases their pages and unmaps each slab
+    /// whose last stack they were; this call runs at most one chunk of it,
+    /// the reclaimer thread or the next callers the rest. Returns how many
+    /// stacks it took. The pool's own reclaim, which destroys only stacks
     /// its working set no longer needs, is [`reclaim`](StackPool::reclaim).
     pub fn drain(&self) -> usize {
         self.pool.drain()
+    }
+
+    /// Like [`drain`](StackPool::drain), but every stack it takes is
+    /// unmapped or released by the time it returns
+    /// ([`Pool::drain_blocking`]).
+    pub fn drain_blocking(&self) -> usize {
+        self.pool.drain_blocking()
     }
 
     /// Runs the reclaim pass if one is due ([`Pool::reclaim`]): purges the

@@ -22,7 +22,7 @@ pub(crate) fn register(pool: &Arc<Pool<StackManager>>) {
 }
 
 /// Destroys the idle stacks every live stack pool can give up from this
-/// thread ([`Pool::drain`]: its depot and this thread's cache). Returns how
+/// thread ([`Pool::drain_blocking`]: its depot and this thread's cache). Returns how
 /// many were unmapped.
 pub(crate) fn reclaim_idle_stacks() -> usize {
     let live: Vec<Arc<Pool<StackManager>>> = {
@@ -31,7 +31,7 @@ pub(crate) fn reclaim_idle_stacks() -> usize {
     };
     // Outside the registry lock: draining unmaps, and may drop a pool whose
     // last other handle went away meanwhile.
-    live.iter().map(|pool| pool.drain()).sum()
+    live.iter().map(|pool| pool.drain_blocking()).sum()
 }
 
 /// `fork(2)`: the registry's lock is held across it, so a forked child

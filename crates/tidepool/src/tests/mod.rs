@@ -4,3 +4,5 @@
 mod bracket_alloc;
 #[cfg(loom)]
 mod loom_cache;
+#[cfg(loom)]
+mod loom_teardown;
