@@ -586,7 +586,7 @@ fn run_single(cfg: Cfg, ops: Vec<Op>) -> Result<(), TestCaseError> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 256,
+        cases: if cfg!(miri) { 6 } else { 256 },
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
@@ -837,7 +837,7 @@ fn run_two(cfg: Cfg, ops: Vec<Op>, drop_pool_first: bool) -> Result<(), TestCase
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 128,
+        cases: if cfg!(miri) { 4 } else { 128 },
         failure_persistence: None,
         ..ProptestConfig::default()
     })]

@@ -89,6 +89,10 @@ pub(crate) fn heavy_fence() -> bool {
 #[cfg(all(test, not(loom)))]
 mod tests {
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "membarrier(2) is a real kernel call miri does not emulate"
+    )]
     fn a_barrier_is_available_and_repeatable() {
         // Every kernel this crate supports in CI (Linux >= 4.14) has one; if
         // this fails, remote cache revocation silently degrades to flush

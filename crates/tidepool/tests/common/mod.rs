@@ -486,6 +486,18 @@ impl Drop for Held {
     }
 }
 
+/// A loop count: `native` normally, `miri` under miri (bin/sanitize.sh),
+/// which interprets every step and checks every access, so runs are
+/// about a thousand times slower. The smaller count must still take every
+/// path the test is about.
+pub const fn scaled(native: usize, miri: usize) -> usize {
+    if cfg!(miri) {
+        miri
+    } else {
+        native
+    }
+}
+
 /// A small, seedable random number generator (xorshift64*), so tests need
 /// no extra dependency and failures can be replayed from a printed seed.
 #[derive(Clone, Debug)]
