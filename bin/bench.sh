@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# Runs tidepool's criterion benchmarks (crates/tidepool-bench) and prints a
-# table of medians plus the ratios the performance targets are stated in.
+# Runs tidepool's criterion benchmarks (crates/tidepool-bench, benches/pools.rs)
+# and prints one table: every performance target the bench crate can
+# measure, as a ratio of two medians from this run, the target beside it,
+# and whether it holds. A machine line comes first: timings on a shared
+# machine are only as good as its load.
 #
 #   bin/bench.sh            full run (~3 minutes on 2 cores)
 #   bin/bench.sh --quick    shorter measurements (~1 minute), noisier
-#   bin/bench.sh --summary  only print the summary of the last run
+#   bin/bench.sh --summary  only print the table of the last run
 #   bin/bench.sh -- ARGS    pass ARGS to the bench binary (e.g. a filter:
 #                           `bin/bench.sh -- round_trip`)
 #
 # Results come from $CARGO_TARGET_DIR/criterion (default: target/criterion);
-# only estimates written by this run are reported (all of them with
-# --summary).
+# only estimates written by this run are used (all of them with --summary).
+# Instruction counts, which do not depend on the load: bin/callgrind.sh.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,7 +27,7 @@ while [[ $# -gt 0 ]]; do
     --quick) quick=1 ;;
     --summary) run=0 ;;
     --) shift; bench_args=("$@"); break ;;
-    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "unknown option: $1 (try --help)" >&2; exit 2 ;;
     esac
     shift
@@ -33,22 +36,30 @@ done
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 criterion_dir="$target_dir/criterion"
 since=0
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 if [[ $run == 1 ]]; then
+    cargo bench -p tidepool-bench --bench pools --no-run
     since="$(date +%s)"
-    echo "load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores" \
-        "(other processes skew the two_threads and forward groups)"
+    load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
     if [[ $quick == 1 ]]; then
         export TIDEPOOL_BENCH_QUICK=1
     fi
-    cargo bench -p tidepool-bench --bench pools -- "${bench_args[@]}"
+    cargo bench -p tidepool-bench --bench pools -- "${bench_args[@]}" >&2
 fi
 
-python3 - "$criterion_dir" "$since" <<'PY'
+cpu="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
+family="$(awk -F': ' '/^cpu family/ { print $2; exit }' /proc/cpuinfo)"
+model="$(awk -F': ' '/^model\t/ { print $2; exit }' /proc/cpuinfo)"
+machine="$cpu (family $family, model $model), $(nproc) cores, $(free -g | awk '/^Mem:/ { print $2 }') GiB"
+machine="$machine | load avg $load_before before, $(cut -d' ' -f1-3 /proc/loadavg) after"
+machine="$machine | $(rustc --version)"
+
+python3 - "$criterion_dir" "$since" "$machine" "$run" <<'PY'
 import json, os, sys
 
-root, since = sys.argv[1], float(sys.argv[2])
-GROUPS = ["round_trip", "two_threads", "forward"]
+root, since, machine, ran = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+GROUPS = ["round_trip", "get_drop", "two_threads", "forward"]
 
 # median[(group, subject, threads or None)] = ns
 median = {}
@@ -69,81 +80,65 @@ for group in GROUPS:
             median[(group, subject, threads)] = json.load(f)["median"]["point_estimate"]
 
 if not median:
-    sys.exit(f"no criterion results under {root} from this run")
+    sys.exit(f"no criterion results under {root}" + (" from this run" if ran else ""))
 
 def get(group, subject, threads=None):
     return median.get((group, subject, threads))
 
-subjects = []
-for (_g, s, _t) in sorted(median):
-    if s not in subjects:
-        subjects.append(s)
-order = ["tidepool", "tidepool_owned", "tls_vec", "mutex_vec", "no_pool",
-         "object_pool", "lockfree_linear", "sharded_slab", "opool"]
-subjects.sort(key=lambda s: (order.index(s) if s in order else len(order), s))
+rows = []
 
-def fmt(x):
-    return "-" if x is None else f"{x:.1f}"
+def row(name, a, b, target, at_most, note=""):
+    """One target: ratio a/b of two (group, subject, threads) medians."""
+    x, y = get(*a), get(*b)
+    if x is None or y is None:
+        rows.append((name, "-", target, "?", "-", "-", "not measured in this run"))
+        return
+    r = x / y
+    ok = r <= float(target.split()[-1].rstrip("x")) if at_most else r >= float(target.split()[-1].rstrip("x"))
+    rows.append((name, f"{r:.2f}x", target, "✓" if ok else "✗", f"{x:.1f}", f"{y:.1f}", note))
+
+RT, GD, TT, FW = "round_trip", "get_drop", "two_threads", "forward"
+row("core get+put / bare TLS Vec pop+push", (RT, "tidepool"), (RT, "tls_vec"), "<= 1.25x", True,
+    "round_trip: tidepool / tls_vec")
+row("object-pool / core, 1 thread", (RT, "object_pool"), (RT, "tidepool"), ">= 3x", False,
+    "round_trip: object_pool / tidepool")
+row("LinearObjectPool / core, 1 thread", (RT, "lockfree_linear"), (RT, "tidepool"), ">= 3x", False,
+    "round_trip: lockfree_linear / tidepool")
+row("object-pool / core, 2 threads", (TT, "object_pool", 2), (TT, "tidepool", 2), ">= 3x", False,
+    "two_threads/2: per op per thread")
+row("LinearObjectPool / core, 2 threads", (TT, "lockfree_linear", 2), (TT, "tidepool", 2), ">= 3x", False,
+    "two_threads/2: per op per thread")
+row("core 2 threads / 1 thread, per op", (TT, "tidepool", 2), (TT, "tidepool", 1), "<= 1.3x", True,
+    "two_threads: tidepool/2 / tidepool/1")
+row("core forward / LinearObjectPool forward", (FW, "tidepool"), (FW, "lockfree_linear"), "<= 1.0x", True,
+    "forward: get on A, drop on B")
+row("StackPool get+drop / core get+drop", (GD, "stack"), (GD, "core"), "<= 1.5x", True,
+    "get_drop: stack / core (same shape)")
+row("get_owned+drop / get+drop", (GD, "core_owned"), (GD, "core"), "<= 1.3x", True,
+    "get_drop: core_owned / core")
+
+head = ("target", "ratio", "want", "", "a ns", "b ns", "a / b")
+widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+def line(r):
+    cells = [str(c).ljust(w) if i in (0, 2, 6) else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
+    return "| " + " | ".join(cells) + " |"
 
 print()
-print("Medians, ns per operation (two_threads: per op per thread)")
-header = f"{'subject':<16} {'round_trip':>11} {'1 thread':>10} {'2 threads':>10} {'2t/1t':>7} {'forward':>9}"
-print(header)
-print("-" * len(header))
-for s in subjects:
-    one, two = get("two_threads", s, 1), get("two_threads", s, 2)
-    scale = f"{two / one:.2f}" if one and two else "-"
-    print(f"{s:<16} {fmt(get('round_trip', s)):>11} {fmt(one):>10} {fmt(two):>10} {scale:>7} {fmt(get('forward', s)):>9}")
+print(f"machine: {machine}")
+print(line(head))
+print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+for r in rows:
+    print(line(r))
+held = sum(r[3] == "✓" for r in rows)
+print(f"{held} of {len(rows)} targets hold (medians of this run, ns per op; two_threads: per op per thread).")
 
-print()
-print("Targets")
-results = []
-
-def target(name, value, ok, detail):
-    if value is None:
-        results.append(("N/A ", name, "not measured in this run"))
-    else:
-        results.append(("PASS" if ok(value) else "MISS", name, detail(value)))
-
-def ratio(a, b):
-    return a / b if a is not None and b else None
-
-tp = get("round_trip", "tidepool")
-target("round trip within 1.5x of thread-local Vec",
-       ratio(tp, get("round_trip", "tls_vec")), lambda r: r <= 1.5,
-       lambda r: f"tidepool / tls_vec = {r:.2f}x (need <= 1.50)")
-target("round trip >= 3x faster than object-pool",
-       ratio(get("round_trip", "object_pool"), tp), lambda r: r >= 3.0,
-       lambda r: f"object_pool / tidepool = {r:.2f}x (need >= 3.00)")
-target("round trip >= 3x faster than LinearObjectPool",
-       ratio(get("round_trip", "lockfree_linear"), tp), lambda r: r >= 3.0,
-       lambda r: f"lockfree_linear / tidepool = {r:.2f}x (need >= 3.00)")
-target("2 threads per-op within 1.3x of 1 thread",
-       ratio(get("two_threads", "tidepool", 2), get("two_threads", "tidepool", 1)),
-       lambda r: r <= 1.3,
-       lambda r: f"tidepool 2t / 1t = {r:.2f}x (need <= 1.30)")
-target("forward no slower than LinearObjectPool",
-       ratio(get("forward", "tidepool"), get("forward", "lockfree_linear")),
-       lambda r: r <= 1.0,
-       lambda r: f"tidepool / lockfree_linear = {r:.2f}x (need <= 1.00)")
-for verdict, name, detail in results:
-    print(f"  {verdict}  {name:<48} {detail}")
-
-# Context for the scaling target: the bare thread-local Vec shares nothing
-# between threads, so its own 2t/1t is what the machine adds (another process
-# on one of the two cores, or vCPUs that are SMT siblings on the host).
-tls1, tls2 = get("two_threads", "tls_vec", 1), get("two_threads", "tls_vec", 2)
-tp1, tp2 = get("two_threads", "tidepool", 1), get("two_threads", "tidepool", 2)
+# Context for the two-thread rows: the bare thread-local Vec shares nothing
+# between threads, so its own 2t/1t is what the machine adds (another
+# process on one of the two cores).
+tls1, tls2 = get(TT, "tls_vec", 1), get(TT, "tls_vec", 2)
 if tls1 and tls2:
-    machine = tls2 / tls1
-    print(f"  machine check: tls_vec 2t / 1t = {machine:.2f}x", end="")
-    if machine > 1.15:
-        print(" -> the two cores were not both free: the 2-thread figures "
-              "(and likely forward) are unreliable; rerun on an idle machine.")
-        if tp1 and tp2:
-            print(f"  tidepool 2t/1t relative to tls_vec's: {(tp2 / tp1) / machine:.2f}x "
-                  "(a rough correction, not the target)")
-    else:
-        print(" (ok: nothing shared scales flat)")
+    m = tls2 / tls1
+    verdict = ("ok: nothing shared scales flat" if m <= 1.15 else
+               "the two cores were not both free: two-thread and forward rows are unreliable")
+    print(f"machine check: tls_vec 2 threads / 1 thread = {m:.2f}x ({verdict})")
 PY
-echo "load average after the run: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"

@@ -14,6 +14,10 @@
 //!   through a bounded channel; a consumer thread gives them back. Time per
 //!   object, channel included (`no_pool` shows the channel + malloc cost
 //!   alone).
+//! * `get_drop/<subject>`: one thread takes an object and drops the guard at
+//!   once (`GetDrop`): `core` (`Pool::get`), `core_owned`
+//!   (`Pool::get_owned`) and `stack` (`StackPool::get`, a 1 MiB guarded
+//!   stack), the three guards the targets compare.
 //!
 //! `TIDEPOOL_BENCH_QUICK=1` shortens every measurement (see `bin/bench.sh
 //! --quick`).
@@ -23,8 +27,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use tidepool_bench::{
-    run_forward, run_threads, LockfreeLinear, MutexVec, NoPool, ObjectPool, Opool, ShardedSlab,
-    Subject, Tidepool, TidepoolOwned, TlsVec,
+    run_forward, run_threads, GetDrop, LockfreeLinear, MutexVec, NoPool, ObjectPool, Opool,
+    ShardedSlab, Subject, Tidepool, TidepoolOwned, TlsVec,
 };
 
 fn round_trip(c: &mut Criterion) {
@@ -96,6 +100,23 @@ fn forward(c: &mut Criterion) {
     g.finish();
 }
 
+fn get_drop(c: &mut Criterion) {
+    let mut g = c.benchmark_group("get_drop");
+    fn one<S: GetDrop>(
+        g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+        name: &str,
+        s: S,
+    ) {
+        s.get_drop();
+        g.bench_function(name, |b| b.iter(|| s.get_drop()));
+    }
+    one(&mut g, "core", Tidepool::new());
+    one(&mut g, "core_owned", TidepoolOwned(Tidepool::new()));
+    #[cfg(target_os = "linux")]
+    one(&mut g, "stack", tidepool_bench::Stacks::new());
+    g.finish();
+}
+
 fn config() -> Criterion {
     let quick = std::env::var_os("TIDEPOOL_BENCH_QUICK").is_some_and(|v| !v.is_empty() && v != "0");
     let (warm_up, measure, samples) = if quick {
@@ -113,6 +134,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = round_trip, two_threads, forward
+    targets = round_trip, get_drop, two_threads, forward
 }
 criterion_main!(benches);

@@ -31,6 +31,11 @@ pub const DEFAULT_RECLAIM_INTERVAL: Duration = Duration::from_secs(15);
 /// signal period.)
 pub const DEFAULT_PRESSURE_HOLD: Duration = Duration::from_secs(2);
 
+/// How far a pool's batch may grow on its own, as a multiple of the batch
+/// it starts with: a default batch of 32 grows to at most 256 (see
+/// [`Config::max_batch_size`]).
+pub const BATCH_GROWTH: usize = 8;
+
 /// The shortest reclaim interval accepted.
 pub const MIN_RECLAIM_INTERVAL: Duration = Duration::from_millis(1);
 
@@ -79,6 +84,26 @@ fn default_batch_size(item_size: usize, max_live: Option<usize>, max_idle: usize
         .max(1)
 }
 
+/// The most a default batch may grow to (see [`Config::max_batch_size`]):
+/// [`BATCH_GROWTH`] times the start, within [`MAX_CACHE_BYTES`] and
+/// `max_live`, and such that two batches fit in `max_idle`.
+fn default_max_batch(
+    item_size: usize,
+    max_live: Option<usize>,
+    max_idle: usize,
+    start: usize,
+) -> usize {
+    let by_bytes = MAX_CACHE_BYTES
+        .checked_div(2 * item_size)
+        .unwrap_or(usize::MAX);
+    (start * BATCH_GROWTH)
+        .min(MAX_BATCH_SIZE)
+        .min(by_bytes)
+        .min(max_live.unwrap_or(usize::MAX))
+        .min(max_idle / 2)
+        .max(start)
+}
+
 /// Bytes as MiB with one decimal, for messages.
 fn mib(bytes: u128) -> String {
     format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
@@ -88,6 +113,9 @@ fn mib(bytes: u128) -> String {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     pub(crate) batch_size: usize,
+    /// The most the batch grows to under depot traffic; `batch_size` when
+    /// the batch size was set explicitly (then it is fixed).
+    pub(crate) max_batch: usize,
     pub(crate) max_idle: usize,
     pub(crate) max_live: Option<usize>,
     pub(crate) min_idle: usize,
@@ -106,6 +134,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             batch_size: DEFAULT_BATCH_SIZE,
+            max_batch: DEFAULT_BATCH_SIZE * BATCH_GROWTH,
             max_idle: DEFAULT_MAX_IDLE,
             max_live: None,
             min_idle: 0,
@@ -155,6 +184,18 @@ impl Config {
         self.background
     }
 
+    /// The most the batch grows to on its own: a pool whose threads visit
+    /// the depot for a large share of their gets and puts doubles its batch
+    /// at a reclaim pass (the kmem magazine layer's resizing), and halves it
+    /// again, down to [`batch_size`](Config::batch_size), when a pass finds
+    /// idle objects unused through two intervals. Equal to `batch_size`
+    /// (fixed) when [`Builder::batch_size`] was given; otherwise
+    /// [`BATCH_GROWTH`] times it, within [`MAX_CACHE_BYTES`], `max_live`,
+    /// and half of `max_idle`.
+    pub fn max_batch_size(&self) -> usize {
+        self.max_batch
+    }
+
     /// Objects a miss creates at once.
     pub fn burst(&self) -> usize {
         self.burst
@@ -172,10 +213,11 @@ impl Config {
     }
 
     /// The most idle objects the pool can hold when `threads` threads use it:
-    /// the depot's cap plus two batches per thread cache.
+    /// the depot's cap plus two batches (of the largest batch size) per
+    /// thread cache.
     pub fn idle_bound(&self, threads: usize) -> usize {
         threads
-            .saturating_mul(2 * self.batch_size)
+            .saturating_mul(2 * self.max_batch)
             .saturating_add(self.max_idle)
     }
 
@@ -458,6 +500,15 @@ impl<M: Manage> Builder<M> {
         config.batch_size = self
             .batch_size
             .unwrap_or_else(|| default_batch_size(item_size, config.max_live, config.max_idle));
+        config.max_batch = match self.batch_size {
+            Some(n) => n,
+            None => default_max_batch(
+                item_size,
+                config.max_live,
+                config.max_idle,
+                config.batch_size,
+            ),
+        };
         let config = config.validate(item_size)?;
         Ok(Pool::from_parts(self.manager, config, self.clock))
     }
@@ -626,10 +677,31 @@ mod tests {
     fn idle_bound_counts_two_batches_per_thread() {
         let c = Config {
             batch_size: 4,
+            max_batch: 4,
             max_idle: 10,
             ..Config::default()
         };
         assert_eq!(c.idle_bound(0), 10);
         assert_eq!(c.idle_bound(3), 10 + 3 * 8);
+    }
+
+    #[test]
+    fn idle_bound_counts_the_largest_batch_and_an_explicit_batch_is_fixed() {
+        let pool = crate::Pool::builder(|| 0u64)
+            .max_idle(1000)
+            .build()
+            .unwrap();
+        let c = pool.config();
+        assert_eq!(c.batch_size(), DEFAULT_BATCH_SIZE);
+        assert_eq!(c.max_batch_size(), DEFAULT_BATCH_SIZE * BATCH_GROWTH);
+        assert_eq!(c.idle_bound(2), 1000 + 2 * 2 * c.max_batch_size());
+        // Two batches of the largest size fit in `max_idle`.
+        let small = crate::Pool::builder(|| 0u64).max_idle(100).build().unwrap();
+        assert_eq!(small.config().max_batch_size(), 50);
+        let fixed = crate::Pool::builder(|| 0u64)
+            .batch_size(16)
+            .build()
+            .unwrap();
+        assert_eq!(fixed.config().max_batch_size(), 16);
     }
 }

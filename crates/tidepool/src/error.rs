@@ -49,9 +49,18 @@ use std::fmt;
 pub enum Error<E> {
     /// No idle object was at hand and the manager's `create` failed.
     Create(E),
-    /// No idle object was at hand and creating one would exceed
-    /// [`max_live`](crate::Builder::max_live).
+    /// Creating an object would exceed
+    /// [`max_live`](crate::Builder::max_live), and no idle object was left
+    /// anywhere in the pool: before failing, `get` looks in the depot and
+    /// takes another thread's cache (see the
+    /// [`implementation`](crate::implementation) notes, *Limits*).
     Exhausted {
+        /// The configured `max_live`.
+        limit: usize,
+    },
+    /// [`get_timeout`](crate::Pool::get_timeout) waited its whole timeout
+    /// at [`max_live`](crate::Builder::max_live) and was handed no object.
+    Timeout {
         /// The configured `max_live`.
         limit: usize,
     },
@@ -62,7 +71,7 @@ impl<E> Error<E> {
     pub fn into_create_error(self) -> Option<E> {
         match self {
             Error::Create(e) => Some(e),
-            Error::Exhausted { .. } => None,
+            Error::Exhausted { .. } | Error::Timeout { .. } => None,
         }
     }
 
@@ -71,7 +80,7 @@ impl<E> Error<E> {
     pub fn create_error(&self) -> Option<&E> {
         match self {
             Error::Create(e) => Some(e),
-            Error::Exhausted { .. } => None,
+            Error::Exhausted { .. } | Error::Timeout { .. } => None,
         }
     }
 }
@@ -83,6 +92,10 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
             Error::Exhausted { limit } => write!(
                 f,
                 "pool exhausted: {limit} objects exist (max_live) and none is idle"
+            ),
+            Error::Timeout { limit } => write!(
+                f,
+                "timed out waiting for one of the pool's {limit} objects (max_live)"
             ),
         }
     }

@@ -3,8 +3,9 @@
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
-use std::sync::Arc;
+use std::ptr::NonNull;
 
+use crate::shared::Shared;
 use crate::{Manage, Pool};
 
 /// An object borrowed from a [`Pool`]; returned to it on drop.
@@ -26,7 +27,9 @@ pub struct Pooled<'a, M: Manage> {
 
 /// An object taken from an `Arc<Pool>` with [`Pool::get_owned`]; `Send` and
 /// `'static`, so it can be dropped on any thread, where it joins that
-/// thread's cache.
+/// thread's cache. It may outlive every `Arc` of its pool: the pool then
+/// lasts until its last owned guard is gone. It holds no reference count
+/// (see [`implementation`](crate::implementation#owned-guards)).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -36,7 +39,10 @@ pub struct Pooled<'a, M: Manage> {
 /// assert_eq!(pool.stats().live, 0);
 /// ```
 pub struct OwnedPooled<M: Manage> {
-    pool: Arc<Pool<M>>,
+    /// An uncounted copy of the pool handle (`Pool::alias`): valid while
+    /// the pool counts `item` as out, which it does until this guard ends
+    /// (`lifetime::end_owned`).
+    pool: ManuallyDrop<Pool<M>>,
     item: ManuallyDrop<M::Item>,
 }
 
@@ -47,14 +53,14 @@ macro_rules! guard_impl {
             /// Destroys the object ([`Manage::destroy`]) instead of recycling it.
             pub fn discard(self) {
                 let (pool, item) = self.into_parts();
-                pool.shared.discard(item);
+                Self::end(&pool, || pool.shared.discard(item));
             }
 
             /// Takes the object out of the pool: it is no longer counted as
             /// live, and the pool will never destroy it.
             pub fn detach(self) -> M::Item {
                 let (pool, item) = self.into_parts();
-                pool.shared.count_detach();
+                Self::end(&pool, || pool.shared.count_detach());
                 item
             }
 
@@ -104,10 +110,14 @@ macro_rules! guard_impl {
         impl<$($lt,)? M: Manage> Drop for $guard<$($lt,)? M> {
             #[inline]
             fn drop(&mut self) {
-                // SAFETY: `item` is taken exactly once: here, or in
-                // `into_parts`, which forgets the guard so this never runs.
-                let item = unsafe { ManuallyDrop::take(&mut self.item) };
-                crate::shared::Shared::put(&self.pool.shared, item);
+                let shared = &self.pool.shared;
+                Self::end(&self.pool, || {
+                    // SAFETY: `item` is taken exactly once: here, or in
+                    // `into_parts`, which forgets the guard so this never
+                    // runs.
+                    let item = unsafe { ManuallyDrop::take(&mut self.item) };
+                    Shared::put(shared, item)
+                });
             }
         }
     };
@@ -131,33 +141,49 @@ impl<'a, M: Manage> Pooled<'a, M> {
         let item = unsafe { ManuallyDrop::take(&mut this.item) };
         (this.pool, item)
     }
+
+    /// Runs the guard's end (put, discard or detach): the borrow of the
+    /// handle keeps the pool alive throughout.
+    #[inline(always)]
+    fn end<R>(_pool: &Pool<M>, end: impl FnOnce() -> R) -> R {
+        end()
+    }
 }
 
 impl<M: Manage> OwnedPooled<M> {
+    /// # Safety
+    ///
+    /// `item` has just been counted out of the pool `pool` aliases.
     #[inline]
-    pub(crate) fn new(pool: Arc<Pool<M>>, item: M::Item) -> Self {
+    pub(crate) unsafe fn new(pool: ManuallyDrop<Pool<M>>, item: M::Item) -> Self {
         Self {
             pool,
             item: ManuallyDrop::new(item),
         }
     }
 
-    /// The `Arc` this guard holds its pool by.
-    #[cfg(unix)]
-    pub(crate) fn pool_arc(&self) -> &Arc<Pool<M>> {
-        &self.pool
-    }
-
-    fn into_parts(self) -> (Arc<Pool<M>>, M::Item) {
+    fn into_parts(self) -> (ManuallyDrop<Pool<M>>, M::Item) {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped, so each field is moved out exactly
         // once: `item` by `take`, `pool` by `read` of a field that nothing
-        // reads again.
+        // reads again (and that, being `ManuallyDrop`, owns nothing).
         unsafe {
             let item = ManuallyDrop::take(&mut this.item);
             let pool = std::ptr::read(&this.pool);
             (pool, item)
         }
+    }
+
+    /// Runs the guard's end (put, discard or detach) so that the pool
+    /// outlives it even if its last handle is dropped meanwhile.
+    #[inline(always)]
+    fn end<R>(pool: &Pool<M>, end: impl FnOnce() -> R) -> R {
+        let shared: NonNull<Shared<M>> = NonNull::from(&**pool.shared);
+        // SAFETY: the guard's object is counted out of this pool until `end`
+        // gives it back, so the pool is alive now (`Pool::alias`); the
+        // `Ending` is dropped right after `end`, this guard's only end.
+        let _ending = unsafe { crate::lifetime::Ending::begin(shared) };
+        end()
     }
 }
 
@@ -171,6 +197,7 @@ mod tests {
     #[test]
     fn owned_guards_are_send_and_static_and_pools_are_shareable() {
         assert_send_static::<OwnedPooled<fn() -> Vec<u8>>>();
+        assert_send_sync::<OwnedPooled<fn() -> Vec<u8>>>();
         assert_send_sync::<Pool<fn() -> Vec<u8>>>();
         assert_send_sync::<Pooled<'static, fn() -> Vec<u8>>>();
     }

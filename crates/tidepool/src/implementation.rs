@@ -232,15 +232,55 @@
 //! Every stack holds an `Arc` of its slab set, so the set outlives the pool
 //! while detached stacks live.
 //!
+//! # Limits (`shared/at_limit.rs`)
+//!
+//! `max_live` bounds the objects in existence (live or idle). A `get` that
+//! finds both its batches and the depot empty creates; if that would pass
+//! `max_live`, it recycles before it fails:
+//!
+//! ```text
+//!  1. depot         donated since we looked?                 take a batch
+//!  2. other caches  revoke one owned slot at a time (after    its batches go
+//!                   our own id, wrapping), stop at the first  to the depot,
+//!                   with objects                              then take one
+//!  3. destroys      `flush_pending_destroys` (destroy.rs)     create again
+//!  4. Exhausted     at most ROUNDS (4) rounds per get
+//! ```
+//!
+//! Zero false `Exhausted`: a `get` fails only when no idle object is left
+//! anywhere it can reach (`tests/limits.rs`). Stealing uses the revocation
+//! protocol above, so where the OS has no process-wide barrier the owner
+//! is only asked to flush and the `get` may still fail.
+//!
+//! # Batch size
+//!
+//! The batch size is per pool and adapts (`Shared::batch`, changed only by a
+//! reclaim pass in `shared/pass.rs`, `adapt_batch`), as the kmem magazine
+//! layer resizes its magazines:
+//!
+//! ```text
+//! share = depot exchanges * batch / cache ops        (over the interval)
+//! two_way = sum over caches of min(gets, returns) * 4 >= cache ops
+//! share > 1/8 and two_way  ->  batch = min(2 * batch, max_batch)
+//! idle objects unused through two intervals  ->  batch = max(batch / 2, batch_size)
+//! batch_size <= batch <= max_batch
+//! ```
+//!
+//! A cache fills a batch up to `min(batch, capacity)`, so a grown size never
+//! makes `push` allocate: batches get room for the new size at their next
+//! depot visit, outside the access bracket.
+//!
 //! # Accounting
 //!
-//! Counts that change on every operation (`gets`, `returns`) are per slot,
-//! written only by the slot's owner with a plain load and store, and summed by
-//! `stats()`. Counts that change only on the slow path (`created`,
-//! `destroyed`, `detached`, `misses`, `discarded`) are shared atomics on their
-//! own cache lines (FreeBSD's lesson: a hot shared counter written on every
-//! allocation costs more than the allocation). The invariants, exact when no
-//! thread is inside the pool:
+//! Counts that change on every operation (`gets`, `returns`) and on every
+//! create or destroy (`created`, `destroyed`) are per slot, written only by
+//! the slot's owner with a plain load and store, and summed by `stats()`;
+//! threads without a slot in the pool (exiting ones, the reclaimer) count in
+//! shared atomics. The rare counts (`detached`, `discarded`, waiters' gets)
+//! are shared atomics on their own cache lines (FreeBSD's lesson: a hot
+//! shared counter written on every allocation costs more than the
+//! allocation). Every create is a miss, so `misses == created`. The
+//! invariants, exact when no thread is inside the pool:
 //!
 //! ```text
 //! existing == created - destroyed - detached
@@ -249,6 +289,25 @@
 //!                                             or being destroyed)
 //! ```
 //!
+//! ## `max_live`: places lent in chunks (`shared/places.rs`)
+//!
+//! The limit is a budget of places, exact at every instant:
+//!
+//! ```text
+//! reserved == existing + sum(slot credits) + places in flight  <= max_live
+//! ```
+//!
+//! `reserved` grows only by a compare-and-swap that keeps it within the
+//! limit, so the limit is never passed, not even transiently. A thread takes
+//! a chunk of places (`max_live / 64`, at most a batch) and keeps the unused
+//! ones as credits in its slot (`cache/credit.rs`); its creates spend them
+//! and its destroys give them back (up to two chunks), so steady churn
+//! touches only the slot's own cache line. Within `4 * chunk` places of the
+//! limit places move one at a time; a reservation that finds `reserved` full
+//! recalls every slot's credits (three rounds, yielding between) before it
+//! says no; `trim`, `drain` and thread exit give credits back too. The loom
+//! model `src/tests/loom_places.rs` checks the hand-off.
+
 //! Accounting is by pool, never by thread: an object taken on one thread and
 //! dropped on another is counted once out and once back, whichever threads
 //! those are. (QEMU's 2021 resizing pool kept per-thread counts of live
@@ -283,10 +342,39 @@
 //! dropping on the reclaimer thread, right after the tick) or build a new
 //! one (registration takes the registry lock, which the tick does not
 //! hold). No other thread can be in the
-//! middle of a `get` or `put` when the pool drops: a borrowed guard borrows
-//! the pool and an owned guard holds an `Arc` of it. So every object is
-//! destroyed exactly once, and by the time `drop(pool)` returns (unless a
+//! middle of a `get` or `put` when the shared state drops: a borrowed guard
+//! borrows the pool handle, and owned guards keep the state alive past the
+//! handle (next section). So every object is destroyed exactly once, and by
+//! the time the last of {`drop(pool)`, the owned guards} returns (unless a
 //! thread is exiting at that very moment).
+//!
+//! # Owned guards
+//!
+//! An owned guard ([`OwnedPooled`](crate::OwnedPooled), and every
+//! `PooledStack`) holds an uncounted copy of the handle's pointer, not an
+//! `Arc`: taking and dropping one touch no shared reference count. The
+//! shared state lives until the last of {the handle, the owned guards} is
+//! gone (`src/lifetime.rs`, after Linux's `percpu_ref` and liburcu's
+//! `membarrier` RCU). Pool handles themselves are counted (`Life::handles`:
+//! the build's, and one per `PooledStack::pool`); the last one closes:
+//!
+//! ```text
+//! end of an owned guard:   marker[this thread] = pool    (plain store)
+//!                          put / discard / detach        (counts the end)
+//!                          marker[this thread] = 0       (plain store)
+//! handle drop:             closed = true
+//!                          free now if  live == 0  and no marker == pool,
+//!                          else park it; the last end out frees it
+//! live = gets - returns - discarded - detached  (the pool's own counts,
+//!        ends read before starts, so never below the truth)
+//! ```
+//!
+//! Invariant: the state is freed only when `live == 0`, no counted end is in
+//! flight and no marker names the pool, read in that order; an end that
+//! has been counted stored its marker first, and clears it only once it no
+//! longer touches the pool. Closers that must wait ask the markers in their
+//! way to wake (two `membarrier(2)` calls, only then), so whoever is last
+//! frees the pool, and destroys its objects, before its own call returns.
 //!
 //! # Panics: the callback contract
 //!

@@ -46,6 +46,8 @@
 // Under loom the reclaimer thread and the OS barrier are swapped out for the
 // model's own primitives, leaving their code unused in that build only.
 #![cfg_attr(loom, allow(dead_code))]
+// Under miri the same goes for `poll(2)`/eventfd and `membarrier(2)`.
+#![cfg_attr(miri, allow(dead_code))]
 
 mod cache;
 mod callbacks;
@@ -56,6 +58,7 @@ mod error;
 mod export;
 mod guard;
 pub mod implementation;
+mod lifetime;
 mod manage;
 #[cfg(unix)]
 mod os;
@@ -80,9 +83,10 @@ mod tests;
 mod readme {}
 
 pub use config::{
-    Builder, Config, ConfigError, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IDLE, DEFAULT_PRESSURE_HOLD,
-    DEFAULT_RECLAIM_INTERVAL, DEFAULT_TEARDOWN_CHUNK, DEFAULT_TEARDOWN_THREADS, MAX_BATCH_SIZE,
-    MAX_CACHE_BYTES, MAX_PRESSURE_HOLD, MAX_RECLAIM_INTERVAL, MIN_RECLAIM_INTERVAL,
+    Builder, Config, ConfigError, BATCH_GROWTH, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IDLE,
+    DEFAULT_PRESSURE_HOLD, DEFAULT_RECLAIM_INTERVAL, DEFAULT_TEARDOWN_CHUNK,
+    DEFAULT_TEARDOWN_THREADS, MAX_BATCH_SIZE, MAX_CACHE_BYTES, MAX_PRESSURE_HOLD,
+    MAX_RECLAIM_INTERVAL, MIN_RECLAIM_INTERVAL,
 };
 pub use error::Error;
 pub use guard::{OwnedPooled, Pooled};

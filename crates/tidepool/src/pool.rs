@@ -1,7 +1,10 @@
 //! The front door: [`Pool`].
 
 use std::fmt;
+use std::mem::ManuallyDrop;
+use std::ptr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::callbacks::Site;
 use crate::pressure::Level;
@@ -46,10 +49,14 @@ use crate::{Builder, Config, Error, Manage, OwnedPooled, Pooled, Stats};
 /// assert!(stats.created <= 4, "each thread reuses its own object");
 /// ```
 pub struct Pool<M: Manage> {
-    pub(crate) shared: Arc<Shared<M>>,
-    /// The pool's place in the reclaimer's registry, if it has one.
-    #[cfg(not(loom))]
-    background: Option<registry::Ticket>,
+    /// The handle's reference to the shared state: released by `drop`.
+    /// The last handle releases it through
+    /// [`lifetime::close`](crate::lifetime), which keeps the state until
+    /// the last owned guard has ended. Owned guards hold an uncounted copy
+    /// of this pointer ([`Pool::alias`]). The handle is this one pointer
+    /// (the reclaimer's ticket lives in `Shared::life`), so the copy is one
+    /// word.
+    pub(crate) shared: ManuallyDrop<Arc<Shared<M>>>,
 }
 
 impl<M: Manage> Pool<M> {
@@ -111,17 +118,43 @@ impl<M: Manage> Pool<M> {
         let background = config.background;
         let shared = Arc::new(Shared::new(manager, config, clock));
         #[cfg(not(loom))]
-        let background = background.then(|| {
+        if background {
             let weak: std::sync::Weak<dyn registry::Background> =
                 Arc::downgrade(&shared) as std::sync::Weak<Shared<M>>;
-            scheduler::register(weak, crate::pressure::default_sources)
-        });
+            shared
+                .life
+                .set_ticket(scheduler::register(weak, crate::pressure::default_sources));
+        }
         #[cfg(loom)]
         let _ = background;
         Self {
-            shared,
-            #[cfg(not(loom))]
-            background,
+            shared: ManuallyDrop::new(shared),
+        }
+    }
+
+    /// An uncounted copy of this handle, for an owned guard: never dropped,
+    /// valid while the shared state lives, which `lifetime` guarantees for
+    /// as long as the pool counts the guard's object as out.
+    #[inline(always)]
+    fn alias(&self) -> ManuallyDrop<Pool<M>> {
+        // SAFETY: a bitwise copy of the `Arc`'s pointer, without touching
+        // its count. The copy is never dropped (`ManuallyDrop`), so the
+        // count stays exactly the handle's; it is only dereferenced while
+        // the shared state is alive (see `lifetime`).
+        let shared = unsafe { ptr::read(&*self.shared) };
+        ManuallyDrop::new(Pool {
+            shared: ManuallyDrop::new(shared),
+        })
+    }
+
+    /// A new counted handle on this pool, for an owned guard's holder that
+    /// wants one ([`PooledStack::pool`](crate::stack::PooledStack::pool)).
+    /// The pool closes when its last handle drops.
+    #[cfg(unix)]
+    pub(crate) fn new_handle(&self) -> Pool<M> {
+        self.shared.life.acquire_handle();
+        Pool {
+            shared: ManuallyDrop::new(Arc::clone(&self.shared)),
         }
     }
 
@@ -138,8 +171,10 @@ impl<M: Manage> Pool<M> {
         Ok(Pooled::new(self, item))
     }
 
-    /// Like [`get`](Pool::get), but the guard holds an `Arc` of the pool, so
-    /// it is `'static` and can be sent to and dropped on another thread.
+    /// Like [`get`](Pool::get), but the guard is `'static`: it can be sent
+    /// to and dropped on another thread, and may outlive every `Arc` of the
+    /// pool (the pool's objects and state then go when the last such guard
+    /// does). Taking and dropping it touch no shared reference count.
     ///
     /// # Errors
     ///
@@ -147,7 +182,71 @@ impl<M: Manage> Pool<M> {
     #[inline]
     pub fn get_owned(self: &Arc<Self>) -> Result<OwnedPooled<M>, Error<M::Error>> {
         let item = Shared::get(&self.shared)?;
-        Ok(OwnedPooled::new(Arc::clone(self), item))
+        self.shared.life.note_owned();
+        // SAFETY: `item` was just counted out of this pool.
+        Ok(unsafe { OwnedPooled::new(self.alias(), item) })
+    }
+
+    /// Like [`get`](Pool::get), but at [`max_live`](Builder::max_live)
+    /// waits up to `timeout` for another thread to give an object back (or
+    /// for one to be destroyed, making room to create one).
+    ///
+    /// Waiters are served first come, first served: while any wait, a
+    /// thread that drops a guard hands its object straight to the oldest
+    /// waiter instead of its own cache, and each object wakes exactly one
+    /// waiter. A plain `get` never waits; it fails fast with
+    /// [`Error::Exhausted`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] if nothing was handed over in time (a `timeout` of
+    /// zero still queues once: an object given back meanwhile is taken);
+    /// [`Error::Create`] as for `get`. Never `Exhausted`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use tidepool::{Error, Pool};
+    ///
+    /// let pool = Arc::new(Pool::builder(|| vec![0u8; 1024]).max_live(1).build()?);
+    /// let only = pool.get_owned()?;
+    /// // At the limit: a plain get fails at once, a timed one waits.
+    /// assert!(matches!(pool.get(), Err(Error::Exhausted { limit: 1 })));
+    /// assert!(matches!(
+    ///     pool.get_timeout(Duration::from_millis(1)),
+    ///     Err(Error::Timeout { limit: 1 })
+    /// ));
+    /// // Another thread gives it back while we wait: handed straight to us.
+    /// let giver = std::thread::spawn(move || {
+    ///     std::thread::sleep(Duration::from_millis(10));
+    ///     drop(only);
+    /// });
+    /// let buf = pool.get_timeout(Duration::from_secs(60))?;
+    /// assert_eq!(buf.len(), 1024);
+    /// giver.join().unwrap();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get_timeout(&self, timeout: Duration) -> Result<Pooled<'_, M>, Error<M::Error>> {
+        let item = Shared::get_timeout(&self.shared, timeout)?;
+        Ok(Pooled::new(self, item))
+    }
+
+    /// [`get_timeout`](Pool::get_timeout) with an owned guard, as
+    /// [`get_owned`](Pool::get_owned).
+    ///
+    /// # Errors
+    ///
+    /// As for [`get_timeout`](Pool::get_timeout).
+    pub fn get_owned_timeout(
+        self: &Arc<Self>,
+        timeout: Duration,
+    ) -> Result<OwnedPooled<M>, Error<M::Error>> {
+        let item = Shared::get_timeout(&self.shared, timeout)?;
+        self.shared.life.note_owned();
+        // SAFETY: `item` was just counted out of this pool.
+        Ok(unsafe { OwnedPooled::new(self.alias(), item) })
     }
 
     /// Counts of what the pool has done and holds (see [`Stats`] for which
@@ -285,15 +384,26 @@ impl<M: Manage> Pool<M> {
 
 impl<M: Manage> Drop for Pool<M> {
     fn drop(&mut self) {
+        // Another handle (from `PooledStack::pool`) still holds the pool:
+        // it closes it.
+        if !self.shared.life.release_handle() {
+            // SAFETY: taken once, here; `self` is not used again.
+            drop(unsafe { ManuallyDrop::take(&mut self.shared) });
+            return;
+        }
         // Wait out a reclaim pass in progress on this pool on another
         // thread, so the last reference is ours and the objects are
-        // destroyed right here. (On the reclaimer thread itself, from a
-        // callback of that pass, this does not wait: the pool then finishes
-        // dropping there, right after the pass.)
+        // destroyed right here (or by the last owned guard). (On the
+        // reclaimer thread itself, from a callback of that pass, this does
+        // not wait: the pool then finishes dropping there, right after the
+        // pass.)
         #[cfg(not(loom))]
-        if let Some(ticket) = &self.background {
+        if let Some(ticket) = self.shared.life.ticket() {
             scheduler::close(ticket);
         }
+        // SAFETY: taken once, here; `self` is not used again.
+        let shared = unsafe { ManuallyDrop::take(&mut self.shared) };
+        crate::lifetime::close(shared);
     }
 }
 

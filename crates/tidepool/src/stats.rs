@@ -42,6 +42,9 @@ pub struct Stats {
     pub misses: u64,
     /// Batches moved between thread caches and the depot.
     pub depot_exchanges: u64,
+    /// The batch size now: it grows with depot traffic and shrinks back
+    /// when idle objects go unused ([`Config::max_batch_size`](crate::Config::max_batch_size)).
+    pub batch_size: usize,
     /// Idle objects destroyed to fit the working set: by reclaim passes,
     /// [`trim`](crate::Pool::trim) and memory pressure (not by
     /// [`drain`](crate::Pool::drain)).
@@ -65,6 +68,9 @@ pub struct Stats {
     /// is reported with `log::warn!`). Either way the object was counted as
     /// destroyed. See [`Manage`](crate::Manage)'s panic notes.
     pub callback_panics: u64,
+    /// [`get_timeout`](crate::Pool::get_timeout) callers waiting at
+    /// `max_live` right now.
+    pub waiting: u64,
 }
 
 impl Stats {

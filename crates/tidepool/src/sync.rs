@@ -31,6 +31,11 @@ mod inner {
         true
     }
 
+    /// Models always have the pair.
+    pub(crate) fn heavy_fence_available() -> bool {
+        true
+    }
+
     /// loom's mutex, with parking_lot's poison-free `lock()` signature.
     #[derive(Debug)]
     pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
@@ -50,6 +55,32 @@ mod inner {
             self.0.try_lock().ok()
         }
     }
+
+    /// loom's condition variable; loom has no time, so a deadline is
+    /// ignored (a model never times out).
+    #[derive(Debug)]
+    pub(crate) struct Condvar(loom::sync::Condvar);
+
+    impl Condvar {
+        pub(crate) fn new() -> Self {
+            Self(loom::sync::Condvar::new())
+        }
+
+        pub(crate) fn notify_one(&self) {
+            self.0.notify_one();
+        }
+
+        /// Waits for a notification; `true` if the deadline passed (never,
+        /// under loom).
+        pub(crate) fn wait_until<'a, T>(
+            &self,
+            guard: MutexGuard<'a, T>,
+            _deadline: Option<std::time::Instant>,
+        ) -> (MutexGuard<'a, T>, bool) {
+            let guard = self.0.wait(guard).unwrap_or_else(|p| p.into_inner());
+            (guard, false)
+        }
+    }
 }
 
 #[cfg(not(loom))]
@@ -63,20 +94,75 @@ mod inner {
     pub(crate) use std::thread::yield_now;
     pub(crate) use std::thread_local;
 
+    /// parking_lot's condition variable, with the guard passed by value as
+    /// loom's wants it.
+    #[derive(Debug, Default)]
+    pub(crate) struct Condvar(parking_lot::Condvar);
+
+    impl Condvar {
+        pub(crate) fn new() -> Self {
+            Self(parking_lot::Condvar::new())
+        }
+
+        pub(crate) fn notify_one(&self) {
+            self.0.notify_one();
+        }
+
+        /// Waits for a notification or `deadline` (`None`: none); `true` if
+        /// the deadline passed.
+        pub(crate) fn wait_until<'a, T>(
+            &self,
+            mut guard: MutexGuard<'a, T>,
+            deadline: Option<std::time::Instant>,
+        ) -> (MutexGuard<'a, T>, bool) {
+            let timed_out = match deadline {
+                Some(deadline) => self.0.wait_until(&mut guard, deadline).timed_out(),
+                None => {
+                    self.0.wait(&mut guard);
+                    false
+                }
+            };
+            (guard, timed_out)
+        }
+    }
+
     /// The owner's half of the asymmetric fence: keeps the compiler from
     /// moving the owner's "busy" store after its "revoked?" load. The CPU may
     /// still reorder them; [`heavy_fence`] on the remote side covers that.
+    ///
+    /// Under miri, which cannot run `membarrier`, both halves are `SeqCst`
+    /// fences, as in the loom models.
     #[inline(always)]
     pub(crate) fn light_fence() {
+        #[cfg(miri)]
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        #[cfg(not(miri))]
         std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The remote half: a barrier on every running thread of the process
     /// (`membarrier(2)`). `false` where the OS offers none.
     pub(crate) fn heavy_fence() -> bool {
-        #[cfg(target_os = "linux")]
+        #[cfg(miri)]
+        {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            true
+        }
+        #[cfg(all(not(miri), target_os = "linux"))]
         return crate::os::membarrier::heavy_fence();
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(all(not(miri), not(target_os = "linux")))]
+        return false;
+    }
+
+    /// Whether [`heavy_fence`] works here, decided once per process: code
+    /// that relies on the pair must check this before it starts to skip the
+    /// light side's hardware fence.
+    pub(crate) fn heavy_fence_available() -> bool {
+        #[cfg(miri)]
+        return true;
+        #[cfg(all(not(miri), target_os = "linux"))]
+        return crate::os::membarrier::available();
+        #[cfg(all(not(miri), not(target_os = "linux")))]
         return false;
     }
 
@@ -124,6 +210,13 @@ impl OwnerCounter {
         self.0.store(self.0.load(Relaxed) + 1, Release);
     }
 
+    /// Adds `n`; as [`bump_release`](OwnerCounter::bump_release).
+    #[inline(always)]
+    pub(crate) fn add_release(&self, n: u64) {
+        use atomic::Ordering::{Relaxed, Release};
+        self.0.store(self.0.load(Relaxed) + n, Release);
+    }
+
     #[inline]
     pub(crate) fn read(&self) -> u64 {
         self.0.load(atomic::Ordering::Relaxed)
@@ -140,9 +233,12 @@ impl OwnerCounter {
 pub(crate) struct SharedCounter(atomic::AtomicU64);
 
 impl SharedCounter {
+    /// `Release` (the same instruction as `Relaxed` on x86): a reader that
+    /// sees the new value after an `Acquire` fence also sees what the
+    /// bumping thread did before, as `Shared::live_bound` needs.
     #[inline]
     pub(crate) fn add(&self, n: u64) {
-        self.0.fetch_add(n, atomic::Ordering::Relaxed);
+        self.0.fetch_add(n, atomic::Ordering::Release);
     }
 
     #[inline]

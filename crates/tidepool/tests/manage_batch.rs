@@ -83,6 +83,7 @@ impl Drop for TearDownOnDrop<'_> {
 /// Would abort the process if it failed, so it runs in a child process
 /// (this binary, re-run with the test's name).
 #[test]
+#[cfg_attr(miri, ignore = "runs in a child process, which miri cannot spawn")]
 fn destroy_batch_while_unwinding_does_not_abort() {
     const NAME: &str = "destroy_batch_while_unwinding_does_not_abort";
     const CHILD: &str = "TIDEPOOL_MANAGE_BATCH_CHILD";

@@ -5,7 +5,8 @@
 //! oldest batches that sat unused since the previous trim; `drain` destroying
 //! the depot and every thread cache whose owner is not inside an operation,
 //! which here means all of them, since operations run one at a time; thread
-//! exit donating the cache).
+//! exit donating the cache; a `get` at `max_live` taking the other thread's
+//! cache before it fails).
 //!
 //! Everything here runs one operation at a time (a second thread, when there
 //! is one, runs while the main thread waits for it), so every figure in
@@ -136,6 +137,8 @@ struct Model {
     returns: u64,
     discarded: u64,
     recycle_calls: u64,
+    /// Caches taken by gets at `max_live`.
+    caches_taken: u64,
 }
 
 impl Model {
@@ -155,6 +158,7 @@ impl Model {
             returns: 0,
             discarded: 0,
             recycle_calls: 0,
+            caches_taken: 0,
         }
     }
 
@@ -201,7 +205,25 @@ impl Model {
         }
         if let Some(limit) = self.cfg.max_live {
             if self.existing() >= limit as u64 {
-                return Outcome::Exhausted;
+                // Recycle before failing: another thread's cache goes to the
+                // depot (what it refuses is destroyed), then try again.
+                let Some(u) = (0..self.caches.len())
+                    .map(|i| (t + 1 + i) % self.caches.len())
+                    .find(|&u| u != t && self.caches[u].len() > 0)
+                else {
+                    return Outcome::Exhausted;
+                };
+                let cache = mem::take(&mut self.caches[u]);
+                for batch in [cache.loaded, cache.spare] {
+                    if batch.is_empty() {
+                        continue;
+                    }
+                    if let Some(refused) = self.donate(batch) {
+                        self.destroyed += refused.len() as u64;
+                    }
+                }
+                self.caches_taken += 1;
+                return self.get(t, create_fails);
             }
         }
         if create_fails {
@@ -345,6 +367,7 @@ impl Model {
         prop_assert_eq!(s.idle_depot, self.depot_objects() as u64, "idle_depot");
         prop_assert_eq!(s.idle_purged, self.depot_purged() as u64, "idle_purged");
         prop_assert_eq!(s.depot_exchanges, self.exchanges, "depot_exchanges");
+        prop_assert_eq!(s.caches_taken, self.caches_taken, "caches_taken");
         prop_assert!(s.idle_depot <= self.cfg.max_idle as u64);
         prop_assert!(s.idle as usize <= self.cfg.max_idle + threads * 2 * self.cfg.batch);
         prop_assert!(s.idle as usize <= pool.config().idle_bound(threads));
@@ -563,7 +586,7 @@ fn run_single(cfg: Cfg, ops: Vec<Op>) -> Result<(), TestCaseError> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 256,
+        cases: if cfg!(miri) { 6 } else { 256 },
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
@@ -814,7 +837,7 @@ fn run_two(cfg: Cfg, ops: Vec<Op>, drop_pool_first: bool) -> Result<(), TestCase
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 128,
+        cases: if cfg!(miri) { 4 } else { 128 },
         failure_persistence: None,
         ..ProptestConfig::default()
     })]

@@ -401,7 +401,7 @@ fn max_live_gives_exhausted_and_recovers() {
 }
 
 #[test]
-fn max_live_counts_objects_idle_in_another_threads_cache() {
+fn max_live_reuses_objects_idle_in_another_threads_cache() {
     let (pool, ledger) = pool_live(3, 8, 3);
     let pool = Arc::new(pool);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -415,11 +415,11 @@ fn max_live_counts_objects_idle_in_another_threads_cache() {
         go_rx.recv().unwrap();
     });
     ready_rx.recv().unwrap();
+    // At the limit, the other thread's cache is taken (tests/limits.rs).
+    let guards: Vec<_> = (0..3).map(|_| pool.get().unwrap()).collect();
     assert!(matches!(pool.get(), Err(Error::Exhausted { limit: 3 })));
     go_tx.send(()).unwrap();
     h.join().unwrap();
-    // The exited thread's cache is in the depot now: reused.
-    let guards: Vec<_> = (0..3).map(|_| pool.get().unwrap()).collect();
     assert_eq!(pool.stats().created, 3);
     drop(guards);
     drop(pool);

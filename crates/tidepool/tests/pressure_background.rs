@@ -111,10 +111,13 @@ fn notify_critical_drains_a_background_pool_to_min_idle() {
     assert_eq!(s.pressure_critical, 0);
 
     pressure::notify(Level::Critical);
+    // A pass counts the signal first and what it destroyed last: wait for
+    // the end (`reclaimed`), not the start, or this reads a pass mid-way
+    // (miri's scheduler found that interleaving).
     let s = wait_for(
         "the pool to drain to min_idle after notify(Critical)",
         || pool.stats(),
-        |s: &Stats| s.pressure_critical >= 1 && s.idle == 3,
+        |s: &Stats| s.pressure_critical >= 1 && s.idle == 3 && s.reclaimed >= 37,
     );
     assert_eq!((s.idle_depot, s.idle_cached()), (3, 0));
     assert!(
@@ -186,6 +189,10 @@ fn status_of(name: &str) -> Option<SourceStatus> {
 /// A custom source given to `watch` fires; the pool responds and
 /// `sources()` counts the event.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "sources are polled with poll(2), which miri does not emulate"
+)]
 fn a_watched_source_fires_and_the_pool_responds() {
     let _serial = serial();
     let (pool, ledger) = background_pool(2, Duration::from_secs(3600));
@@ -228,6 +235,10 @@ fn a_watched_source_fires_and_the_pool_responds() {
 /// A source that fails is reported in `sources()` and dropped; the pools
 /// keep working.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "sources are polled with poll(2), which miri does not emulate"
+)]
 fn a_failing_source_is_reported_and_dropped() {
     let _serial = serial();
     let name = format!("test failing source {}", std::process::id());
@@ -261,11 +272,15 @@ fn the_reclaimer_empties_an_untouched_pool() {
         || pool.stats(),
         |s: &Stats| s.idle == 0 && s.destroying == 0,
     );
-    assert_eq!((s.created, s.destroyed), (100, 100));
-    assert_eq!(s.reclaimed, 100, "all by reclaim passes: {s:?}");
+    // A pass may already run while `fill` works (an interval is 100 ms: a
+    // stall, or miri's interpreter, lets one pass), and the worker then
+    // creates what it finds gone: at least 100, all destroyed by passes.
+    assert!(s.created >= 100, "{s:?}");
+    assert_eq!(s.created, s.destroyed, "{s:?}");
+    assert_eq!(s.reclaimed, s.destroyed, "all by reclaim passes: {s:?}");
     assert!(s.caches_taken >= 2, "this thread's and the worker's: {s:?}");
     assert!(s.reclaim_passes >= 3, "{s:?}");
-    for id in 0..100 {
+    for id in 0..s.created {
         assert!(
             ledger.purges_of(id) <= 1,
             "object {id} purged twice while idle"
@@ -318,10 +333,12 @@ fn notify_medium_reaches_a_background_pool_with_a_manual_clock() {
     assert_eq!((before.idle, before.reclaimed), (216, 0), "{before:?}");
 
     pressure::notify(Level::Medium);
+    // The signal is counted before the pass destroys anything: wait for
+    // what it destroyed (counted last), then check it was exactly that.
     let s = wait_for(
         "the Medium signal to reach the pool",
         || pool.stats(),
-        |s: &Stats| s.pressure_medium >= 1,
+        |s: &Stats| s.pressure_medium >= 1 && s.reclaimed >= 200 && s.idle <= 16,
     );
     assert_eq!(s.reclaimed, 200, "{s:?}");
     assert_eq!((s.idle, s.idle_depot, s.created), (16, 8, 216));

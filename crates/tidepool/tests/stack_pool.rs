@@ -519,3 +519,45 @@ mod corosensei_stacks {
         assert_eq!((s.pool.live, s.pool.idle), (0, 1));
     }
 }
+
+#[test]
+fn a_handle_from_a_lent_stack_keeps_the_pool_open_until_it_drops() {
+    // An odd size no other test maps, so the ranges are ours.
+    let pool = StackPool::builder(43 * PAGE).batch_size(1).build().unwrap();
+    let stack = pool.get().unwrap();
+    let range = stack.usable();
+    let handle = stack.pool();
+    drop(pool);
+    drop(stack);
+    assert_eq!(
+        handle.stats().pool.idle,
+        1,
+        "back in the pool `handle` holds"
+    );
+    assert!(is_mapped(range.clone()));
+    drop(handle);
+    assert!(
+        !SEES_UNMAPPING || !is_mapped(range),
+        "the last handle's drop destroyed the idle stack"
+    );
+}
+
+#[test]
+fn a_handle_taken_after_the_pool_closed_holds_it_until_it_drops() {
+    let pool = StackPool::builder(47 * PAGE).batch_size(1).build().unwrap();
+    let stack = pool.get().unwrap();
+    let range = stack.usable();
+    // Closed with a stack out: parked until the stack is back.
+    drop(pool);
+    let handle = stack.pool();
+    assert_eq!(handle.stats().pool.live, 1);
+    drop(stack);
+    assert!(is_mapped(range.clone()), "the new handle holds the pool");
+    let s = handle.stats().pool;
+    assert_eq!((s.live, s.idle, s.destroyed), (0, 1, 0));
+    drop(handle);
+    assert!(
+        !SEES_UNMAPPING || !is_mapped(range),
+        "the last handle's drop destroyed the idle stack"
+    );
+}

@@ -11,7 +11,7 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-use common::{Counting, Held, Ledger, Rng};
+use common::{scaled, Counting, Held, Ledger, Rng};
 use tidepool::{Error, Pool};
 
 type P = Pool<Counting>;
@@ -35,10 +35,18 @@ fn seed() -> u64 {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| {
-            std::time::SystemTime::now()
+            // Miri's isolation has no wall clock; its own seeded RNG
+            // (`-Zmiri-seed`) varies the run instead.
+            #[cfg(miri)]
+            return std::hash::BuildHasher::hash_one(
+                &std::collections::hash_map::RandomState::new(),
+                0u8,
+            );
+            #[cfg(not(miri))]
+            return std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap()
-                .as_nanos() as u64
+                .as_nanos() as u64;
         });
     println!("TIDEPOOL_STRESS_SEED={seed}");
     seed
@@ -146,7 +154,7 @@ fn stress(threads: usize, batch: usize, max_idle: usize, max_live: Option<usize>
             let worker_rng = Rng::new(rng.next_u64());
             // Different lifetimes: some workers exit while others still
             // send to them.
-            let ops = 3000 + k * 1000 + rng.below(1000);
+            let ops = scaled(3000 + k * 1000, 30 + k * 10) + rng.below(scaled(1000, 10));
             thread::spawn(move || worker(pool, worker_rng, ops, inbox, peers, max_live))
         })
         .collect();
@@ -254,7 +262,7 @@ fn thread_exit_destroys_what_the_depot_cannot_take() {
 #[test]
 fn short_lived_threads_reuse_ids_slots_and_objects() {
     let (pool, ledger) = pool(4, 64, None);
-    for round in 0..40 {
+    for round in 0..scaled(40, 6) {
         let p = Arc::clone(&pool);
         thread::spawn(move || {
             let guards: Vec<_> = (0..5).map(|_| Held::new(p.get_owned().unwrap())).collect();
@@ -271,7 +279,7 @@ fn short_lived_threads_reuse_ids_slots_and_objects() {
         );
     }
     // Two at a time.
-    for _ in 0..20 {
+    for _ in 0..scaled(20, 4) {
         let barrier = Arc::new(Barrier::new(2));
         let hs: Vec<_> = (0..2)
             .map(|_| {
@@ -431,7 +439,7 @@ fn caches_taken_from_busy_owners() {
             let ledger = Arc::clone(&ledger);
             thread::spawn(move || {
                 let mut rng = Rng::new(seed() ^ k);
-                for _ in 0..20_000 {
+                for _ in 0..scaled(20_000, 15) {
                     let n = 1 + rng.below(12);
                     let guards: Vec<_> = (0..n).map(|_| pool.get().unwrap()).collect();
                     for g in &guards {

@@ -14,9 +14,10 @@ use std::mem;
 
 /// Two batches of idle objects, touched only by the owning thread.
 ///
-/// Invariants: `loaded.len() <= batch_size`, `spare.len() <= batch_size`,
-/// and while the owner has the cache claimed, both have capacity for
-/// `batch_size` objects, so `push` never allocates. Every batch put in here
+/// Invariants: `loaded.len() <= loaded.capacity()`, likewise `spare`, and
+/// `push` fills a batch only up to its capacity (and the pool's batch size
+/// now), so it never allocates. The batch size adapts (`Shared::batch`):
+/// a batch holds at most the largest batch size, `Config::max_batch`. Every batch put in here
 /// gets its room beforehand, outside the access bracket: nothing allocates
 /// (or frees) inside one.
 #[derive(Debug)]
@@ -52,19 +53,20 @@ impl<T> LocalCache<T> {
         self.loaded.pop()
     }
 
-    /// Caches `item`, or gives it back if both batches are full. Never
-    /// allocates: both batches have room for `batch_size` (see the type's
-    /// invariants).
+    /// Caches `item`, or gives it back if both batches are full. A batch
+    /// is full at `batch_size` (the pool's batch size now) or at its
+    /// capacity, whichever comes first: the batch size may have grown since
+    /// the batch got its room, and `push` never allocates (see the type's
+    /// invariants). Batches get room for the new size at their next depot
+    /// visit.
     #[inline(always)]
     pub(crate) fn push(&mut self, item: T, batch_size: usize) -> Result<(), T> {
-        if self.loaded.len() < batch_size {
-            debug_assert!(self.loaded.len() < self.loaded.capacity());
+        if self.loaded.len() < batch_size.min(self.loaded.capacity()) {
             self.loaded.push(item);
             return Ok(());
         }
-        if self.spare.len() < batch_size {
+        if self.spare.len() < batch_size.min(self.spare.capacity()) {
             mem::swap(&mut self.loaded, &mut self.spare);
-            debug_assert!(self.loaded.len() < self.loaded.capacity());
             self.loaded.push(item);
             return Ok(());
         }

@@ -5,7 +5,9 @@
 //! * [`slot`]: one thread's cache in one pool, and the proof of ownership
 //!   ([`LocalSlot`]) needed to touch it.
 //! * [`local`]: the owner-only pair of batches.
+//! * [`credit`]: the slot's share of the pool's `max_live` budget.
 
+pub(crate) mod credit;
 pub(crate) mod local;
 pub(crate) mod slot;
 pub(crate) mod table;

@@ -53,6 +53,7 @@ pub(crate) mod probe {
     }
 }
 
+use super::credit::Credit;
 use super::local::LocalCache;
 use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use crate::sync::{heavy_fence, light_fence, yield_now, OwnerCounter, UnsafeCell};
@@ -98,6 +99,15 @@ pub(crate) struct Slot<T> {
     gets: OwnerCounter,
     /// Objects given back to the pool by this slot's owners.
     returns: OwnerCounter,
+    /// Objects created and destroyed by this slot's owners: the pool's
+    /// `created` and `destroyed` are these summed, plus the slot-less ones,
+    /// so no create or destroy writes a shared counter.
+    created: OwnerCounter,
+    destroyed: OwnerCounter,
+    /// Gets of this slot's owners that had to create (one per burst).
+    misses: OwnerCounter,
+    /// Unused places under `max_live` lent to this slot.
+    credit: Credit,
 }
 
 // SAFETY: `Slot` is shared between threads only through `&Slot`, and the one
@@ -116,6 +126,10 @@ impl<T> Default for Slot<T> {
             cache: UnsafeCell::new(LocalCache::new()),
             gets: OwnerCounter::default(),
             returns: OwnerCounter::default(),
+            created: OwnerCounter::default(),
+            destroyed: OwnerCounter::default(),
+            misses: OwnerCounter::default(),
+            credit: Credit::default(),
         }
     }
 }
@@ -125,6 +139,22 @@ impl<T> Slot<T> {
     /// the operation it is doing.
     pub(crate) fn counts(&self) -> (u64, u64) {
         (self.gets.read(), self.returns.read())
+    }
+
+    /// Objects created, destroyed by this slot's owners:
+    /// `(created, destroyed)`.
+    pub(crate) fn lifetime_counts(&self) -> (u64, u64) {
+        (self.created.read(), self.destroyed.read())
+    }
+
+    /// Gets of this slot's owners that had to create.
+    pub(crate) fn misses(&self) -> u64 {
+        self.misses.read()
+    }
+
+    /// The slot's unused places under `max_live`, for any thread to recall.
+    pub(crate) fn credit(&self) -> &Credit {
+        &self.credit
     }
 
     /// Whether some thread owns the slot and may hold objects in it.
@@ -431,6 +461,24 @@ impl<'a, T> LocalSlot<'a, T> {
     /// see the accesses before it.
     pub(crate) fn count_get(&self) {
         self.slot.gets.bump_release();
+    }
+
+    /// This slot's places under `max_live`, as its owner sees them.
+    #[inline]
+    pub(crate) fn credit(&self) -> &'a Credit {
+        &self.slot.credit
+    }
+
+    /// Counts `n` objects created by this thread for one get: one miss.
+    pub(crate) fn count_created(&self, n: u64) {
+        self.slot.created.add_release(n);
+        self.slot.misses.bump_release();
+    }
+
+    /// Counts `n` objects destroyed by this thread (the owner's counter:
+    /// one load and one store).
+    pub(crate) fn count_destroyed(&self, n: u64) {
+        self.slot.destroyed.add_release(n);
     }
 
     /// Gives the slot up at thread exit: empties the cache and lets the next

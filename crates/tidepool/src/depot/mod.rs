@@ -34,7 +34,11 @@ use crate::sync::Mutex;
 #[derive(Debug)]
 pub(crate) struct Depot<T> {
     shelves: Mutex<Shelves<T>>,
+    /// The batch size the pool starts with: room given to new and kept
+    /// empty batches.
     batch_size: usize,
+    /// The largest batch the pool's (adaptive) batch size allows.
+    max_batch: usize,
     max_idle: usize,
 }
 
@@ -131,8 +135,16 @@ impl<T> Depot<T> {
                 exchanges: 0,
             }),
             batch_size,
+            max_batch: batch_size,
             max_idle,
         }
+    }
+
+    /// Accepts batches of up to `max_batch` objects (the pool's batch size
+    /// grows up to it).
+    pub(crate) fn growing_to(mut self, max_batch: usize) -> Self {
+        self.max_batch = max_batch.max(self.batch_size);
+        self
     }
 
     fn max_empties(&self) -> usize {
@@ -180,7 +192,7 @@ impl<T> Depot<T> {
     /// depot had none spare); on refusal returns `batch` for the donor to
     /// destroy.
     pub(crate) fn donate(&self, batch: Vec<T>) -> Result<Vec<T>, Vec<T>> {
-        debug_assert!(!batch.is_empty() && batch.len() <= self.batch_size);
+        debug_assert!(!batch.is_empty() && batch.len() <= self.max_batch);
         let mut shelves = self.lock();
         if shelves.objects + batch.len() > shelves.cap {
             return Err(batch);

@@ -368,12 +368,14 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
+    #[cfg_attr(miri, ignore = "poll(2) is a real kernel call miri does not emulate")]
     fn a_signalled_eventfd_wakes_poll_until_drained() {
         wakes_poll_until_drained(&EventFd::new().unwrap());
     }
 
     /// The waker of systems without `eventfd`, checked here on any Unix.
     #[test]
+    #[cfg_attr(miri, ignore = "poll(2) is a real kernel call miri does not emulate")]
     fn a_signalled_socket_pair_wakes_poll_until_drained() {
         let pair = PairWaker::new().unwrap();
         wakes_poll_until_drained(&pair);
@@ -428,6 +430,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "poll(2) is a real kernel call miri does not emulate")]
     fn a_wake_fd_opens_once_and_wakes_its_poll() {
         let wake = WakeFd::new();
         assert!(wake.poll_with(&[], Some(Duration::ZERO)).is_none());

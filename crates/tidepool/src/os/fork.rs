@@ -17,6 +17,14 @@ pub(crate) fn at_fork(
     parent: extern "C" fn(),
     child: extern "C" fn(),
 ) -> io::Result<()> {
+    // Miri cannot fork (nor run `pthread_atfork`): with no fork, there is
+    // nothing for the handlers to do.
+    #[cfg(miri)]
+    let rc = {
+        let _ = (prepare, parent, child);
+        0
+    };
+    #[cfg(not(miri))]
     // SAFETY: three plain function pointers with the C ABI that `pthread_atfork`
     // expects; they live for the whole program.
     let rc = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };

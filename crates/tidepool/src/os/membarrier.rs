@@ -65,6 +65,12 @@ fn command() -> Option<libc::c_long> {
     })
 }
 
+/// Whether [`heavy_fence`] has a command to issue (registering for it the
+/// first time).
+pub(crate) fn available() -> bool {
+    command().is_some()
+}
+
 /// Issues a process-wide memory barrier. `false` if none is available.
 pub(crate) fn heavy_fence() -> bool {
     let Some(cmd) = command() else {
@@ -83,6 +89,10 @@ pub(crate) fn heavy_fence() -> bool {
 #[cfg(all(test, not(loom)))]
 mod tests {
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "membarrier(2) is a real kernel call miri does not emulate"
+    )]
     fn a_barrier_is_available_and_repeatable() {
         // Every kernel this crate supports in CI (Linux >= 4.14) has one; if
         // this fails, remote cache revocation silently degrades to flush

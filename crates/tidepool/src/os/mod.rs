@@ -56,6 +56,8 @@ pub(crate) mod event;
 pub(crate) mod fork;
 #[cfg(target_os = "linux")]
 pub(crate) mod membarrier;
+#[cfg(miri)]
+mod miri_shim;
 
 use crate::sync::process::{AtomicU64, Ordering};
 use std::io;
@@ -113,8 +115,11 @@ fn check_region(addr: usize, len: usize) -> io::Result<()> {
 /// pre: `len` is a non-zero multiple of [`page_size`] (checked: `EINVAL`
 /// otherwise).
 #[allow(clippy::disallowed_methods)] // the audited call site
+#[cfg_attr(miri, allow(unreachable_code))] // the kernel call, after the shim
 pub(crate) fn reserve(len: usize) -> io::Result<NonNull<u8>> {
     check_region(0, len)?;
+    #[cfg(miri)]
+    return miri_shim::reserve(len);
     // MAP_STACK: a hint today, and on Linux 6.7+ it keeps transparent huge
     // pages off stacks, which would make a 4 KiB coroutine stack cost 2 MiB.
     // OpenBSD requires it of anything used as a stack. FreeBSD's MAP_STACK is
@@ -143,8 +148,12 @@ pub(crate) fn reserve(len: usize) -> io::Result<NonNull<u8>> {
 /// pre: the region lies inside a mapping made by [`reserve`], not yet
 /// unmapped, that the caller owns exclusively.
 #[allow(clippy::disallowed_methods)] // the audited call site
+#[cfg_attr(miri, allow(unreachable_code))] // the kernel call, after the shim
 pub(crate) unsafe fn make_writable(start: NonNull<u8>, len: usize) -> io::Result<()> {
     check_region(start.as_ptr() as usize, len)?;
+    // A miri reservation is readable and writable from the start.
+    #[cfg(miri)]
+    return Ok(());
     // SAFETY: by this function's contract the region is ours alone; opening
     // it creates access, it invalidates nothing.
     let rc = unsafe {
@@ -168,8 +177,12 @@ pub(crate) unsafe fn make_writable(start: NonNull<u8>, len: usize) -> io::Result
 /// pre: the region is all or part of mappings made by [`reserve`], not yet
 /// unmapped, and nothing will touch it again.
 #[allow(clippy::disallowed_methods)] // the audited call site
+#[cfg_attr(miri, allow(unreachable_code))] // the kernel call, after the shim
 pub(crate) unsafe fn unmap(start: NonNull<u8>, len: usize) -> io::Result<()> {
     check_region(start.as_ptr() as usize, len)?;
+    #[cfg(miri)]
+    // SAFETY: as below; slabs unmap whole reservations (`miri_shim`).
+    return unsafe { miri_shim::unmap(start, len) };
     // SAFETY: by this function's contract the region is ours and unused.
     let rc = unsafe { libc::munmap(start.as_ptr().cast(), len) };
     if rc == 0 {
@@ -216,8 +229,15 @@ const RELEASE_ADVICE: libc::c_int = libc::MADV_FREE;
 /// guard between two stacks of a slab): the advice ignores protection
 /// there. Elsewhere callers pass writable memory only.
 #[allow(clippy::disallowed_methods)] // the audited call site
+#[cfg_attr(miri, allow(unreachable_code))] // the kernel call, after the shim
 pub(crate) unsafe fn release_pages(start: NonNull<u8>, len: usize) -> io::Result<()> {
     check_region(start.as_ptr() as usize, len)?;
+    #[cfg(miri)]
+    {
+        // SAFETY: as below.
+        unsafe { miri_shim::release_pages(start, len) };
+        return Ok(());
+    }
     // SAFETY: by this function's contract the region is private anonymous
     // memory of ours whose contents nobody needs.
     let rc = unsafe { libc::madvise(start.as_ptr().cast(), len, RELEASE_ADVICE) };
@@ -266,6 +286,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "counts resident pages with mincore(2), which miri does not emulate"
+    )]
     fn reserve_open_release_unmap_round_trip() {
         let page = page_size();
         let start = reserve(5 * page).unwrap();

@@ -102,7 +102,9 @@ pub fn sources() -> Vec<SourceStatus> {
 /// Given to the reclaimer by each background pool when it registers (so
 /// that reclaim need not know about them).
 pub(crate) fn default_sources() -> Vec<io::Result<Box<dyn Source>>> {
-    #[cfg(target_os = "linux")]
+    // Under miri (bin/sanitize.sh) there is no /proc and no `poll(2)`: no
+    // sources.
+    #[cfg(all(target_os = "linux", not(miri)))]
     {
         fn boxed<S: Source>(r: io::Result<S>) -> io::Result<Box<dyn Source>> {
             r.map(|s| Box::new(s) as Box<dyn Source>)
@@ -123,6 +125,6 @@ pub(crate) fn default_sources() -> Vec<io::Result<Box<dyn Source>>> {
     }
     // No memory-pressure notification reaches user space here (see "Per
     // OS" above).
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(any(not(target_os = "linux"), miri))]
     Vec::new()
 }

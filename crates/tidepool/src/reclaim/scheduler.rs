@@ -26,6 +26,12 @@
 //! on every registration, `notify`, object creation, and lazy reclaim pass
 //! of a background pool. [`status`] says whether it runs and how often it
 //! was restarted.
+//!
+//! # Under miri
+//!
+//! Miri emulates neither `poll(2)` nor the pressure sources' files, so there
+//! (as on a non-Unix target) the thread sleeps on a condition variable with
+//! the same deadlines and wake-ups, and watches no sources.
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -46,7 +52,7 @@ static ROUNDS: AtomicU64 = AtomicU64::new(0);
 /// A failed spawn was reported.
 static SPAWN_REPORTED: AtomicBool = AtomicBool::new(false);
 
-#[cfg(unix)]
+#[cfg(all(unix, not(miri)))]
 static WAKER: crate::os::event::WakeFd = crate::os::event::WakeFd::new();
 
 /// Adds a pool, starting the thread if need be. The pool must
@@ -129,9 +135,9 @@ pub(crate) fn adopt(orphan: Orphan) {
 /// Wakes the thread for a new round (starting it if it is missing).
 pub(crate) fn wake() {
     ensure_running();
-    #[cfg(unix)]
+    #[cfg(all(unix, not(miri)))]
     WAKER.signal();
-    #[cfg(not(unix))]
+    #[cfg(any(not(unix), miri))]
     fallback::wake();
 }
 
@@ -151,7 +157,7 @@ pub(crate) fn status() -> ReclaimerStatus {
 /// wake-up descriptor is the parent's. Async-signal-safe.
 pub(crate) fn forget_after_fork() {
     RUNNING.store(false, Ordering::Release);
-    #[cfg(unix)]
+    #[cfg(all(unix, not(miri)))]
     WAKER.forget_after_fork();
 }
 
@@ -178,7 +184,7 @@ fn start_if_needed(registry: &mut Registry) -> Vec<Watched> {
             open_default_sources(registry);
         }
     }
-    #[cfg(unix)]
+    #[cfg(all(unix, not(miri)))]
     if let Err(error) = WAKER.open() {
         // `wait` then naps on a short timer instead.
         registry.reports.push(format!(
@@ -279,7 +285,7 @@ fn run(generation: u64) {
 /// Sleeps until `timeout`, a wake-up or a source firing; returns the highest
 /// level signalled. Sources that fail (or panic) are reported once and
 /// dropped.
-#[cfg(unix)]
+#[cfg(all(unix, not(miri)))]
 fn wait(sources: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> {
     use crate::os::event::PollFor;
     use crate::signal::Interest;
@@ -352,13 +358,13 @@ fn wait(sources: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> 
     fired
 }
 
-#[cfg(not(unix))]
+#[cfg(any(not(unix), miri))]
 fn wait(_: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> {
     fallback::wait(timeout);
     None
 }
 
-#[cfg(not(unix))]
+#[cfg(any(not(unix), miri))]
 mod fallback {
     use parking_lot::{Condvar, Mutex};
     use std::time::Duration;

@@ -11,7 +11,6 @@
 
 use super::Shared;
 use crate::callbacks::{Caught, Site};
-use crate::sync::atomic::Ordering;
 use crate::Manage;
 
 impl<M: Manage> Shared<M> {
@@ -24,6 +23,7 @@ impl<M: Manage> Shared<M> {
         caught: &mut Caught,
     ) -> usize {
         let callbacks = self.callbacks();
+        let local = self.local();
         let mut total = 0;
         for mut batch in batches {
             let n = batch.len();
@@ -33,10 +33,15 @@ impl<M: Manage> Shared<M> {
                 _ => callbacks.destroy_batch(batch, caught),
             }
             total += n;
-            self.counters.destroyed.add(n as u64);
+            match &local {
+                Some(slot) => slot.count_destroyed(n as u64),
+                None => self.counters.destroyed.add(n as u64),
+            }
             // Only now are the resources gone: a `create` under `max_live`
             // may take their places.
-            self.counters.existing.fetch_sub(n, Ordering::Relaxed);
+            for _ in 0..n {
+                self.release_place();
+            }
         }
         total
     }
@@ -83,6 +88,19 @@ impl<M: Manage> Shared<M> {
         run.destroyed
     }
 
+    /// The hook a `get` at `max_live` calls before it gives up
+    /// (`at_limit.rs`): finishes the destroy queue, so the places of the
+    /// objects in it come free. Returns whether any object was queued or
+    /// being destroyed.
+    #[cold]
+    pub(crate) fn flush_pending_destroys(&self) -> bool {
+        if self.teardown.destroying() == 0 {
+            return false;
+        }
+        self.flush_teardown(Site::Caller);
+        true
+    }
+
     /// Destroys everything in the destroy queue before returning, on this
     /// thread and the others running it (waiting for a permit if all are
     /// taken). Returns how many objects this thread destroyed. A `get` at
@@ -114,6 +132,6 @@ impl<M: Manage> Shared<M> {
     /// Ends a guard by letting its object go.
     pub(crate) fn count_detach(&self) {
         self.counters.detached.add(1);
-        self.counters.existing.fetch_sub(1, Ordering::Relaxed);
+        self.release_place();
     }
 }

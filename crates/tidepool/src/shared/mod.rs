@@ -9,6 +9,10 @@
 //!            ▼
 //!         manager.create, or create_batch for a burst
 //!         (max_live places reserved first)
+//!            │ at max_live
+//!            ▼
+//!         recycle before failing (at_limit.rs): depot, steal another
+//!         thread's cache, the destroy queue; then Exhausted
 //! ```
 //!
 //! `put` runs the other way: recycle, push onto the local cache, donate the
@@ -23,11 +27,18 @@
 //! * `destroy.rs`: the one path by which objects end, with its accounting;
 //! * `pass.rs`: everything reclaim does to this pool (interval passes,
 //!   pressure, holds, taking caches back, trim, drain, purge), and the tick
-//!   the process-wide reclaimer calls.
+//!   the process-wide reclaimer calls;
+//! * `at_limit.rs`: what `get` does at `max_live` before it fails (recycle:
+//!   depot, other threads' caches, pending destroys), and `get_timeout`;
+//! * `waiters.rs`: the FIFO queue of `get_timeout` callers;
+//! * `places.rs`: the `max_live` budget, lent to threads in chunks.
 
+mod at_limit;
 mod destroy;
 mod pass;
+pub(crate) mod places;
 pub(crate) mod teardown;
+mod waiters;
 
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Weak};
@@ -37,11 +48,14 @@ use crossbeam_utils::CachePadded;
 use crate::cache::{thread, LocalSlot, SlotTable, ThreadExit};
 use crate::callbacks::{self, Callbacks, Caught, PanicRecord, Site};
 use crate::depot::Depot;
+use crate::lifetime::Life;
 use crate::reclaim::Clock;
-use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::atomic::{fence, AtomicUsize, Ordering};
 use crate::sync::SharedCounter;
 use crate::{Config, Error, Manage, Stats};
+use places::Places;
 use teardown::Teardown;
+use waiters::{Handoff, Waiters};
 
 pub(crate) use pass::ReclaimShared;
 
@@ -65,14 +79,29 @@ pub(crate) struct Shared<M: Manage> {
     counters: CachePadded<Counters>,
     /// Reclaim intervals, pressure holds and their counts (`pass.rs`).
     pub(crate) reclaim: CachePadded<ReclaimShared>,
+    /// The batch size now: `config.batch_size <= batch <= config.max_batch`,
+    /// changed only by a reclaim pass (`pass.rs`, `adapt_batch`) and read
+    /// on every put, so it sits with the read-mostly fields.
+    batch: AtomicUsize,
+    /// How owned guards keep this alive past the handle (`lifetime.rs`);
+    /// read on every owned guard's end, so on a line of its own.
+    pub(crate) life: CachePadded<Life>,
     /// Panics caught from the manager's callbacks.
     panics: PanicRecord,
+    /// The `max_live` budget (`places.rs`); `None` without a limit.
+    places: Option<Places>,
+    /// `get_timeout` callers waiting at `max_live` (`waiters.rs`); its
+    /// count is read on every put, and written only when one comes or goes.
+    waiters: CachePadded<Waiters<M::Item>>,
 }
 
-/// Pool-wide counts. Per-thread `gets`/`returns` live in the slots.
+/// Pool-wide counts. Per-thread `gets`/`returns`/`created`/`destroyed`
+/// live in the slots; these are the slot-less threads' share (exiting
+/// threads, the reclaimer) and the slow-path counts.
 ///
-/// Invariants, exact whenever no thread is inside the pool:
-/// * `existing == created - destroyed - detached`
+/// Invariants, exact whenever no thread is inside the pool (each count
+/// summed over every slot plus this):
+/// * `existing == created - destroyed - detached <= max_live`
 /// * `live == gets - returns - discarded - detached`
 ///   (`gets`, `returns` summed over every slot plus the slot-less ones)
 /// * `live + idle + destroying == existing`,
@@ -82,33 +111,50 @@ pub(crate) struct Shared<M: Manage> {
 struct Counters {
     created: SharedCounter,
     destroyed: SharedCounter,
-    detached: SharedCounter,
-    /// Gets that had to create.
+    /// Gets (and prefills) that had to create: one per burst.
     misses: SharedCounter,
+    detached: SharedCounter,
     /// Guards that ended by destroying their object (discard, refused by
     /// `recycle`, dropped while panicking).
     discarded: SharedCounter,
     /// Gets and returns by threads without a cache (exiting threads).
     slotless_gets: SharedCounter,
     slotless_returns: SharedCounter,
-    /// Objects in existence; reserved before `create` so `max_live` holds
-    /// exactly under contention, released after `destroy` returns (or
-    /// unwinds).
-    existing: AtomicUsize,
+    /// Objects handed to waiters (each a get), and the part of them given
+    /// straight from a guard's drop (each a return too).
+    waiter_gets: SharedCounter,
+    waiter_returns: SharedCounter,
 }
 
 impl<M: Manage> Shared<M> {
     pub(crate) fn new(manager: M, config: Config, clock: Arc<dyn Clock>) -> Self {
         Self {
-            depot: Depot::new(config.batch_size, config.max_idle),
+            depot: Depot::new(config.batch_size, config.max_idle).growing_to(config.max_batch),
             teardown: Teardown::new(teardown_limit(&config), config.teardown_chunk),
             slots: SlotTable::new(),
             counters: CachePadded::default(),
             reclaim: CachePadded::new(ReclaimShared::new(clock, config.reclaim_interval)),
+            life: CachePadded::default(),
+            batch: AtomicUsize::new(config.batch_size),
             panics: PanicRecord::new::<M>(),
+            waiters: CachePadded::new(Waiters::new()),
+            places: config
+                .max_live
+                .map(|limit| Places::new(limit, Places::chunk_for(limit, config.batch_size))),
             manager: ManuallyDrop::new(manager),
             config,
         }
+    }
+
+    /// The batch size now (see `batch`).
+    #[inline(always)]
+    pub(crate) fn batch(&self) -> usize {
+        self.batch.load(Ordering::Relaxed)
+    }
+
+    /// Sets the batch size (a reclaim pass, under the reclaim lock).
+    pub(crate) fn set_batch(&self, n: usize) {
+        self.batch.store(n, Ordering::Relaxed);
     }
 
     /// The manager.
@@ -124,7 +170,21 @@ impl<M: Manage> Shared<M> {
 
     /// Objects in existence, live or idle.
     pub(crate) fn existing(&self) -> u64 {
-        self.counters.existing.load(Ordering::Relaxed) as u64
+        let (created, destroyed) = self.lifetime_counts();
+        created.saturating_sub(destroyed + self.counters.detached.read())
+    }
+
+    /// Objects created and destroyed: every slot's share plus the
+    /// slot-less one. Destroyed is read first, so that a concurrent
+    /// destroy cannot make `created - destroyed` negative.
+    fn lifetime_counts(&self) -> (u64, u64) {
+        let mut destroyed = self.counters.destroyed.read();
+        self.slots
+            .for_each(|_, slot| destroyed += slot.lifetime_counts().1);
+        let mut created = self.counters.created.read();
+        self.slots
+            .for_each(|_, slot| created += slot.lifetime_counts().0);
+        (created, destroyed)
     }
 
     /// Settles the panics one operation caught (see `callbacks.rs`).
@@ -164,19 +224,24 @@ impl<M: Manage> Shared<M> {
         if !thread::watch(me) {
             return None;
         }
-        let flushed = local.claim(this.config.batch_size);
+        let flushed = local.claim(this.batch());
         let refused = this.donate_all(flushed);
         Some((local, refused))
     }
 
     /// Gives `batches` to the depot; returns the ones it refuses, for the
     /// caller to destroy outside the lock.
+    /// Waiters at `max_live` are served from the depot first.
     pub(crate) fn donate_all(&self, batches: Vec<Vec<M::Item>>) -> Vec<Vec<M::Item>> {
-        batches
+        let refused = batches
             .into_iter()
             .filter(|batch| !batch.is_empty())
             .filter_map(|batch| self.depot.donate(batch).err())
-            .collect()
+            .collect();
+        if self.waiters.any() {
+            self.serve_waiters_from_depot();
+        }
+        refused
     }
 
     // === get ===
@@ -195,7 +260,9 @@ impl<M: Manage> Shared<M> {
     #[cold]
     #[inline(never)]
     fn get_slow(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
-        let batch_size = this.config.batch_size;
+        let batch_size = this.batch();
+        // Times round the recycle-before-failing loop (`at_limit.rs`).
+        let mut rounds = 0;
         let item = loop {
             let Some((slot, refused)) = Self::claim_local(this) else {
                 return this.get_slotless();
@@ -226,13 +293,27 @@ impl<M: Manage> Shared<M> {
                 break item;
             }
             let burst = this.config.burst;
-            if burst == 1 {
-                let item = this.create()?;
-                slot.count_get();
-                break item;
-            }
-            let mut made = this.create_burst(burst)?;
-            let item = made.pop().expect("a burst is never empty");
+            // One object, or a burst: the one to hand out and the rest (no
+            // `Vec` for a lone object: it may be a big one).
+            let created = if burst == 1 {
+                this.create().map(|item| (item, Vec::new()))
+            } else {
+                this.create_burst(burst).map(|mut made| {
+                    let item = made.pop().expect("a burst is never empty");
+                    (item, made)
+                })
+            };
+            let (item, mut made) = match created {
+                Ok(created) => created,
+                Err(Error::Exhausted { .. })
+                    if rounds < at_limit::ROUNDS
+                        && this.recycle_before_failing(thread::current_tid()) =>
+                {
+                    rounds += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if !made.is_empty() {
                 // The rest of the burst becomes this cache's loaded batch
                 // (room for a whole batch made here, outside the bracket).
@@ -253,9 +334,20 @@ impl<M: Manage> Shared<M> {
 
     #[cold]
     fn get_slotless(&self) -> Result<M::Item, Error<M::Error>> {
-        let item = match self.depot.take_one() {
-            Some(item) => item,
-            None => self.create()?,
+        let mut rounds = 0;
+        let item = loop {
+            if let Some(item) = self.depot.take_one() {
+                break item;
+            }
+            match self.create() {
+                Ok(item) => break item,
+                Err(Error::Exhausted { .. })
+                    if rounds < at_limit::ROUNDS && self.recycle_before_failing(None) =>
+                {
+                    rounds += 1;
+                }
+                Err(e) => return Err(e),
+            }
         };
         self.counters.slotless_gets.add(1);
         Ok(item)
@@ -265,6 +357,16 @@ impl<M: Manage> Shared<M> {
     #[cold]
     fn create(&self) -> Result<M::Item, Error<M::Error>> {
         let reservation = self.reserve(1)?;
+        self.create_reserved(reservation)
+    }
+
+    /// Creates one object in a place under `max_live` reserved for it
+    /// (given back if `create` fails or panics).
+    #[cold]
+    pub(crate) fn create_reserved(
+        &self,
+        reservation: Reservation<'_, M>,
+    ) -> Result<M::Item, Error<M::Error>> {
         let item = self.callbacks().create().map_err(Error::Create)?;
         reservation.fill(1);
         self.count_created(1);
@@ -287,41 +389,52 @@ impl<M: Manage> Shared<M> {
             // way.
             items.push(self.callbacks().create().map_err(Error::Create)?);
         }
-        // Outside the contract too: more than asked. Counted as made, then
-        // destroyed, so `max_live` holds.
+        // Outside the contract too: more than asked. Counted as made and
+        // destroyed at once; they never held a place, so none is given back.
         let surplus = items.split_off(items.len().min(n));
         reservation.fill(items.len());
         if !surplus.is_empty() {
-            self.counters
-                .existing
-                .fetch_add(surplus.len(), Ordering::Relaxed);
-            self.counters.created.add(surplus.len() as u64);
-            self.destroy_batches(vec![surplus], Site::Upkeep);
+            let k = surplus.len() as u64;
+            let mut caught = Caught::default();
+            self.callbacks().destroy_batch(surplus, &mut caught);
+            self.counters.created.add(k);
+            self.counters.destroyed.add(k);
+            self.settle(caught, Site::Upkeep);
         }
         self.count_created(items.len());
         Ok(items)
     }
 
-    /// Reserves between 1 and `want` places under `max_live` (exact under
-    /// contention: only the room left), given back by the [`Reservation`]
-    /// unless filled.
-    fn reserve(&self, want: usize) -> Result<Reservation<'_>, Error<M::Error>> {
-        let existing = &self.counters.existing;
-        let Some(limit) = self.config.max_live else {
-            existing.fetch_add(want, Ordering::Relaxed);
-            return Ok(Reservation(existing, want));
+    /// Reserves between 1 and `want` places under `max_live`
+    /// (`places.rs`: from this thread's credits in the common case), given
+    /// back by the [`Reservation`] unless filled. At the limit, the destroy
+    /// queue is finished first: objects on their way out still hold places
+    /// (wasmtime's pooling allocator flushes its decommit queue the same
+    /// way).
+    fn reserve(&self, want: usize) -> Result<Reservation<'_, M>, Error<M::Error>> {
+        let Some(places) = &self.places else {
+            // No limit, no accounting: the count is for the burst size.
+            return Ok(Reservation(self, want));
         };
         loop {
-            if let Ok(now) = existing.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
-                (now < limit).then(|| now + want.min(limit - now))
-            }) {
-                return Ok(Reservation(existing, want.min(limit - now)));
+            let local = self.local();
+            let mut got = 0;
+            while got < want
+                && places
+                    .reserve(local.as_ref().map(LocalSlot::credit), |visit| {
+                        self.slots.for_each(|_, slot| visit(slot.credit()));
+                    })
+                    .is_ok()
+            {
+                got += 1;
             }
-            // At the limit: objects on their way out still hold places.
-            // Finish them before failing (wasmtime's pooling allocator
-            // flushes its decommit queue the same way).
+            if got > 0 {
+                return Ok(Reservation(self, got));
+            }
             if self.teardown.destroying() == 0 {
-                return Err(Error::Exhausted { limit });
+                return Err(Error::Exhausted {
+                    limit: places.limit(),
+                });
             }
             if self.flush_teardown(Site::Caller) == 0 {
                 // Other threads hold the last of them: let them finish.
@@ -330,12 +443,39 @@ impl<M: Manage> Shared<M> {
         }
     }
 
+    /// Counts `n` objects created by one get (or prefill): one miss.
     fn count_created(&self, n: usize) {
-        self.counters.created.add(n as u64);
-        self.counters.misses.add(1);
+        match self.local() {
+            Some(slot) => slot.count_created(n as u64),
+            None => {
+                self.counters.created.add(n as u64);
+                self.counters.misses.add(1);
+            }
+        }
         // The pool may have just gained its first object beyond its
         // reserve: the reclaimer must know (its next deadline may be ours).
         self.arm_background();
+    }
+
+    /// Gives back the place of an object that is gone (destroyed, detached,
+    /// or never created): to the oldest waiter at `max_live` if there is
+    /// one (it creates in it), else to the count.
+    pub(crate) fn release_place(&self) {
+        let Some(places) = &self.places else {
+            return;
+        };
+        if self.waiters.any() && self.waiters.serve(Handoff::Place).is_ok() {
+            return;
+        }
+        places.release(self.local().as_ref().map(LocalSlot::credit));
+    }
+
+    /// Returns every thread's unused places under `max_live` to the global
+    /// count (`trim`, `drain`).
+    pub(crate) fn recall_credits(&self) {
+        if let Some(places) = &self.places {
+            places.recall(|visit| self.slots.for_each(|_, slot| visit(slot.credit())));
+        }
     }
 
     // === put ===
@@ -349,7 +489,15 @@ impl<M: Manage> Shared<M> {
             let Some(item) = this.recycle(item, Site::Caller) else {
                 return;
             };
-            if let Err(item) = slot.push(item, this.config.batch_size) {
+            let item = if this.waiters.any() {
+                let Some(item) = this.hand_to_waiter(item) else {
+                    return;
+                };
+                item
+            } else {
+                item
+            };
+            if let Err(item) = slot.push(item, this.batch()) {
                 Self::put_slow(this, item, Site::Caller);
             }
             return;
@@ -367,7 +515,9 @@ impl<M: Manage> Shared<M> {
             None => Site::ThreadExit,
         };
         if let Some(item) = this.recycle(item, site) {
-            Self::put_slow(this, item, site);
+            if let Some(item) = this.hand_to_waiter(item) {
+                Self::put_slow(this, item, site);
+            }
         }
     }
 
@@ -396,7 +546,7 @@ impl<M: Manage> Shared<M> {
     #[cold]
     #[inline(never)]
     fn put_slow(this: &Arc<Self>, mut item: M::Item, site: Site) {
-        let batch_size = this.config.batch_size;
+        let batch_size = this.batch();
         // Batches the depot refused: destroyed once `item` is safely cached,
         // so a panicking `destroy` cannot lose it.
         let mut refused = Vec::new();
@@ -440,24 +590,50 @@ impl<M: Manage> Shared<M> {
         }
     }
 
+    // === owned guards (lifetime.rs) ===
+
+    /// Objects out of the pool, never less than the true figure: every end
+    /// count is read before every start count, and the `Acquire` fence
+    /// between pairs with the `Release` of each count, so a start that
+    /// happened before an end seen here is seen too. Zero means every
+    /// object handed out before the call has been given back, and every
+    /// end seen has stopped counting.
+    pub(crate) fn live_bound(&self) -> u64 {
+        let c = &*self.counters;
+        // Objects handed straight to a waiter at `max_live` (`at_limit.rs`)
+        // are ends of the giver's guard and starts of the waiter's.
+        let mut ends = c.discarded.read()
+            + c.detached.read()
+            + c.slotless_returns.read()
+            + c.waiter_returns.read();
+        self.slots.for_each(|_, slot| ends += slot.counts().1);
+        fence(Ordering::Acquire);
+        let mut starts = c.slotless_gets.read() + c.waiter_gets.read();
+        self.slots.for_each(|_, slot| starts += slot.counts().0);
+        // More ends than starts would be a counting bug: then keep the pool
+        // (a leak) rather than free it under a guard.
+        starts.checked_sub(ends).unwrap_or(u64::MAX)
+    }
+
     // === stats ===
 
     pub(crate) fn stats(&self) -> Stats {
         let c = &*self.counters;
         // Read the subtrahends before what they are subtracted from, so a
         // concurrent destroy cannot make a difference negative.
-        let destroyed = c.destroyed.read();
         let detached = c.detached.read();
         let discarded = c.discarded.read();
-        let mut returns = c.slotless_returns.read();
-        let mut gets = c.slotless_gets.read();
+        let mut returns = c.slotless_returns.read() + c.waiter_returns.read();
+        let mut gets = c.slotless_gets.read() + c.waiter_gets.read();
         self.slots.for_each(|_, slot| {
             let (g, r) = slot.counts();
             gets += g;
             returns += r;
         });
-        let misses = c.misses.read();
-        let created = c.created.read();
+        // Every create is a miss: a get, a prefill, a waiter's create.
+        let (created, destroyed) = self.lifetime_counts();
+        let mut misses = c.misses.read();
+        self.slots.for_each(|_, slot| misses += slot.misses());
         let depot = self.depot.counts();
         let live = gets.saturating_sub(returns + discarded + detached);
         let existing = created.saturating_sub(destroyed + detached);
@@ -471,6 +647,7 @@ impl<M: Manage> Shared<M> {
             caches_taken: r.caches_taken.read(),
             working_set: existing.saturating_sub(depot.idle_unused as u64),
             callback_panics: self.panics.count(),
+            waiting: self.waiters.len() as u64,
             created,
             destroyed,
             detached,
@@ -482,25 +659,27 @@ impl<M: Manage> Shared<M> {
             hits: gets.saturating_sub(misses),
             misses,
             depot_exchanges: depot.exchanges,
+            batch_size: self.batch(),
         }
     }
 }
 
 /// Places reserved under `max_live` for objects being created; those not
 /// filled are given back when it drops (on error and on panic too).
-struct Reservation<'a>(&'a AtomicUsize, usize);
+pub(crate) struct Reservation<'a, M: Manage>(&'a Shared<M>, usize);
 
-impl Reservation<'_> {
+impl<M: Manage> Reservation<'_, M> {
     /// `made` of the places hold objects now; the rest are given back.
     fn fill(mut self, made: usize) {
         self.1 -= made.min(self.1);
     }
 }
 
-impl Drop for Reservation<'_> {
+impl<M: Manage> Drop for Reservation<'_, M> {
+    /// Gives back the places not filled: on error and on panic alike.
     fn drop(&mut self) {
-        if self.1 > 0 {
-            self.0.fetch_sub(self.1, Ordering::Relaxed);
+        for _ in 0..self.1 {
+            self.0.release_place();
         }
     }
 }
@@ -535,6 +714,10 @@ impl<M: Manage> ThreadExit for Shared<M> {
         // A TLS destructor: nothing may unwind. One chunk at most here:
         // threads exiting en masse must not all tear down at once.
         self.tear_down(refused, 1, Site::ThreadExit);
+        // Its unused places under `max_live` go back to everyone.
+        if let Some(places) = &self.places {
+            places.return_credits(slot.credit().recall());
+        }
     }
 }
 

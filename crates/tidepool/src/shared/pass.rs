@@ -55,7 +55,16 @@ struct PassState {
     /// The operation count at which the cache was last taken back: a cache
     /// still at that count is empty, and is left alone.
     taken_at: Vec<u64>,
+    /// The depot's exchanges at the last pass: the batch size adapts to
+    /// their share of the interval's operations.
+    exchanges: u64,
+    /// Each cache's gets at the last pass (with `seen_ops`, its returns).
+    seen_gets: Vec<u64>,
 }
+
+/// The batch grows when more than one in `GROW_SHARE` of the interval's
+/// gets and puts went through the depot (each exchange moves a batch).
+const GROW_SHARE: u64 = 8;
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -142,10 +151,12 @@ impl<M: Manage> Shared<M> {
             // Thread caches untouched since the last pass, a whole interval
             // ago.
             let mut quiet = Vec::new();
+            let (mut total_ops, mut balanced) = (0, 0);
             self.slots.for_each(|tid, slot| {
                 if state.seen_ops.len() <= tid {
                     state.seen_ops.resize(tid + 1, u64::MAX);
                     state.taken_at.resize(tid + 1, u64::MAX);
+                    state.seen_gets.resize(tid + 1, 0);
                 }
                 let (gets, returns) = slot.counts();
                 let ops = gets + returns;
@@ -153,11 +164,26 @@ impl<M: Manage> Shared<M> {
                     quiet.push(slot);
                     state.taken_at[tid] = ops;
                 }
+                // Gets and returns this interval, for `adapt_batch`.
+                // (A cache new since the last pass counts from zero.)
+                let seen_ops = match state.seen_ops[tid] {
+                    u64::MAX => 0,
+                    seen => seen,
+                };
+                let seen_gets = state.seen_gets[tid];
+                if ops >= seen_ops && gets >= seen_gets {
+                    let g = gets - seen_gets;
+                    let r = (ops - seen_ops).saturating_sub(g);
+                    balanced += g.min(r);
+                    total_ops += g + r;
+                }
                 state.seen_ops[tid] = ops;
+                state.seen_gets[tid] = gets;
             });
             self.reclaim.caches_taken.add(quiet.len() as u64);
             let taken = Slot::revoke_remote(quiet);
             let tick = self.depot.tick(intervals, self.config.min_idle);
+            self.adapt_batch(&mut state, total_ops, balanced, !tick.reclaim.is_empty());
             self.reclaim.passes.add(1);
             (taken, tick)
         };
@@ -172,6 +198,35 @@ impl<M: Manage> Shared<M> {
         self.purge_batches(tick.purge, &mut caught);
         self.settle(caught, site);
         reclaimed
+    }
+
+    /// Sizes the batch to the depot traffic of the interval just over (the
+    /// kmem magazine layer's resizing, driven by traffic rather than lock
+    /// contention). Doubles it, up to `max_batch`, when more than one in
+    /// [`GROW_SHARE`] of the caches' gets and puts went through the depot
+    /// *and* the caches both took and gave back (at least half of `ops` is
+    /// `balanced`: per cache, the lesser of its gets and returns, twice):
+    /// then a bigger cache absorbs the bursts. A one-way flow (gets on one
+    /// thread, puts on another) goes through the depot whatever the batch
+    /// size, and bigger batches would only put more objects in flight, so
+    /// it does not grow. Halves it, down to the configured size, when idle
+    /// objects sat unused through two intervals (`idle_unused`). Caches pick
+    /// the new size up at their next depot visit. Under the pass lock.
+    /// `ops` counts the interval's gets and returns of caches seen at the
+    /// previous pass too.
+    fn adapt_batch(&self, state: &mut PassState, ops: u64, balanced: u64, idle_unused: bool) {
+        let exchanges = self.depot.counts().exchanges;
+        let moved = exchanges.saturating_sub(state.exchanges);
+        state.exchanges = exchanges;
+        let batch = self.batch();
+        let through_depot = moved.saturating_mul(batch as u64);
+        let busy = ops > 0 && through_depot.saturating_mul(GROW_SHARE) > ops;
+        let two_way = balanced.saturating_mul(4) >= ops;
+        if idle_unused {
+            self.set_batch((batch / 2).max(self.config.batch_size));
+        } else if busy && two_way {
+            self.set_batch((batch * 2).min(self.config.max_batch));
+        }
     }
 
     /// Applies a memory-pressure level to this pool (see [`crate::pressure`])
@@ -263,6 +318,7 @@ impl<M: Manage> Shared<M> {
     /// Destroys the depot's objects that sat unused since the previous trim
     /// (never below `min_idle`).
     pub(crate) fn trim(&self) -> usize {
+        self.recall_credits();
         let trimmed = self.depot.trim(self.config.min_idle);
         let mut caught = Caught::default();
         let n = self.destroy_all(trimmed, &mut caught);
@@ -285,6 +341,7 @@ impl<M: Manage> Shared<M> {
     /// Sends every idle object it can take to the destroy queue, and runs
     /// one chunk of it here. Returns how many objects it took.
     pub(crate) fn drain(&self) -> usize {
+        self.recall_credits();
         self.tear_down(self.take_all_idle(), 1, Site::Caller)
     }
 
@@ -292,6 +349,7 @@ impl<M: Manage> Shared<M> {
     /// destroy queue is empty. Returns how many objects it took (all
     /// destroyed by then).
     pub(crate) fn drain_blocking(&self) -> usize {
+        self.recall_credits();
         let mut caught = Caught::default();
         let n = self.destroy_all(self.take_all_idle(), &mut caught);
         self.settle(caught, Site::Caller);
@@ -315,6 +373,38 @@ impl<M: Manage> Shared<M> {
             Site::Reclaimer => self.tear_down(batches, usize::MAX, site),
             _ => self.tear_down(batches, 1, site),
         }
+    }
+
+    /// Takes one other thread's cache for a `get` at `max_live`
+    /// (`at_limit.rs`): the first owned slot, after the caller's own id
+    /// (`me`, never taken) and wrapping round, whose revocation yields
+    /// objects. Returns its batches (empty if none could be taken: every
+    /// cache is empty, or its owner is busy, or the OS has no barrier and
+    /// the owners were only asked to flush).
+    ///
+    /// One barrier per slot tried: costly, but only at the limit, and it
+    /// stops at the first cache with objects.
+    pub(crate) fn steal_cache(&self, me: Option<usize>) -> Vec<Vec<M::Item>> {
+        let _gate = fork::gate();
+        let _state = self.reclaim.lock.lock();
+        let mut others = Vec::new();
+        self.slots.for_each(|tid, slot| {
+            if Some(tid) != me && slot.is_owned() {
+                others.push((tid, slot));
+            }
+        });
+        // Start after our own id, so that threads at the limit do not all
+        // pick on the lowest one.
+        let start = me.map_or(0, |me| others.partition_point(|&(tid, _)| tid < me));
+        others.rotate_left(start);
+        for (_, slot) in others {
+            let taken = Slot::revoke_remote([slot]);
+            if !taken.is_empty() {
+                self.reclaim.caches_taken.add(1);
+                return taken;
+            }
+        }
+        Vec::new()
     }
 
     /// Purges the depot's not-yet-purged objects, oldest first, up to

@@ -202,6 +202,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "writes host files; miri runs isolated (and the code is safe parsing)"
+    )]
     fn unreadable_or_garbage_falls_back() {
         let dir = std::env::temp_dir().join(format!("tidepool-budget-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -228,6 +232,7 @@ mod tests {
 
     #[test]
     #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg_attr(miri, ignore = "reads /proc/self/maps from the kernel")]
     fn this_process_has_some_vmas() {
         let n = mapped_vmas().unwrap();
         assert!(n > 5, "{n}");

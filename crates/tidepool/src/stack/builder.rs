@@ -24,7 +24,7 @@ enum Cap {
 /// |---|---|
 /// | `max_live` | the map-count budget, [`MapBudget::stacks`] (30265 for `vm.max_map_count` = 65530); none without a budget |
 /// | `max_idle` | `max_live` (as QEMU caps its global pool), or the budget if `max_live` is off; [`DEFAULT_MAX_IDLE`] without either |
-/// | `batch_size` | [`DEFAULT_BATCH_SIZE`], lowered to `max_idle` if that is smaller |
+/// | `batch_size` | [`DEFAULT_BATCH_SIZE`], lowered to `max_idle` if that is smaller; grows with depot traffic up to [`Config::max_batch_size`](crate::Config::max_batch_size) unless set |
 /// | `keep_resident` | 0: a purge releases every page |
 /// | budget | Linux and Android: read from `/proc/sys/vm/max_map_count` when `build` runs (`MapBudget::from_os`); other systems have no map count, so none unless given ([`map_budget`](StackPoolBuilder::map_budget)) |
 ///
@@ -229,9 +229,12 @@ impl StackPoolBuilder {
         } = self.caps(budget)?;
 
         let manager = StackManager::new(page, usable_size, keep_resident, budget, max_live);
-        let mut builder = Pool::builder(manager)
-            .batch_size(batch_size)
-            .max_idle(max_idle);
+        let mut builder = Pool::builder(manager).max_idle(max_idle);
+        // An explicit batch size is fixed; the default one (the same
+        // figure) grows with depot traffic (`Config::max_batch_size`).
+        if self.batch_size.is_some() {
+            builder = builder.batch_size(batch_size);
+        }
         if let Some(n) = max_live {
             builder = builder.max_live(n);
         }

@@ -1,7 +1,7 @@
 //! Pooled stacks as corosensei stacks (feature `corosensei`).
 //!
 //! `Coroutine::with_stack` wants an owned `S: Stack + 'static`:
-//! [`PooledStack`] is one (it holds an `Arc` of its pool and goes back to it
+//! [`PooledStack`] is one (it keeps its pool alive and goes back to it
 //! on drop), and so is a detached [`GuardedStack`] (unmapped on drop).
 
 use std::ptr::NonNull;

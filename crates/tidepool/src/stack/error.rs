@@ -56,6 +56,12 @@ pub enum StackError {
         /// The pool's `max_live`.
         limit: usize,
     },
+    /// [`StackPool::get_timeout`](super::StackPool::get_timeout) waited its
+    /// whole timeout at `max_live` and was handed no stack.
+    Timeout {
+        /// The pool's `max_live`.
+        limit: usize,
+    },
     /// Any other failure of `mmap` or `mprotect`.
     Os {
         /// `"mmap"` or `"mprotect"`.
@@ -118,6 +124,7 @@ impl From<Error<StackError>> for StackError {
         match e {
             Error::Create(e) => e,
             Error::Exhausted { limit } => StackError::Exhausted { limit },
+            Error::Timeout { limit } => StackError::Timeout { limit },
         }
     }
 }
@@ -151,6 +158,10 @@ impl fmt::Display for StackError {
             StackError::Exhausted { limit } => write!(
                 f,
                 "stack pool exhausted: {limit} stacks exist (max_live) and none is idle"
+            ),
+            StackError::Timeout { limit } => write!(
+                f,
+                "timed out waiting for one of the stack pool's {limit} stacks (max_live)"
             ),
             StackError::Os { call, source } => write!(f, "{call} of a stack failed: {source}"),
         }

@@ -11,7 +11,7 @@
 //! made by a [`StackManager`]:
 //!
 //! * **Reuse is cheap**: a `get` served from this thread's cache is a few
-//!   pointer moves and an `Arc` clone; no syscall.
+//!   pointer moves: no syscall, no lock, no shared reference count.
 //! * **Made and unmade in bulk**: stacks are carved from [slabs](#slabs) of
 //!   up to 32, one `mmap` per slab and one `mprotect` per stack, and a slab
 //!   goes with one `munmap` once its last stack is destroyed.

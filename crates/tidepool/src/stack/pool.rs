@@ -99,6 +99,21 @@ impl StackPool {
         }
     }
 
+    /// Like [`get`](StackPool::get), but at `max_live` waits up to
+    /// `timeout` for a stack to be given back, first come, first served
+    /// ([`Pool::get_timeout`]).
+    ///
+    /// # Errors
+    ///
+    /// [`StackError::Timeout`] if none was handed over in time; otherwise
+    /// as for [`get`](StackPool::get).
+    pub fn get_timeout(&self, timeout: std::time::Duration) -> Result<PooledStack, StackError> {
+        match self.pool.get_owned_timeout(timeout) {
+            Ok(inner) => Ok(PooledStack { inner }),
+            Err(e) => self.get_after_failure(e.into()),
+        }
+    }
+
     #[cold]
     fn get_after_failure(&self, error: StackError) -> Result<PooledStack, StackError> {
         if !error.is_resource_limit() {
@@ -297,9 +312,9 @@ impl PooledStack {
         self.inner.detach()
     }
 
-    /// The pool this stack came from (a new handle on it: an `Arc` clone).
+    /// The pool this stack came from (a new handle on it).
     pub fn pool(&self) -> StackPool {
-        StackPool::from_pool(Arc::clone(self.inner.pool_arc()))
+        StackPool::from_pool(Arc::new(self.inner.pool().new_handle()))
     }
 }
 

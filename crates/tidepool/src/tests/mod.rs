@@ -5,4 +5,8 @@ mod bracket_alloc;
 #[cfg(loom)]
 mod loom_cache;
 #[cfg(loom)]
+mod loom_lifetime;
+#[cfg(loom)]
+mod loom_places;
+#[cfg(loom)]
 mod loom_teardown;

@@ -458,6 +458,11 @@ impl Held {
         self.guard.as_ref().expect("held").id()
     }
 
+    /// The pool the guard came from (alive while the guard is).
+    pub fn pool(&self) -> &tidepool::Pool<Counting> {
+        self.guard.as_ref().expect("held").pool()
+    }
+
     pub fn discard(mut self) {
         let guard = self.guard.take().expect("held");
         self.ledger.check_in(guard.id());
@@ -478,6 +483,18 @@ impl Drop for Held {
             self.ledger.check_in(guard.id());
             drop(guard);
         }
+    }
+}
+
+/// A loop count: `native` normally, `miri` under miri (bin/sanitize.sh),
+/// which interprets every step and checks every access, so runs are
+/// about a thousand times slower. The smaller count must still take every
+/// path the test is about.
+pub const fn scaled(native: usize, miri: usize) -> usize {
+    if cfg!(miri) {
+        miri
+    } else {
+        native
     }
 }
 

@@ -1,0 +1,158 @@
+//! What a `get` does when creating would pass `max_live`: it looks for an
+//! idle object everywhere before it says [`Exhausted`](crate::Error::Exhausted).
+//!
+//! ```text
+//!  create refused (max_live)
+//!    1. the depot           another thread may have donated since we looked
+//!    2. other threads' caches  steal one (the revocation protocol of
+//!                           cache/slot.rs), its batches go to the depot
+//!    3. pending destroys    `flush_pending_destroys` (destroy.rs)
+//!    then the caller's get loop tries again; after ROUNDS fruitless
+//!    rounds (or when nothing at all turned up) the answer is Exhausted
+//! ```
+//!
+//! So a `get` never fails while an idle object sits in a cache or the depot
+//! of its pool (FreeBSD UMA and vnlru recycle before they fail or sleep).
+//! Without a process-wide barrier (`membarrier(2)`: non-Linux, seccomp)
+//! another thread's cache cannot be taken while its owner runs; the owner
+//! is asked to flush at its next operation, and until then the `get` fails.
+//!
+//! `get_timeout` does the same, then joins the FIFO queue of `waiters.rs`
+//! and sleeps until it is handed an object or a place, or time runs out.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::waiters::Handoff;
+use super::Shared;
+use crate::callbacks::Site;
+use crate::{Error, Manage};
+
+/// How many times one `get` goes round the recycle-then-retry loop before
+/// it gives up: other threads may take what a round freed.
+pub(crate) const ROUNDS: usize = 4;
+
+impl<M: Manage> Shared<M> {
+    /// Called when `create` was refused for `max_live`. Brings idle objects
+    /// where the caller's get loop will find them, or frees places under
+    /// `max_live`: `true` if it did (or the depot has objects already), so
+    /// the caller should try again; `false` if the pool truly holds no idle
+    /// object it can reach, and the answer is `Exhausted`. `me` is the
+    /// caller's thread id (its own cache is empty; it is not stolen from).
+    #[cold]
+    pub(crate) fn recycle_before_failing(&self, me: Option<usize>) -> bool {
+        // 1. Donated to the depot since the caller looked.
+        if self.depot.counts().idle > 0 {
+            return true;
+        }
+        // 2. Another thread's cache: its batches go to the depot; what the
+        // depot refuses (past `max_idle`) is destroyed, which frees places.
+        let stolen = self.steal_cache(me);
+        if !stolen.is_empty() {
+            let refused = self.donate_all(stolen);
+            // The caller holds nothing yet: a panic may reach it.
+            self.destroy_batches(refused, Site::Caller);
+            return true;
+        }
+        // 3. Destroys still under way.
+        self.flush_pending_destroys()
+    }
+}
+
+impl<M: Manage> Shared<M> {
+    /// A get that waits up to `timeout` at `max_live`, FIFO-fair with the
+    /// other waiters (see `waiters.rs`).
+    pub(crate) fn get_timeout(
+        this: &Arc<Self>,
+        timeout: Duration,
+    ) -> Result<M::Item, Error<M::Error>> {
+        // Nobody waits: the plain get, recycling included. Somebody does:
+        // join the queue behind them without taking anything first.
+        if !this.waiters.any() {
+            match Self::get(this) {
+                Err(Error::Exhausted { .. }) => {}
+                done => return done,
+            }
+        }
+        let limit = this.config.max_live.unwrap_or(usize::MAX);
+        let deadline = Instant::now().checked_add(timeout);
+        let (ticket, first) = this.waiters.enqueue();
+        if first {
+            // A put that saw no waiter just before we queued left its object
+            // where a get finds it: look once more. (Behind other waiters
+            // there is no such gap: every put since they queued served them.)
+            match Self::get(this) {
+                Err(Error::Exhausted { .. }) => {}
+                done => {
+                    if let Some(handoff) = this.waiters.cancel(ticket) {
+                        this.pass_on(handoff);
+                    }
+                    return done;
+                }
+            }
+        }
+        match this.waiters.wait(ticket, deadline) {
+            Some(handoff) => this.redeem(handoff),
+            None => Err(Error::Timeout { limit }),
+        }
+    }
+
+    /// What a served waiter does with its hand-off.
+    fn redeem(&self, handoff: Handoff<M::Item>) -> Result<M::Item, Error<M::Error>> {
+        let item = match handoff {
+            Handoff::Object(item) => item,
+            Handoff::Place => self.create_reserved(super::Reservation(self, 1))?,
+        };
+        self.counters.waiter_gets.add(1);
+        self.pass_lazily();
+        Ok(item)
+    }
+
+    /// A hand-off its waiter does not need (it found an object itself):
+    /// to the next waiter, else back to the pool.
+    fn pass_on(&self, handoff: Handoff<M::Item>) {
+        match handoff {
+            Handoff::Place => self.release_place(),
+            Handoff::Object(item) => {
+                if let Err(Handoff::Object(item)) = self.waiters.serve(Handoff::Object(item)) {
+                    if let Err(item) = self.depot.put_one(item) {
+                        self.destroy_batches(vec![vec![item]], Site::Upkeep);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A guard's object, recycled, goes to the oldest waiter if there is
+    /// one (counted as a return; the waiter counts the get). Gives it back
+    /// if nobody waits.
+    #[cold]
+    pub(crate) fn hand_to_waiter(&self, item: M::Item) -> Option<M::Item> {
+        match self.waiters.serve(Handoff::Object(item)) {
+            Ok(()) => {
+                self.counters.waiter_returns.add(1);
+                None
+            }
+            Err(Handoff::Object(item)) => Some(item),
+            Err(Handoff::Place) => unreachable!("served an object"),
+        }
+    }
+
+    /// Objects that reached the depot while waiters wait (a thread's exit,
+    /// a revoked cache) go to the waiters, oldest first.
+    #[cold]
+    pub(crate) fn serve_waiters_from_depot(&self) {
+        while self.waiters.any() {
+            let Some(item) = self.depot.take_one() else {
+                return;
+            };
+            if let Err(Handoff::Object(item)) = self.waiters.serve(Handoff::Object(item)) {
+                // They left meanwhile: back where it was.
+                if let Err(item) = self.depot.put_one(item) {
+                    self.destroy_batches(vec![vec![item]], Site::Upkeep);
+                }
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! The batch size adapts to depot traffic: a pool whose threads go to the
+//! depot for a large share of their gets and puts doubles its batch at each
+//! reclaim pass, up to `Config::max_batch_size`, and halves it when idle
+//! objects sit unused; an explicit `batch_size` stays fixed. Driven by a
+//! `ManualClock`, no reclaimer thread.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::Counting;
+use tidepool::reclaim::ManualClock;
+use tidepool::{Pool, Pooled, DEFAULT_BATCH_SIZE};
+
+const INTERVAL: Duration = Duration::from_secs(10);
+
+fn pool(batch: Option<usize>) -> (Arc<Pool<Counting>>, Arc<ManualClock>, Arc<common::Ledger>) {
+    let (manager, ledger) = Counting::new();
+    let clock = Arc::new(ManualClock::new());
+    let mut b = Pool::builder(manager)
+        .max_idle(4096)
+        .reclaim_interval(INTERVAL)
+        .background(false)
+        .clock(clock.clone());
+    if let Some(n) = batch {
+        b = b.batch_size(n);
+    }
+    (Arc::new(b.build().unwrap()), clock, ledger)
+}
+
+/// `rounds` bursts of `n` gets then `n` puts on this thread (fio's
+/// submit-then-complete rounds); returns the depot exchanges they took.
+fn bursts(pool: &Pool<Counting>, n: usize, rounds: usize) -> u64 {
+    let before = pool.stats().depot_exchanges;
+    for _ in 0..rounds {
+        let guards: Vec<Pooled<'_, Counting>> = (0..n).map(|_| pool.get().unwrap()).collect();
+        drop(guards);
+    }
+    pool.stats().depot_exchanges - before
+}
+
+fn end_interval(pool: &Pool<Counting>, clock: &ManualClock) {
+    clock.advance(INTERVAL);
+    pool.reclaim();
+}
+
+#[test]
+fn bursts_past_the_cache_grow_the_batch_to_its_bound_and_cut_depot_trips() {
+    let (pool, clock, ledger) = pool(None);
+    let max = pool.config().max_batch_size();
+    assert_eq!(pool.stats().batch_size, DEFAULT_BATCH_SIZE);
+    assert_eq!(max, 8 * DEFAULT_BATCH_SIZE);
+    // 512 in flight: far past a cache of two batches of 32.
+    let first = bursts(&pool, 512, 4);
+    let mut sizes = vec![pool.stats().batch_size];
+    for _ in 0..5 {
+        end_interval(&pool, &clock);
+        bursts(&pool, 512, 4);
+        sizes.push(pool.stats().batch_size);
+    }
+    assert_eq!(
+        sizes,
+        [32, 64, 128, 256, 256, 256],
+        "doubles per pass, then stays at the bound"
+    );
+    let last = bursts(&pool, 512, 4);
+    assert!(
+        last * 4 <= first,
+        "depot exchanges per 4 rounds: {first} at batch 32, {last} at 256"
+    );
+    let s = pool.stats();
+    assert_eq!(s.live, 0);
+    assert_eq!(s.created, 512, "no object made twice");
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn a_batch_grown_by_traffic_shrinks_when_idle_objects_go_unused() {
+    let (pool, clock, ledger) = pool(None);
+    bursts(&pool, 512, 4);
+    end_interval(&pool, &clock);
+    bursts(&pool, 512, 4);
+    end_interval(&pool, &clock);
+    let grown = pool.stats().batch_size;
+    assert!(grown > DEFAULT_BATCH_SIZE, "grew to {grown}");
+    // Nothing more: the cache is taken back, then its objects sit unused.
+    for _ in 0..4 {
+        end_interval(&pool, &clock);
+    }
+    let s = pool.stats();
+    assert!(s.reclaimed > 0, "idle objects were reclaimed");
+    assert!(
+        s.batch_size < grown,
+        "shrank from {grown} to {}",
+        s.batch_size
+    );
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn an_explicit_batch_size_is_fixed() {
+    let (pool, clock, ledger) = pool(Some(32));
+    assert_eq!(pool.config().max_batch_size(), 32);
+    for _ in 0..3 {
+        bursts(&pool, 512, 4);
+        end_interval(&pool, &clock);
+    }
+    assert_eq!(pool.stats().batch_size, 32);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn a_one_way_flow_does_not_grow_the_batch() {
+    // Gets on this thread, puts on another: every batch goes through the
+    // depot whatever its size, so a bigger one would only hold more.
+    let (pool, clock, ledger) = pool(None);
+    for _ in 0..4 {
+        for _ in 0..8 {
+            let guards: Vec<_> = (0..512).map(|_| pool.get_owned().unwrap()).collect();
+            std::thread::scope(|s| {
+                s.spawn(move || drop(guards));
+            });
+        }
+        end_interval(&pool, &clock);
+    }
+    let s = pool.stats();
+    assert!(s.depot_exchanges > 0);
+    assert_eq!(s.batch_size, DEFAULT_BATCH_SIZE);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
