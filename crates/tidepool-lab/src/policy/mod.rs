@@ -53,10 +53,19 @@ pub enum PolicyKind {
     #[serde(rename = "qemu-2024")]
     #[value(name = "qemu-2024")]
     Qemu2024,
-    /// tidepool's `StackPool`.
+    /// tidepool's `StackPool` (in `limit-churn`, a `Pool` with `max_live`).
     #[serde(rename = "tidepool")]
     #[value(name = "tidepool")]
     Tidepool,
+    /// Seed 002 before: FreeBSD's vnode allocation accounting before the
+    /// patch (`limit-churn` only).
+    #[serde(rename = "fbsd-before")]
+    #[value(name = "fbsd-before")]
+    FbsdBefore,
+    /// Seed 002 after: the patch's slop counter (`limit-churn` only).
+    #[serde(rename = "fbsd-2023")]
+    #[value(name = "fbsd-2023")]
+    Fbsd2023,
 }
 
 impl PolicyKind {
@@ -69,6 +78,15 @@ impl PolicyKind {
         PolicyKind::Tidepool,
     ];
 
+    /// The policies of the `limit-churn` scenario, in the order the report
+    /// lists them (not stack pools: [`build`](PolicyKind::build) refuses
+    /// the FreeBSD ones).
+    pub const LIMIT_CHURN: [PolicyKind; 3] = [
+        PolicyKind::FbsdBefore,
+        PolicyKind::Fbsd2023,
+        PolicyKind::Tidepool,
+    ];
+
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -77,6 +95,8 @@ impl PolicyKind {
             PolicyKind::Qemu2021 => "qemu-2021",
             PolicyKind::Qemu2024 => "qemu-2024",
             PolicyKind::Tidepool => "tidepool",
+            PolicyKind::FbsdBefore => "fbsd-before",
+            PolicyKind::Fbsd2023 => "fbsd-2023",
         }
     }
 
@@ -95,6 +115,15 @@ impl PolicyKind {
                 "tidepool::stack::StackPool: library defaults; reclaim interval and pressure hold \
                  scaled like QEMU 2021's period"
             }
+            PolicyKind::FbsdBefore => {
+                "seed 002 before: FreeBSD vn_alloc (stable/14 before cc2d62daa339): a global \
+                 counter read under the list lock, inc/dec/inc over the limit, a shared cycle \
+                 counter written every time"
+            }
+            PolicyKind::Fbsd2023 => {
+                "seed 002: FreeBSD 2023 'further speed up continuous free vnode recycle' \
+                 (VNLRU_COUNT_SLOP = 100)"
+            }
         }
     }
 
@@ -111,6 +140,11 @@ impl PolicyKind {
             PolicyKind::Qemu2021 => Box::new(qemu_2021::Qemu2021::new(env)),
             PolicyKind::Qemu2024 => Box::new(qemu_2024::Qemu2024::new(env)),
             PolicyKind::Tidepool => Box::new(tidepool::Tidepool::new(env)?),
+            PolicyKind::FbsdBefore | PolicyKind::Fbsd2023 => {
+                return Err(format!(
+                    "{self} is a live-limit policy of the limit-churn scenario, not a stack pool"
+                ))
+            }
         })
     }
 }

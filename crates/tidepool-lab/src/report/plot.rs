@@ -56,6 +56,8 @@ pub fn color(policy: PolicyKind) -> RGBColor {
         PolicyKind::Qemu2021 => RGBColor(213, 94, 0),
         PolicyKind::Qemu2024 => RGBColor(0, 114, 178),
         PolicyKind::Tidepool => RGBColor(0, 158, 115),
+        PolicyKind::FbsdBefore => RGBColor(204, 121, 167),
+        PolicyKind::Fbsd2023 => RGBColor(86, 180, 233),
     }
 }
 

@@ -309,6 +309,7 @@ mod tests {
                 "map-count",
                 "spike-then-idle",
                 "pressure",
+                "limit-churn",
             ],
         );
         let ids: Vec<&str> = rows.iter().map(|r| r.seed.as_str()).collect();
@@ -319,8 +320,8 @@ mod tests {
             match r.seed.as_str() {
                 "002" => assert_eq!(
                     r.status,
-                    SeedStatus::NotInBuild {
-                        scenario: "limit-churn".into()
+                    SeedStatus::NotRun {
+                        scenarios: vec!["limit-churn".into()]
                     }
                 ),
                 "004" => assert_eq!(
@@ -334,7 +335,11 @@ mod tests {
         }
         assert_eq!(
             rows[2].status_text(),
-            "scenario limit-churn not in this build yet"
+            "not run here (its scenario: limit-churn)"
+        );
+        assert_eq!(
+            rows[4].status_text(),
+            "scenario mass-teardown not in this build yet"
         );
     }
 

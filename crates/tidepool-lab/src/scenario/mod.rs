@@ -13,6 +13,7 @@ use crate::source::PressureSource;
 
 pub mod fio;
 pub mod harness;
+pub mod limit_churn;
 pub mod map_count;
 pub mod pressure;
 pub mod spike;
@@ -54,16 +55,21 @@ pub enum ScenarioKind {
     #[serde(rename = "pressure")]
     #[value(name = "pressure")]
     Pressure,
+    /// Seed 002: allocation at a live limit, recycling continuously.
+    #[serde(rename = "limit-churn")]
+    #[value(name = "limit-churn")]
+    LimitChurn,
 }
 
 impl ScenarioKind {
     /// Every scenario, in report order.
-    pub const ALL: [ScenarioKind; 5] = [
+    pub const ALL: [ScenarioKind; 6] = [
         ScenarioKind::Fio,
         ScenarioKind::FioCrossThread,
         ScenarioKind::MapCount,
         ScenarioKind::SpikeThenIdle,
         ScenarioKind::Pressure,
+        ScenarioKind::LimitChurn,
     ];
 
     /// The name on the command line and in reports.
@@ -74,6 +80,7 @@ impl ScenarioKind {
             ScenarioKind::MapCount => "map-count",
             ScenarioKind::SpikeThenIdle => "spike-then-idle",
             ScenarioKind::Pressure => "pressure",
+            ScenarioKind::LimitChurn => limit_churn::ID,
         }
     }
 
@@ -99,6 +106,7 @@ impl ScenarioKind {
             ScenarioKind::MapCount => run_spec(&map_count::spec(settings), settings, progress),
             ScenarioKind::SpikeThenIdle => run_spec(&spike::spec(settings), settings, progress),
             ScenarioKind::Pressure => pressure::run(settings, progress),
+            ScenarioKind::LimitChurn => limit_churn::run(settings, progress),
         };
         report.claims = self.claims(&report, settings);
         report
@@ -114,6 +122,7 @@ impl ScenarioKind {
             ScenarioKind::MapCount => map_count::claims(report, settings),
             ScenarioKind::SpikeThenIdle => spike::claims(report),
             ScenarioKind::Pressure => pressure::claims(report),
+            ScenarioKind::LimitChurn => limit_churn::claims(report),
         }
     }
 }
