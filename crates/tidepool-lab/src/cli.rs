@@ -168,6 +168,12 @@ pub fn check(args: RunArgs) -> Result<Checked, String> {
         parse_repeats(&r.to_string()).map_err(|e| format!("--repeats {e}"))?;
         settings.repeats = r;
     }
+    if let Some(p) = args.policy.iter().find(|p| !PolicyKind::ALL.contains(p)) {
+        return Err(format!(
+            "--policy {p}: a baseline of the limit-churn scenario, always run there (and only \
+             there); select it with --scenario limit-churn"
+        ));
+    }
     if !args.policy.is_empty() {
         settings.policies = PolicyKind::ALL
             .into_iter()
@@ -297,7 +303,7 @@ mod tests {
 
     #[test]
     fn unknown_names_list_the_valid_ones() {
-        let e = refused(&["--scenario", "fio,limit-churn"]);
+        let e = refused(&["--scenario", "fio,no-such-scenario"]);
         for name in ScenarioKind::names() {
             assert!(e.contains(name), "{name} missing from: {e}");
         }
@@ -310,6 +316,14 @@ mod tests {
             e.contains("auto") && e.contains("real") && e.contains("manual"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn limit_churn_baselines_are_not_stack_policies() {
+        for p in ["fbsd-before", "fbsd-2023"] {
+            let e = refused(&["--policy", p]);
+            assert!(e.contains("--scenario limit-churn"), "{p}: {e}");
+        }
     }
 
     #[test]
