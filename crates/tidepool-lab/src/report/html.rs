@@ -353,7 +353,8 @@ fn about(h: &mut String, report: &Report) {
         build = if m.optimized { "release" } else { "debug" },
         iso = esc(&report.pressure_isolation),
     );
-    for p in PolicyKind::ALL {
+    let baselines = [PolicyKind::FbsdBefore, PolicyKind::Fbsd2023];
+    for p in PolicyKind::ALL.into_iter().chain(baselines) {
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{}</td></tr>",
