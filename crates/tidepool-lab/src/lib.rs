@@ -3,7 +3,9 @@
 //! Five pool policies (see [`policy`]): no pool, QEMU's coroutine pool as it
 //! was before 2021, in the 2021 patch (seed 001), and since 2024 (seed 000),
 //! and tidepool, run through the seeds' workloads (see [`scenario`]) on
-//! real guarded stacks with real coroutines on them, measured from `/proc`
+//! real guarded stacks with real coroutines on them; and, for seed 004's
+//! mass teardown ([`scenario::mass_teardown`]), DragonFly's teardown
+//! before and after its 2017 fix against tidepool's; measured from `/proc`
 //! ([`procfs`]) and reported as JSON, HTML with SVG plots, and a compact
 //! table ([`report`]), opening with a per-seed summary ([`seeds`],
 //! [`report::summary`]).

@@ -143,6 +143,19 @@ pub mod quote {
                  pull request of 21 October 2021 after Richard Henderson saw boot tests time \
                  out (not in seed 001's text; recorded in the project's systems notes on QEMU)",
     };
+    /// Seed 004, the problem.
+    pub const DRAGONFLY_PROBLEM: StaticQuote = StaticQuote {
+        text: "Testing with 900,000 processes chaining 900,000 pipe()s, the system could become \
+               unusable for upwards of an hour when the test is killed with ^C prior to these \
+               changes.",
+        source: "seed 004, commit message",
+    };
+    /// Seed 004, the fix.
+    pub const DRAGONFLY_FIX: StaticQuote = StaticQuote {
+        text: "The pcpu mutex allows good concurrency while also limiting the number of \
+               processes which can be tearing down pipe KVM at the same time.",
+        source: "seed 004, commit message",
+    };
     /// Seed 003, the cost.
     pub const XEN_NO_COST: StaticQuote = StaticQuote {
         text: "In short, even worst case aggressive shrinking makes no visible performance \

@@ -313,7 +313,6 @@ fn bad_arguments_fail_before_any_work() {
         (vec!["--repeats", "0"], "--repeats"),
         (vec!["--time-scale", "1e9"], "tidepool policy could not run"),
         (vec!["--scenario", "no-such-scenario"], "possible values"),
-        (vec!["--policy", "fbsd-before"], "--scenario limit-churn"),
         (vec!["--policy", "qemu-2099"], "possible values"),
         (vec!["--out", "/proc/tidepool-lab"], "--out"),
     ] {

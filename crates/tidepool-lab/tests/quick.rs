@@ -1,5 +1,5 @@
-//! `--quick` runs of the fio, fio-cross-thread, spike-then-idle and
-//! pressure scenarios, every policy, as the CLI runs them; checked for
+//! `--quick` runs of the fio, fio-cross-thread, spike-then-idle, pressure
+//! and mass-teardown scenarios, every policy, as the CLI runs them; checked for
 //! structure and for invariants that hold whatever the machine's speed.
 //! (map-count has its own test binary: it uses up this process's VMAs.)
 //! The quick runs use the manual pressure source; one test runs the
@@ -27,6 +27,7 @@ fn report() -> &'static Report {
                 ScenarioKind::FioCrossThread,
                 ScenarioKind::SpikeThenIdle,
                 ScenarioKind::Pressure,
+                ScenarioKind::MassTeardown,
             ],
             settings: Settings::new(true),
         };
@@ -331,6 +332,52 @@ fn pressure_auto_source_is_real_or_says_why_not() {
 }
 
 #[test]
+fn mass_teardown_tears_everything_down_and_counts_its_unmaps() {
+    use tidepool_lab::scenario::mass_teardown::BURST;
+    let s = scenario("mass-teardown");
+    let policies: Vec<PolicyKind> = s.results.iter().map(|r| r.policy).collect();
+    assert_eq!(
+        policies,
+        PolicyKind::TEARDOWN,
+        "one result per teardown policy"
+    );
+    assert_eq!(s.phases.len(), 4);
+    for r in &s.results {
+        assert_eq!(r.failures, 0, "{}: no creation failed", r.policy);
+        assert_eq!(r.runs.len(), 1, "{}: quick runs once", r.policy);
+        for run in &r.runs {
+            let ser = &run.series;
+            let n = ser.t_ms.len();
+            assert!(n >= 10, "{}: {n} probe samples", r.policy);
+            assert_eq!(ser.probe_get_put_us.len(), n);
+            assert_eq!(ser.probe_map_ms.len(), n);
+            assert_eq!(ser.rss_kib.len(), n);
+            assert!(ser.probe_get_put_us.iter().all(|&v| v > 0.0));
+            assert!(ser.probe_map_ms.iter().all(|&v| v > 0.0));
+            // Phases in order, teardown after release.
+            let at: Vec<f64> = ser.events.iter().map(|e| e.t_ms).collect();
+            assert!(at.windows(2).all(|w| w[0] <= w[1]), "{at:?}");
+            assert!(run.metrics["wall_ms"] > 0.0);
+            assert!(run.metrics["rest_samples"] >= 1.0, "{:?}", run.metrics);
+            // Every stack held was torn down; none is left live.
+            assert_eq!(run.metrics["left_live"], 0.0, "{}", r.policy);
+            assert!(run.metrics["torn_down"] >= 1000.0, "{:?}", run.metrics);
+            assert!(run.metrics["peak_vmas"] > 2.0 * 1000.0);
+        }
+    }
+    let unmaps = |p| result(s, p).metric("munmap_per_1000");
+    // One mapping per stack before the fix; one per slab after (the last
+    // slab of each holder may be partial).
+    assert_eq!(unmaps(PolicyKind::DflyBefore), 1000.0);
+    for p in [PolicyKind::Dfly2017, PolicyKind::Tidepool] {
+        let v = unmaps(p);
+        assert!(v > 0.0 && v <= 2.0 * 1000.0 / BURST as f64, "{p}: {v}");
+    }
+    assert_eq!(s.claims.len(), 4);
+    assert!(s.claims.iter().all(|c| c.verdict != Verdict::Unmeasured));
+}
+
+#[test]
 fn the_json_report_round_trips_and_keeps_its_schema() {
     let r = report();
     let text = r.to_json();
@@ -406,8 +453,8 @@ fn the_summary_has_a_row_for_every_seed_and_a_claim_per_scenario() {
     for row in &r.summary {
         match row.seed.as_str() {
             // fio (000, 001), spike-then-idle and fio-cross-thread (001),
-            // pressure (003) ran here.
-            "000" | "001" | "003" => {
+            // pressure (003), mass-teardown (004) ran here.
+            "000" | "001" | "003" | "004" => {
                 assert_eq!(row.status, SeedStatus::Measured, "{}", row.seed);
                 assert!(!row.claims.is_empty());
                 for c in &row.claims {
@@ -428,14 +475,6 @@ fn the_summary_has_a_row_for_every_seed_and_a_claim_per_scenario() {
                         scenarios: vec!["limit-churn".to_owned()]
                     }
                 );
-                assert!(row.claims.is_empty());
-            }
-            "004" => {
-                assert!(
-                    matches!(row.status, SeedStatus::NotInBuild { .. }),
-                    "{row:?}"
-                );
-                assert!(row.status_text().ends_with("not in this build yet"));
                 assert!(row.claims.is_empty());
             }
             other => panic!("unexpected seed {other}"),
@@ -490,11 +529,16 @@ fn the_html_report_is_self_contained_with_four_plots_per_scenario() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
-    assert_eq!(
-        page.matches("<svg class=\"plot\"").count(),
-        4 * r.scenarios.len()
-    );
-    for p in PolicyKind::ALL {
+    // Four plots per scenario; mass-teardown's three: the probe's two
+    // latencies and RSS.
+    let plots: usize = r
+        .scenarios
+        .iter()
+        .map(|s| tidepool_lab::report::plot::Metric::of_scenario(&s.id).len())
+        .sum();
+    assert_eq!(plots, 4 * (r.scenarios.len() - 1) + 3);
+    assert_eq!(page.matches("<svg class=\"plot\"").count(), plots);
+    for p in PolicyKind::EVERY {
         assert!(page.contains(p.name()), "{p} is named");
     }
     for s in &r.scenarios {
@@ -546,8 +590,10 @@ fn every_plot_has_labelled_axes_and_a_legend_off_the_data() {
     use tidepool_lab::report::plot::{plot, Limit, Metric, HEIGHT, WIDTH};
     let r = report();
     let mut plots = 0;
+    let mut expected = 0;
     for s in &r.scenarios {
-        for metric in Metric::ALL {
+        expected += Metric::of_scenario(&s.id).len();
+        for &metric in Metric::of_scenario(&s.id) {
             let limit = Limit {
                 value: 1000.0,
                 label: "a limit".to_owned(),
@@ -589,7 +635,7 @@ fn every_plot_has_labelled_axes_and_a_legend_off_the_data() {
                 attr(&svg[nested..], "y").unwrap(),
             );
             let mut points = 0;
-            let colours: Vec<String> = PolicyKind::ALL
+            let colours: Vec<String> = PolicyKind::EVERY
                 .iter()
                 .map(|&p| tidepool_lab::report::plot::hex(p).to_uppercase())
                 .collect();
@@ -664,5 +710,6 @@ fn every_plot_has_labelled_axes_and_a_legend_off_the_data() {
             }
         }
     }
-    assert_eq!(plots, 4 * r.scenarios.len());
+    assert_eq!(plots, expected);
+    assert_eq!(expected, 4 * (r.scenarios.len() - 1) + 3);
 }

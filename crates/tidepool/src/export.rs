@@ -24,6 +24,7 @@ impl Stats {
     /// | `tidepool_live` | gauge | [`live`](Stats::live) |
     /// | `tidepool_idle` | gauge | [`idle`](Stats::idle) |
     /// | `tidepool_idle_cached` | gauge | [`idle_cached`](Stats::idle_cached), the part of `idle` in thread caches |
+    /// | `tidepool_destroying` | gauge | [`destroying`](Stats::destroying), objects in the destroy queue or being destroyed |
     /// | `tidepool_created_total` | counter | [`created`](Stats::created) |
     /// | `tidepool_destroyed_total` | counter | [`destroyed`](Stats::destroyed) |
     /// | `tidepool_reclaimed_total` | counter | [`reclaimed`](Stats::reclaimed) |
@@ -62,6 +63,7 @@ impl Stats {
         gauge!("tidepool_live", l()).set(self.live as f64);
         gauge!("tidepool_idle", l()).set(self.idle as f64);
         gauge!("tidepool_idle_cached", l()).set(self.idle_cached() as f64);
+        gauge!("tidepool_destroying", l()).set(self.destroying as f64);
         counter!("tidepool_created_total", l()).absolute(self.created);
         counter!("tidepool_destroyed_total", l()).absolute(self.destroyed);
         counter!("tidepool_reclaimed_total", l()).absolute(self.reclaimed);
@@ -89,6 +91,11 @@ fn describe() {
         "tidepool_idle_cached",
         objects,
         "idle objects held in thread caches"
+    );
+    describe_gauge!(
+        "tidepool_destroying",
+        objects,
+        "objects the pool decided to destroy, queued or being destroyed (neither live nor idle)"
     );
     describe_counter!(
         "tidepool_created_total",

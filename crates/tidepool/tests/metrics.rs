@@ -67,6 +67,7 @@ fn every_figure_is_exported_with_its_kind_and_pool_label() {
         (g("tidepool_live"), stats.live as f64),
         (g("tidepool_idle"), stats.idle as f64),
         (g("tidepool_idle_cached"), stats.idle_cached() as f64),
+        (g("tidepool_destroying"), stats.destroying as f64),
         (c("tidepool_created_total"), stats.created as f64),
         (c("tidepool_destroyed_total"), stats.destroyed as f64),
         (c("tidepool_reclaimed_total"), stats.reclaimed as f64),
@@ -79,6 +80,33 @@ fn every_figure_is_exported_with_its_kind_and_pool_label() {
     ]);
     assert_eq!(got, want);
     drop(kept);
+}
+
+#[test]
+fn the_destroy_queue_is_exported_as_destroying() {
+    let pool = Pool::builder(|| vec![0u8; 64])
+        .batch_size(4)
+        .teardown_chunk(4)
+        .background(false)
+        .build()
+        .unwrap();
+    let held: Vec<_> = (0..20).map(|_| pool.get().unwrap()).collect();
+    drop(held);
+    // `drain` destroys one chunk here and leaves the rest queued (no
+    // reclaimer to finish it).
+    assert_eq!(pool.drain(), 20);
+    let stats = pool.stats();
+    assert_eq!(stats.destroying, 16, "{stats:?}");
+    let got = record(|| stats.export_metrics("q"));
+    let key = (
+        "tidepool_destroying".to_owned(),
+        MetricKind::Gauge,
+        "q".to_owned(),
+    );
+    assert_eq!(got[&key], 16.0);
+    pool.drain_blocking();
+    let got = record(|| pool.stats().export_metrics("q"));
+    assert_eq!(got[&key], 0.0);
 }
 
 #[test]

@@ -546,3 +546,20 @@ fn out_of_address_space_is_an_error_in_a_child() {
     assert!(out.status.success(), "{:?}\n{stderr}", out.status);
     assert!(stderr.contains("oom=true slabs=0"), "{stderr}");
 }
+
+#[test]
+fn the_stack_builder_passes_the_teardown_bounds_on() {
+    let pool = StackPool::builder(16 * 1024)
+        .background(false)
+        .teardown_threads(3)
+        .teardown_chunk(7)
+        .build()
+        .unwrap();
+    assert_eq!(pool.config().teardown_threads(), 3);
+    assert_eq!(pool.config().teardown_chunk(), 7);
+    let e = StackPool::builder(16 * 1024)
+        .teardown_chunk(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "teardown_chunk");
+}

@@ -66,6 +66,16 @@ pub enum PolicyKind {
     #[serde(rename = "fbsd-2023")]
     #[value(name = "fbsd-2023")]
     Fbsd2023,
+    /// Seed 004 before the fix: every releasing thread unmaps its own
+    /// stacks at once, one `munmap` each, no bound (mass-teardown only).
+    #[serde(rename = "dfly-before")]
+    #[value(name = "dfly-before")]
+    DflyBefore,
+    /// Seed 004's fix: teardown through `ncpus` queued permits, one
+    /// `munmap` per slab (mass-teardown only).
+    #[serde(rename = "dfly-2017")]
+    #[value(name = "dfly-2017")]
+    Dfly2017,
 }
 
 impl PolicyKind {
@@ -87,6 +97,41 @@ impl PolicyKind {
         PolicyKind::Tidepool,
     ];
 
+    /// seed 004's teardown policies and tidepool: the mass-teardown
+    /// scenario's policies, in the order the report lists them.
+    pub const TEARDOWN: [PolicyKind; 3] = [
+        PolicyKind::DflyBefore,
+        PolicyKind::Dfly2017,
+        PolicyKind::Tidepool,
+    ];
+
+    /// Every policy of every scenario: [`PolicyKind::ALL`], then the
+    /// teardown-only ones, then the limit-churn-only ones.
+    pub const EVERY: [PolicyKind; 9] = [
+        PolicyKind::None,
+        PolicyKind::QemuFixed,
+        PolicyKind::Qemu2021,
+        PolicyKind::Qemu2024,
+        PolicyKind::Tidepool,
+        PolicyKind::DflyBefore,
+        PolicyKind::Dfly2017,
+        PolicyKind::FbsdBefore,
+        PolicyKind::Fbsd2023,
+    ];
+
+    /// Whether this is a stack pool (a [`Policy`] the harness runs), as
+    /// opposed to a teardown policy of the mass-teardown scenario or a
+    /// live-limit policy of limit-churn.
+    pub fn is_pool(self) -> bool {
+        !matches!(
+            self,
+            PolicyKind::DflyBefore
+                | PolicyKind::Dfly2017
+                | PolicyKind::FbsdBefore
+                | PolicyKind::Fbsd2023
+        )
+    }
+
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -97,6 +142,8 @@ impl PolicyKind {
             PolicyKind::Tidepool => "tidepool",
             PolicyKind::FbsdBefore => "fbsd-before",
             PolicyKind::Fbsd2023 => "fbsd-2023",
+            PolicyKind::DflyBefore => "dfly-before",
+            PolicyKind::Dfly2017 => "dfly-2017",
         }
     }
 
@@ -124,6 +171,15 @@ impl PolicyKind {
                 "seed 002: FreeBSD 2023 'further speed up continuous free vnode recycle' \
                  (VNLRU_COUNT_SLOP = 100)"
             }
+            PolicyKind::DflyBefore => {
+                "seed 004, before: every releasing thread unmaps its own stacks at once, one \
+                 munmap each, no bound (mass-teardown only)"
+            }
+            PolicyKind::Dfly2017 => {
+                "seed 004: DragonFly 2017 'remove bottlenecks related to mass pipe closures': \
+                 at most ncpus teardowns at once (queued permits), one munmap per slab of 32 \
+                 (mass-teardown only)"
+            }
         }
     }
 
@@ -132,7 +188,8 @@ impl PolicyKind {
     /// # Errors
     ///
     /// If tidepool refuses the settings (it should not for any stack size
-    /// the lab uses).
+    /// the lab uses), or for a teardown policy, which is not a pool: the
+    /// mass-teardown scenario runs those itself.
     pub fn build(self, env: &PolicyEnv) -> Result<Box<dyn Policy>, String> {
         Ok(match self {
             PolicyKind::None => Box::new(none::NoPool::new(env)),
@@ -143,6 +200,11 @@ impl PolicyKind {
             PolicyKind::FbsdBefore | PolicyKind::Fbsd2023 => {
                 return Err(format!(
                     "{self} is a live-limit policy of the limit-churn scenario, not a stack pool"
+                ))
+            }
+            PolicyKind::DflyBefore | PolicyKind::Dfly2017 => {
+                return Err(format!(
+                    "{self} is a teardown policy, not a stack pool: it runs in mass-teardown only"
                 ))
             }
         })

@@ -93,6 +93,17 @@ pub fn millis(ms: f64) -> String {
     }
 }
 
+/// Microseconds for a table: `0.42 µs`, `85 µs`, `1.2 ms`.
+pub fn micros(us: f64) -> String {
+    if !us.is_finite() {
+        "–".to_owned()
+    } else if us.abs() >= 1000.0 {
+        millis(us / 1e3)
+    } else {
+        format!("{} µs", trim(us))
+    }
+}
+
 /// Mebibytes as a tick label: `0 MiB`, `64 MiB`, `1.5 GiB`, `512 KiB`.
 pub fn mib(m: f64) -> String {
     if !m.is_finite() {

@@ -267,11 +267,7 @@ fn scenario(h: &mut String, s: &ScenarioReport, max_map_count: u64) {
             }
         }
     }
-    for metric in Metric::ALL
-        .iter()
-        .filter(|_| s.id != crate::scenario::limit_churn::ID)
-    {
-        let metric = *metric;
+    for &metric in Metric::of_scenario(&s.id) {
         let limit = match metric {
             Metric::Vmas if s.id == "map-count" && max_map_count > 0 => Some(Limit {
                 value: max_map_count as f64,
@@ -353,8 +349,7 @@ fn about(h: &mut String, report: &Report) {
         build = if m.optimized { "release" } else { "debug" },
         iso = esc(&report.pressure_isolation),
     );
-    let baselines = [PolicyKind::FbsdBefore, PolicyKind::Fbsd2023];
-    for p in PolicyKind::ALL.into_iter().chain(baselines) {
+    for p in PolicyKind::EVERY {
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{}</td></tr>",

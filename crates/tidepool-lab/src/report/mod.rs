@@ -110,6 +110,8 @@ pub enum Format {
     MiB,
     /// Milliseconds.
     Millis,
+    /// Microseconds.
+    Micros,
     /// A plain ratio.
     Ratio,
     /// A share, printed as a percentage.
@@ -207,6 +209,14 @@ pub struct Series {
     /// Requests completed per second over the last four sample intervals
     /// or so (a moving window, so that one late sample is no spike).
     pub throughput: Vec<f64>,
+    /// mass-teardown's probe: latency of a get + put on another pool, µs,
+    /// one per sample (empty in the other scenarios).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probe_get_put_us: Vec<f64>,
+    /// mass-teardown's probe: latency of a small stack's `mmap` +
+    /// `mprotect` + `munmap`, ms, one per sample (empty elsewhere).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probe_map_ms: Vec<f64>,
     /// When each phase started.
     pub events: Vec<Event>,
 }

@@ -56,8 +56,10 @@ pub fn color(policy: PolicyKind) -> RGBColor {
         PolicyKind::Qemu2021 => RGBColor(213, 94, 0),
         PolicyKind::Qemu2024 => RGBColor(0, 114, 178),
         PolicyKind::Tidepool => RGBColor(0, 158, 115),
-        PolicyKind::FbsdBefore => RGBColor(204, 121, 167),
-        PolicyKind::Fbsd2023 => RGBColor(86, 180, 233),
+        PolicyKind::FbsdBefore => RGBColor(153, 79, 0),
+        PolicyKind::Fbsd2023 => RGBColor(120, 94, 240),
+        PolicyKind::DflyBefore => RGBColor(204, 121, 167),
+        PolicyKind::Dfly2017 => RGBColor(86, 180, 233),
     }
 }
 
@@ -78,11 +80,32 @@ pub enum Metric {
     Rss,
     /// Completed requests per second.
     Throughput,
+    /// mass-teardown's probe: get + put on another pool.
+    ProbeGetPut,
+    /// mass-teardown's probe: a small stack mapped and unmapped.
+    ProbeMap,
 }
 
 impl Metric {
     /// Every metric, in the order the report shows them.
     pub const ALL: [Metric; 4] = [Metric::Throughput, Metric::Idle, Metric::Rss, Metric::Vmas];
+
+    /// The mass-teardown scenario's plots, in order.
+    pub const TEARDOWN: [Metric; 3] = [Metric::ProbeMap, Metric::ProbeGetPut, Metric::Rss];
+
+    /// The plots of the scenario `id`, in order: [`Metric::ALL`], or
+    /// mass-teardown's own ([`Metric::TEARDOWN`]: it has a probe, not
+    /// requests or idle stacks).
+    pub fn of_scenario(id: &str) -> &'static [Metric] {
+        if id == "mass-teardown" {
+            &Metric::TEARDOWN
+        } else if id == crate::scenario::limit_churn::ID {
+            // Its one plot is run time against threads (`threads_plot`).
+            &[]
+        } else {
+            &Metric::ALL
+        }
+    }
 
     /// The plot's title.
     pub fn title(self) -> &'static str {
@@ -91,6 +114,8 @@ impl Metric {
             Metric::Vmas => "VMAs of the whole process",
             Metric::Rss => "Resident memory of the whole process",
             Metric::Throughput => "Throughput",
+            Metric::ProbeGetPut => "Probe: get + put on another pool",
+            Metric::ProbeMap => "Probe: map + unmap a 64 KiB stack",
         }
     }
 
@@ -101,6 +126,8 @@ impl Metric {
             Metric::Vmas => "VMAs (count)",
             Metric::Rss => "RSS (MiB)",
             Metric::Throughput => "requests completed (per s)",
+            Metric::ProbeGetPut => "latency (µs)",
+            Metric::ProbeMap => "latency (ms)",
         }
     }
 
@@ -110,6 +137,8 @@ impl Metric {
             Metric::Vmas => s.vmas.iter().map(|&v| v as f64).collect(),
             Metric::Rss => s.rss_kib.iter().map(|&v| v as f64 / 1024.0).collect(),
             Metric::Throughput => s.throughput.clone(),
+            Metric::ProbeGetPut => s.probe_get_put_us.clone(),
+            Metric::ProbeMap => s.probe_map_ms.clone(),
         }
     }
 
@@ -123,6 +152,17 @@ impl Metric {
 
 /// The x axis label, with its unit.
 pub const X_AXIS: &str = "time since the run started (s)";
+
+/// The x axis label of a scenario's plots, with its unit: mass-teardown's
+/// start when every stack is held, so that every run's release is at the
+/// same place.
+pub fn x_axis(scenario_id: &str) -> &'static str {
+    if scenario_id == "mass-teardown" {
+        "time since every stack was held (s)"
+    } else {
+        X_AXIS
+    }
+}
 
 /// A horizontal line with a name, e.g. `vm.max_map_count`.
 #[derive(Clone, Debug)]
@@ -380,9 +420,10 @@ pub fn plot(
     let _ = write!(
         svg,
         "<text class=\"axis-label x\" x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\" \
-         fill=\"#333\">{X_AXIS}</text>",
+         fill=\"#333\">{}</text>",
         (ax0 + ax1) / 2,
-        HEIGHT - 6
+        HEIGHT - 6,
+        esc(x_axis(&scenario.id))
     );
     let _ = write!(
         svg,

@@ -22,6 +22,7 @@ pub fn format_value(value: f64, format: Format) -> String {
         Format::MiB => format!("{:.1}", value / (1024.0 * 1024.0)),
         Format::Millis if value == 0.0 => "–".to_owned(),
         Format::Millis => format::millis(value),
+        Format::Micros => format::micros(value),
         Format::Ratio => format!("{value:.2}"),
         Format::Percent => format!("{:.0} %", value * 100.0),
     }

@@ -1,6 +1,8 @@
 //! The workloads, one per seed finding, and how each is run for every
 //! policy: the same plan, warm-up first, repeats in rotating policy order,
-//! medians.
+//! medians. The stack-pool scenarios run through [`harness`];
+//! [`pressure`] adds a signal to it; [`mass_teardown`] runs its own holder
+//! and probe threads (its policies are teardowns, not pools).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -15,6 +17,7 @@ pub mod fio;
 pub mod harness;
 pub mod limit_churn;
 pub mod map_count;
+pub mod mass_teardown;
 pub mod pressure;
 pub mod spike;
 
@@ -59,17 +62,22 @@ pub enum ScenarioKind {
     #[serde(rename = "limit-churn")]
     #[value(name = "limit-churn")]
     LimitChurn,
+    /// Seed 004: many threads release many stacks at once.
+    #[serde(rename = "mass-teardown")]
+    #[value(name = "mass-teardown")]
+    MassTeardown,
 }
 
 impl ScenarioKind {
     /// Every scenario, in report order.
-    pub const ALL: [ScenarioKind; 6] = [
+    pub const ALL: [ScenarioKind; 7] = [
         ScenarioKind::Fio,
         ScenarioKind::FioCrossThread,
         ScenarioKind::MapCount,
         ScenarioKind::SpikeThenIdle,
         ScenarioKind::Pressure,
         ScenarioKind::LimitChurn,
+        ScenarioKind::MassTeardown,
     ];
 
     /// The name on the command line and in reports.
@@ -81,6 +89,7 @@ impl ScenarioKind {
             ScenarioKind::SpikeThenIdle => "spike-then-idle",
             ScenarioKind::Pressure => "pressure",
             ScenarioKind::LimitChurn => limit_churn::ID,
+            ScenarioKind::MassTeardown => "mass-teardown",
         }
     }
 
@@ -107,6 +116,7 @@ impl ScenarioKind {
             ScenarioKind::SpikeThenIdle => run_spec(&spike::spec(settings), settings, progress),
             ScenarioKind::Pressure => pressure::run(settings, progress),
             ScenarioKind::LimitChurn => limit_churn::run(settings, progress),
+            ScenarioKind::MassTeardown => mass_teardown::run(settings, progress),
         };
         report.claims = self.claims(&report, settings);
         report
@@ -123,6 +133,7 @@ impl ScenarioKind {
             ScenarioKind::SpikeThenIdle => spike::claims(report),
             ScenarioKind::Pressure => pressure::claims(report),
             ScenarioKind::LimitChurn => limit_churn::claims(report),
+            ScenarioKind::MassTeardown => mass_teardown::claims(report),
         }
     }
 }
@@ -142,7 +153,8 @@ pub struct Settings {
     pub time_scale: f64,
     /// Measured repeats per policy (medians are over these).
     pub repeats: usize,
-    /// The policies to run.
+    /// The policies to run (each scenario runs those of them it has:
+    /// the stack pools, or mass-teardown's teardown policies).
     pub policies: Vec<PolicyKind>,
     /// `vm.max_map_count` (QEMU 2024's cap comes from it).
     pub max_map_count: u64,
@@ -162,7 +174,7 @@ impl Settings {
             quick,
             time_scale: if quick { 300.0 } else { 100.0 },
             repeats: if quick { 1 } else { 3 },
-            policies: PolicyKind::ALL.to_vec(),
+            policies: PolicyKind::EVERY.to_vec(),
             max_map_count: crate::procfs::max_map_count().unwrap_or(65530),
             pressure_source: PressureSource::default_for(quick),
         }
@@ -244,7 +256,13 @@ pub(crate) fn phased() -> Box<MakeWorker<'static>> {
 }
 
 fn run_spec(spec: &Spec<'_>, settings: &Settings, progress: &dyn Progress) -> ScenarioReport {
-    let policies = &settings.policies;
+    let policies: Vec<PolicyKind> = settings
+        .policies
+        .iter()
+        .copied()
+        .filter(|p| p.is_pool())
+        .collect();
+    let policies = &policies;
     let warmups = if spec.warmup.is_some() { 1 } else { 0 };
     progress.scenario(
         spec.id,

@@ -56,6 +56,8 @@ pub struct StackPoolBuilder {
     pressure_hold: Option<Duration>,
     background: Option<bool>,
     burst: Option<usize>,
+    teardown_threads: Option<usize>,
+    teardown_chunk: Option<usize>,
 }
 
 impl StackPoolBuilder {
@@ -72,6 +74,8 @@ impl StackPoolBuilder {
             pressure_hold: None,
             background: None,
             burst: None,
+            teardown_threads: None,
+            teardown_chunk: None,
         }
     }
 
@@ -114,6 +118,21 @@ impl StackPoolBuilder {
     /// burst stays inside the map-count budget.
     pub fn burst(mut self, n: usize) -> Self {
         self.burst = Some(n);
+        self
+    }
+
+    /// Most threads that unmap this pool's stacks at once (see
+    /// [`Builder::teardown_threads`](crate::Builder::teardown_threads);
+    /// default: the number of CPUs).
+    pub fn teardown_threads(mut self, n: usize) -> Self {
+        self.teardown_threads = Some(n);
+        self
+    }
+
+    /// Most stacks one chunk of the destroy queue holds (see
+    /// [`Builder::teardown_chunk`](crate::Builder::teardown_chunk)).
+    pub fn teardown_chunk(mut self, n: usize) -> Self {
+        self.teardown_chunk = Some(n);
         self
     }
 
@@ -233,6 +252,12 @@ impl StackPoolBuilder {
         }
         if let Some(n) = self.burst {
             builder = builder.burst(n);
+        }
+        if let Some(n) = self.teardown_threads {
+            builder = builder.teardown_threads(n);
+        }
+        if let Some(n) = self.teardown_chunk {
+            builder = builder.teardown_chunk(n);
         }
         let pool = Arc::new(builder.build()?);
         registry::register(&pool);

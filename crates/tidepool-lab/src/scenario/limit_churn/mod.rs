@@ -187,12 +187,12 @@ fn walk(kind: PolicyKind, limit: u64, threads: usize, keys: u64) -> Result<(f64,
     }
 }
 
-/// The policies run: the FreeBSD pair always (they are this scenario's
-/// baselines), tidepool if selected.
+/// The policies run: those of [`PolicyKind::LIMIT_CHURN`] `settings`
+/// selects.
 pub fn policies(settings: &Settings) -> Vec<PolicyKind> {
     PolicyKind::LIMIT_CHURN
         .into_iter()
-        .filter(|p| *p != PolicyKind::Tidepool || settings.policies.contains(p))
+        .filter(|p| settings.policies.contains(p))
         .collect()
 }
 
