@@ -312,7 +312,7 @@ fn bad_arguments_fail_before_any_work() {
     for (args, expect) in [
         (vec!["--repeats", "0"], "--repeats"),
         (vec!["--time-scale", "1e9"], "tidepool policy could not run"),
-        (vec!["--scenario", "limit-churn"], "possible values"),
+        (vec!["--scenario", "no-such-scenario"], "possible values"),
         (vec!["--policy", "qemu-2099"], "possible values"),
         (vec!["--out", "/proc/tidepool-lab"], "--out"),
     ] {

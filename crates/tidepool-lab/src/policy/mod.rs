@@ -53,10 +53,19 @@ pub enum PolicyKind {
     #[serde(rename = "qemu-2024")]
     #[value(name = "qemu-2024")]
     Qemu2024,
-    /// tidepool's `StackPool`.
+    /// tidepool's `StackPool` (in `limit-churn`, a `Pool` with `max_live`).
     #[serde(rename = "tidepool")]
     #[value(name = "tidepool")]
     Tidepool,
+    /// Seed 002 before: FreeBSD's vnode allocation accounting before the
+    /// patch (`limit-churn` only).
+    #[serde(rename = "fbsd-before")]
+    #[value(name = "fbsd-before")]
+    FbsdBefore,
+    /// Seed 002 after: the patch's slop counter (`limit-churn` only).
+    #[serde(rename = "fbsd-2023")]
+    #[value(name = "fbsd-2023")]
+    Fbsd2023,
     /// Seed 004 before the fix: every releasing thread unmaps its own
     /// stacks at once, one `munmap` each, no bound (mass-teardown only).
     #[serde(rename = "dfly-before")]
@@ -79,6 +88,15 @@ impl PolicyKind {
         PolicyKind::Tidepool,
     ];
 
+    /// The policies of the `limit-churn` scenario, in the order the report
+    /// lists them (not stack pools: [`build`](PolicyKind::build) refuses
+    /// the FreeBSD ones).
+    pub const LIMIT_CHURN: [PolicyKind; 3] = [
+        PolicyKind::FbsdBefore,
+        PolicyKind::Fbsd2023,
+        PolicyKind::Tidepool,
+    ];
+
     /// seed 004's teardown policies and tidepool: the mass-teardown
     /// scenario's policies, in the order the report lists them.
     pub const TEARDOWN: [PolicyKind; 3] = [
@@ -88,8 +106,8 @@ impl PolicyKind {
     ];
 
     /// Every policy of every scenario: [`PolicyKind::ALL`], then the
-    /// teardown-only ones.
-    pub const EVERY: [PolicyKind; 7] = [
+    /// teardown-only ones, then the limit-churn-only ones.
+    pub const EVERY: [PolicyKind; 9] = [
         PolicyKind::None,
         PolicyKind::QemuFixed,
         PolicyKind::Qemu2021,
@@ -97,12 +115,21 @@ impl PolicyKind {
         PolicyKind::Tidepool,
         PolicyKind::DflyBefore,
         PolicyKind::Dfly2017,
+        PolicyKind::FbsdBefore,
+        PolicyKind::Fbsd2023,
     ];
 
     /// Whether this is a stack pool (a [`Policy`] the harness runs), as
-    /// opposed to a teardown policy of the mass-teardown scenario.
+    /// opposed to a teardown policy of the mass-teardown scenario or a
+    /// live-limit policy of limit-churn.
     pub fn is_pool(self) -> bool {
-        !matches!(self, PolicyKind::DflyBefore | PolicyKind::Dfly2017)
+        !matches!(
+            self,
+            PolicyKind::DflyBefore
+                | PolicyKind::Dfly2017
+                | PolicyKind::FbsdBefore
+                | PolicyKind::Fbsd2023
+        )
     }
 
     /// The name used on the command line and in reports.
@@ -113,6 +140,8 @@ impl PolicyKind {
             PolicyKind::Qemu2021 => "qemu-2021",
             PolicyKind::Qemu2024 => "qemu-2024",
             PolicyKind::Tidepool => "tidepool",
+            PolicyKind::FbsdBefore => "fbsd-before",
+            PolicyKind::Fbsd2023 => "fbsd-2023",
             PolicyKind::DflyBefore => "dfly-before",
             PolicyKind::Dfly2017 => "dfly-2017",
         }
@@ -132,6 +161,15 @@ impl PolicyKind {
             PolicyKind::Tidepool => {
                 "tidepool::stack::StackPool: library defaults; reclaim interval and pressure hold \
                  scaled like QEMU 2021's period"
+            }
+            PolicyKind::FbsdBefore => {
+                "seed 002 before: FreeBSD vn_alloc (stable/14 before cc2d62daa339): a global \
+                 counter read under the list lock, inc/dec/inc over the limit, a shared cycle \
+                 counter written every time"
+            }
+            PolicyKind::Fbsd2023 => {
+                "seed 002: FreeBSD 2023 'further speed up continuous free vnode recycle' \
+                 (VNLRU_COUNT_SLOP = 100)"
             }
             PolicyKind::DflyBefore => {
                 "seed 004, before: every releasing thread unmaps its own stacks at once, one \
@@ -159,6 +197,11 @@ impl PolicyKind {
             PolicyKind::Qemu2021 => Box::new(qemu_2021::Qemu2021::new(env)),
             PolicyKind::Qemu2024 => Box::new(qemu_2024::Qemu2024::new(env)),
             PolicyKind::Tidepool => Box::new(tidepool::Tidepool::new(env)?),
+            PolicyKind::FbsdBefore | PolicyKind::Fbsd2023 => {
+                return Err(format!(
+                    "{self} is a live-limit policy of the limit-churn scenario, not a stack pool"
+                ))
+            }
             PolicyKind::DflyBefore | PolicyKind::Dfly2017 => {
                 return Err(format!(
                     "{self} is a teardown policy, not a stack pool: it runs in mass-teardown only"

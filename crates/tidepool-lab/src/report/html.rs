@@ -258,6 +258,15 @@ fn scenario(h: &mut String, s: &ScenarioReport, max_map_count: u64) {
         h.push_str("</tbody></table>");
     }
     h.push_str("<div class=\"plots\">");
+    if s.id == crate::scenario::limit_churn::ID {
+        let threads = crate::scenario::limit_churn::threads_of(s);
+        match crate::report::threads_plot::plot(s, &threads) {
+            Ok(svg) => h.push_str(&svg),
+            Err(e) => {
+                let _ = write!(h, "<p class=\"fail\">plot failed: {}</p>", esc(&e));
+            }
+        }
+    }
     for &metric in Metric::of_scenario(&s.id) {
         let limit = match metric {
             Metric::Vmas if s.id == "map-count" && max_map_count > 0 => Some(Limit {

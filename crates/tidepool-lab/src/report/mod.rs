@@ -21,6 +21,7 @@ pub mod html;
 pub mod plot;
 pub mod summary;
 pub mod table;
+pub mod threads_plot;
 
 pub use summary::{Claim, SeedRow, SeedStatus, Verdict};
 

@@ -56,6 +56,8 @@ pub fn color(policy: PolicyKind) -> RGBColor {
         PolicyKind::Qemu2021 => RGBColor(213, 94, 0),
         PolicyKind::Qemu2024 => RGBColor(0, 114, 178),
         PolicyKind::Tidepool => RGBColor(0, 158, 115),
+        PolicyKind::FbsdBefore => RGBColor(153, 79, 0),
+        PolicyKind::Fbsd2023 => RGBColor(120, 94, 240),
         PolicyKind::DflyBefore => RGBColor(204, 121, 167),
         PolicyKind::Dfly2017 => RGBColor(86, 180, 233),
     }
@@ -97,6 +99,9 @@ impl Metric {
     pub fn of_scenario(id: &str) -> &'static [Metric] {
         if id == "mass-teardown" {
             &Metric::TEARDOWN
+        } else if id == crate::scenario::limit_churn::ID {
+            // Its one plot is run time against threads (`threads_plot`).
+            &[]
         } else {
             &Metric::ALL
         }

@@ -309,6 +309,7 @@ mod tests {
                 "map-count",
                 "spike-then-idle",
                 "pressure",
+                "limit-churn",
                 "mass-teardown",
             ],
         );
@@ -320,8 +321,8 @@ mod tests {
             match r.seed.as_str() {
                 "002" => assert_eq!(
                     r.status,
-                    SeedStatus::NotInBuild {
-                        scenario: "limit-churn".into()
+                    SeedStatus::NotRun {
+                        scenarios: vec!["limit-churn".into()]
                     }
                 ),
                 _ => assert!(matches!(r.status, SeedStatus::NotRun { .. }), "{r:?}"),
@@ -329,7 +330,7 @@ mod tests {
         }
         assert_eq!(
             rows[2].status_text(),
-            "scenario limit-churn not in this build yet"
+            "not run here (its scenario: limit-churn)"
         );
     }
 

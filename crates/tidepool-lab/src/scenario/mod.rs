@@ -15,6 +15,7 @@ use crate::source::PressureSource;
 
 pub mod fio;
 pub mod harness;
+pub mod limit_churn;
 pub mod map_count;
 pub mod mass_teardown;
 pub mod pressure;
@@ -57,6 +58,10 @@ pub enum ScenarioKind {
     #[serde(rename = "pressure")]
     #[value(name = "pressure")]
     Pressure,
+    /// Seed 002: allocation at a live limit, recycling continuously.
+    #[serde(rename = "limit-churn")]
+    #[value(name = "limit-churn")]
+    LimitChurn,
     /// Seed 004: many threads release many stacks at once.
     #[serde(rename = "mass-teardown")]
     #[value(name = "mass-teardown")]
@@ -65,12 +70,13 @@ pub enum ScenarioKind {
 
 impl ScenarioKind {
     /// Every scenario, in report order.
-    pub const ALL: [ScenarioKind; 6] = [
+    pub const ALL: [ScenarioKind; 7] = [
         ScenarioKind::Fio,
         ScenarioKind::FioCrossThread,
         ScenarioKind::MapCount,
         ScenarioKind::SpikeThenIdle,
         ScenarioKind::Pressure,
+        ScenarioKind::LimitChurn,
         ScenarioKind::MassTeardown,
     ];
 
@@ -82,6 +88,7 @@ impl ScenarioKind {
             ScenarioKind::MapCount => "map-count",
             ScenarioKind::SpikeThenIdle => "spike-then-idle",
             ScenarioKind::Pressure => "pressure",
+            ScenarioKind::LimitChurn => limit_churn::ID,
             ScenarioKind::MassTeardown => "mass-teardown",
         }
     }
@@ -108,6 +115,7 @@ impl ScenarioKind {
             ScenarioKind::MapCount => run_spec(&map_count::spec(settings), settings, progress),
             ScenarioKind::SpikeThenIdle => run_spec(&spike::spec(settings), settings, progress),
             ScenarioKind::Pressure => pressure::run(settings, progress),
+            ScenarioKind::LimitChurn => limit_churn::run(settings, progress),
             ScenarioKind::MassTeardown => mass_teardown::run(settings, progress),
         };
         report.claims = self.claims(&report, settings);
@@ -124,6 +132,7 @@ impl ScenarioKind {
             ScenarioKind::MapCount => map_count::claims(report, settings),
             ScenarioKind::SpikeThenIdle => spike::claims(report),
             ScenarioKind::Pressure => pressure::claims(report),
+            ScenarioKind::LimitChurn => limit_churn::claims(report),
             ScenarioKind::MassTeardown => mass_teardown::claims(report),
         }
     }

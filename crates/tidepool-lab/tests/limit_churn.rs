@@ -1,0 +1,79 @@
+//! A `--quick` run of the `limit-churn` scenario (seed 002): structure,
+//! exact object counts, claims and the plot; no timed assertions.
+
+use tidepool_lab::report::plot::{HEIGHT, WIDTH};
+use tidepool_lab::report::{threads_plot, Verdict};
+use tidepool_lab::scenario::limit_churn::{self, Sizes};
+use tidepool_lab::{Options, PolicyKind, ScenarioKind, Settings, Silent};
+
+#[test]
+fn limit_churn_quick_run_reports_every_policy_limit_and_thread_count() {
+    let options = Options {
+        scenarios: vec![ScenarioKind::LimitChurn],
+        settings: Settings::new(true),
+    };
+    let report = tidepool_lab::run(&options, &Silent);
+    let s = report.scenario(limit_churn::ID).expect("the scenario ran");
+    let policies: Vec<PolicyKind> = s.results.iter().map(|r| r.policy).collect();
+    assert_eq!(policies, PolicyKind::LIMIT_CHURN);
+    let sizes = Sizes::new(true);
+    assert_eq!(limit_churn::threads_of(s), sizes.threads);
+    assert!(
+        s.notes.iter().all(|n| !n.starts_with("run failed")),
+        "{:?}",
+        s.notes
+    );
+    for r in &s.results {
+        assert_eq!(r.runs.len(), options.settings.repeats);
+        for (tag, seed) in limit_churn::LIMITS {
+            for &t in &sizes.threads {
+                let ms = r.metric(&limit_churn::key(tag, t));
+                assert!(ms.is_finite() && ms > 0.0, "{} {tag} {t}: {ms}", r.policy);
+                let created = r.metric(&format!("created_{tag}_t{t}"));
+                let limit = sizes.limit(seed, t) as f64;
+                match r.policy {
+                    // The FreeBSD policies fill the cache to the limit (a
+                    // batch of 8 per thread may pass it) and recycle the rest.
+                    PolicyKind::FbsdBefore | PolicyKind::Fbsd2023 => assert!(
+                        created >= limit && created <= limit + 8.0 * t as f64,
+                        "{} {tag} {t}: {created} created, limit {limit}",
+                        r.policy
+                    ),
+                    // tidepool reuses each thread's object: never past the cap.
+                    _ => assert!(
+                        created >= 1.0 && created <= limit.min(t as f64 * 64.0),
+                        "tidepool {tag} {t}: {created}"
+                    ),
+                }
+            }
+        }
+    }
+    // Seed 002's row is measured, with a claim per policy pair and limit.
+    let row = &report.summary[2];
+    assert_eq!(row.seed, "002");
+    assert_eq!(row.claims.len(), 5);
+    assert!(row.claims.iter().all(|c| c.verdict != Verdict::Unmeasured));
+    assert!(row.claims.iter().all(|c| c.claim.chars().count() <= 44));
+    // The plot: labelled axes with units, the legend off the plot area.
+    let svg = threads_plot::plot(s, &sizes.threads).unwrap();
+    for axis in ["axis-label x", "axis-label y"] {
+        let at = svg.find(&format!("class=\"{axis}\"")).expect(axis);
+        let text = &svg[at..];
+        let label = &text[text.find('>').unwrap() + 1..text.find('<').unwrap()];
+        assert!(label.ends_with(')') && label.contains(" ("), "{label}");
+    }
+    let num = |tag: &str, name: &str| -> f64 {
+        let at = svg.find(&format!("class=\"{tag}\"")).unwrap();
+        let t = &svg[at..];
+        let k = format!(" {name}=\"");
+        let i = t.find(&k).unwrap() + k.len();
+        t[i..i + t[i..].find('"').unwrap()].parse().unwrap()
+    };
+    let (ax, aw) = (num("plot-area", "x"), num("plot-area", "width"));
+    let (lx, lw) = (num("legend-box", "x"), num("legend-box", "width"));
+    assert!(lx >= ax + aw, "the legend is right of the plot area");
+    assert!(lx + lw <= f64::from(WIDTH));
+    assert!(num("legend-box", "height") + num("legend-box", "y") <= f64::from(HEIGHT));
+    let page = tidepool_lab::report::html::render(&report);
+    assert!(page.contains("Run time against threads"));
+}
