@@ -1,5 +1,5 @@
 //! The `limit-churn` plot: run time against threads, one line per policy
-//! and limit (solid: the higher limit, dashed: the lower), every repeat a
+//! and limit (solid: the loose limit, dashed: the tight one), every repeat a
 //! dot, the median the line. Laid out in the same bands and with the same
 //! classes as [`plot`](super::plot) (`title`, `axis-label x|y`,
 //! `plot-area`, `legend-box`), so the report check reads it the same way.
@@ -15,7 +15,7 @@ const BOTTOM: f64 = 46.0;
 const LEGEND_W: f64 = 200.0;
 
 /// `(limit tag, label, dash)` of each line style.
-const STYLES: [(&str, &str, &str); 2] = [("hi", "limit 42 %", ""), ("lo", "limit 2 %", "6 4")];
+const STYLES: [(&str, &str, &str); 2] = [("hi", "loose limit", ""), ("lo", "tight limit", "6 4")];
 
 /// The plot as SVG, or why not.
 ///
@@ -79,7 +79,7 @@ pub fn plot(s: &ScenarioReport, threads: &[usize]) -> Result<String, String> {
     let _ = write!(
         svg,
         "<text class=\"axis-label x\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" \
-         text-anchor=\"middle\">threads walking keys (count)</text>\
+         text-anchor=\"middle\">threads, producer + consumer pairs (count)</text>\
          <text class=\"axis-label y\" x=\"14\" y=\"{:.1}\" font-size=\"12\" \
          text-anchor=\"middle\" transform=\"rotate(-90 14 {:.1})\">run time (ms)</text>",
         ax + aw / 2.0,
