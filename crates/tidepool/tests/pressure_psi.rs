@@ -306,7 +306,12 @@ fn psi_trigger_fires_under_real_memory_pressure_and_the_pool_drains() {
         "the PSI trigger to fire and the pool to drain to min_idle",
         || (pool.stats(), status_of(&name).unwrap()),
         |(s, st): &(Stats, SourceStatus)| {
-            st.events >= 1 && s.pressure_critical > before.pressure_critical && s.idle == 2
+            // Destroys go through the pool's destroy queue: wait until
+            // it is empty too, so `destroyed` is final.
+            st.events >= 1
+                && s.pressure_critical > before.pressure_critical
+                && s.idle == 2
+                && s.destroying == 0
         },
     );
     drop(load);
