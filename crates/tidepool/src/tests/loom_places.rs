@@ -30,7 +30,7 @@ impl World {
     fn create(&self, me: usize) {
         self.places
             .reserve(Some(&self.credits[me]), |visit| {
-                self.credits.iter().for_each(|c| visit(c));
+                self.credits.iter().for_each(visit);
             })
             .expect("a place is free: at most 3 objects at once, limit 4");
         let now = self.live.fetch_add(1, SeqCst) + 1;
@@ -71,8 +71,7 @@ fn credits_never_pass_the_limit_and_balance() {
         // A third thread recalls (a trim, a get at the limit elsewhere).
         let w = Arc::clone(&world);
         let three = thread::spawn(move || {
-            w.places
-                .recall(|visit| w.credits.iter().for_each(|c| visit(c)));
+            w.places.recall(|visit| w.credits.iter().for_each(visit));
         });
         one.join().unwrap();
         two.join().unwrap();
