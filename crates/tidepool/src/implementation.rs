@@ -254,14 +254,18 @@
 //!
 //! # Batch size
 //!
-//! The batch size is per pool and adapts (`Shared::batch`, changed only by a
-//! reclaim pass in `shared/pass.rs`, `adapt_batch`), as the kmem magazine
-//! layer resizes its magazines:
+//! The batch size is per pool and adapts (`Shared::batch`, changed only under
+//! the reclaim lock in `shared/pass.rs`, `adapt_batch`), as the kmem magazine
+//! layer resizes its magazines. It looks at traffic windows: each ends at a
+//! reclaim pass, or early, after `WINDOW_EXCHANGES` (64) depot exchanges by
+//! `get` and `put`, so heavy traffic grows the batch within milliseconds
+//! rather than one interval per doubling:
 //!
 //! ```text
-//! share = depot exchanges * batch / cache ops        (over the interval)
+//! share = objects get and put moved through the depot / cache ops  (over the window)
 //! two_way = sum over caches of min(gets, returns) * 4 >= cache ops
 //! share > 1/8 and two_way  ->  batch = min(2 * batch, max_batch)
+//!                             (not in the window right after a doubling)
 //! idle objects unused through two intervals  ->  batch = max(batch / 2, batch_size)
 //! batch_size <= batch <= max_batch
 //! ```
