@@ -217,7 +217,11 @@ impl<M: Manage> Shared<M> {
         self.reclaim
             .moved
             .fetch_add(objects as u64, Ordering::Relaxed);
-        let n = self.reclaim.window_exchanges.fetch_add(1, Ordering::Relaxed) + 1;
+        let n = self
+            .reclaim
+            .window_exchanges
+            .fetch_add(1, Ordering::Relaxed)
+            + 1;
         if n % WINDOW_EXCHANGES == 0 && self.batch() < self.config.max_batch {
             self.end_window_slow();
         }
