@@ -83,6 +83,19 @@ fn leading_number(text: &[u8]) -> u64 {
         .fold(0u64, |n, &b| n * 10 + u64::from(b - b'0'))
 }
 
+/// CPU time this process has used, every thread's (exited ones too), user
+/// and system, in milliseconds: `utime + stime` of `/proc/self/stat`, in
+/// clock ticks of 10 ms (`USER_HZ`, 100 on Linux whatever the kernel's HZ).
+pub fn cpu_ms() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name may hold spaces and parentheses: fields start after
+    // the last ')'. Field 3 (state) is the first; utime and stime are 14, 15.
+    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 * 10.0)
+}
+
 /// `vm.max_map_count`, if it can be read.
 pub fn max_map_count() -> Option<u64> {
     std::fs::read_to_string("/proc/sys/vm/max_map_count")

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use crate::policy::PolicyKind;
 use crate::report::format;
-use crate::report::summary::{times, Ratio};
+use crate::report::summary::Ratio;
 use crate::report::{Format, Report, ScenarioReport, SeedStatus};
 
 /// The widest line printed.
@@ -140,8 +140,9 @@ pub fn summary(report: &Report) -> String {
 
 /// For a scenario measured in requests per second (fio, fio-cross-thread):
 /// tidepool against the best seed pool there, every repeat shown (repeat
-/// `i` of each policy ran in the same rotation round), and the idle stacks
-/// each left at the end, per repeat.
+/// `i` of each policy ran in the same rotation round), the ratio of their
+/// CPU time per request (medians), and the idle stacks each left at the end
+/// (the range over repeats).
 fn against_best_seed(s: &ScenarioReport) -> Option<String> {
     const RATE: &str = "req_per_s";
     let ours = s.result(PolicyKind::Tidepool)?;
@@ -159,17 +160,21 @@ fn against_best_seed(s: &ScenarioReport) -> Option<String> {
         .per_run(RATE)
         .iter()
         .zip(best.per_run(RATE))
-        .map(|(a, b)| times(a / b))
+        .map(|(a, b)| format!("{:.2}", a / b))
         .collect();
     let idle = |r: &crate::report::PolicyResult| {
-        r.per_run("final_idle")
-            .iter()
-            .map(|v| format::count(*v))
-            .collect::<Vec<_>>()
-            .join(" ")
+        let v = r.per_run("final_idle");
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if lo == hi {
+            format::count(lo)
+        } else {
+            format!("{}–{}", format::count(lo), format::count(hi))
+        }
     };
+    let cpu = Ratio::of(ours, best, "cpu_us_per_req").map_or_else(|| "–".to_owned(), |r| r.short());
     Some(format!(
-        "  tidepool / {}: {} (repeats {}); final idle {} vs {}",
+        "  tidepool/{}: req/s {} (repeats {}), CPU/req {cpu}; final idle {} vs {}",
         best.policy,
         ratio.short(),
         per.join(" "),
