@@ -87,7 +87,10 @@ fn leading_number(text: &[u8]) -> u64 {
 /// and system, in milliseconds: `utime + stime` of `/proc/self/stat`, in
 /// clock ticks of 10 ms (`USER_HZ`, 100 on Linux whatever the kernel's HZ).
 pub fn cpu_ms() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    parse_cpu_ms(&std::fs::read_to_string("/proc/self/stat").ok()?)
+}
+
+fn parse_cpu_ms(stat: &str) -> Option<f64> {
     // The command name may hold spaces and parentheses: fields start after
     // the last ')'. Field 3 (state) is the first; utime and stime are 14, 15.
     let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
@@ -179,6 +182,15 @@ pub fn psi_memory() -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_time_is_utime_plus_stime_after_the_command_name() {
+        // A command name with spaces and a ')' of its own.
+        let stat = "4242 (lab (x) y) R 1 2 3 4 5 6 7 8 9 10 123 45 0 0 20 0 5";
+        assert_eq!(parse_cpu_ms(stat), Some((123.0 + 45.0) * 10.0));
+        assert_eq!(parse_cpu_ms("4242 (lab) R 1 2"), None);
+        assert!(cpu_ms().is_some(), "/proc/self/stat is readable here");
+    }
 
     #[test]
     fn status_lines_are_parsed() {
