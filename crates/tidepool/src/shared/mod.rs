@@ -436,9 +436,11 @@ impl<M: Manage> Shared<M> {
                     limit: places.limit(),
                 });
             }
+            let seen = self.teardown.progress();
             if self.flush_teardown(Site::Caller) == 0 {
-                // Other threads hold the last of them: let them finish.
-                crate::sync::yield_now();
+                // Other runners hold the last of them: sleep until one
+                // finishes a chunk (no spinning).
+                self.teardown.wait_for_progress(seen);
             }
         }
     }
