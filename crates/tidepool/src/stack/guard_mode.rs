@@ -2,6 +2,7 @@
 //! page.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use crate::os;
 
@@ -43,7 +44,10 @@ use crate::os;
 pub enum GuardMode {
     /// [`Markers`](GuardMode::Markers) if the kernel has them (probed once
     /// per process: [`GuardMode::markers_supported`]), otherwise
-    /// [`Protect`](GuardMode::Protect). The default.
+    /// [`Protect`](GuardMode::Protect). The default. The environment
+    /// variable [`GUARD_MODE_ENV`] set to `protect` makes it `Protect`
+    /// (for a process that cannot change its code, e.g. through the C
+    /// API, or to compare).
     #[default]
     Auto,
     /// Guard-page markers, `madvise(MADV_GUARD_INSTALL)`: Linux 6.13 and
@@ -62,9 +66,11 @@ impl GuardMode {
         os::guard_markers_supported()
     }
 
-    /// `Auto` resolved for this kernel; the others as they are.
+    /// `Auto` resolved for this kernel (and [`GUARD_MODE_ENV`]); the
+    /// others as they are.
     pub(crate) fn resolve(self) -> GuardMode {
         match self {
+            GuardMode::Auto if env_wants_protect() => GuardMode::Protect,
             GuardMode::Auto if Self::markers_supported() => GuardMode::Markers,
             GuardMode::Auto => GuardMode::Protect,
             other => other,
@@ -80,6 +86,18 @@ impl GuardMode {
             _ => super::VMAS_PER_STACK,
         }
     }
+}
+
+/// `TIDEPOOL_GUARD_MODE`: `protect` turns [`GuardMode::Auto`] into
+/// [`GuardMode::Protect`] for the whole process (read once); any other
+/// value, or none, leaves it `Auto`.
+pub const GUARD_MODE_ENV: &str = "TIDEPOOL_GUARD_MODE";
+
+fn env_wants_protect() -> bool {
+    static PROTECT: OnceLock<bool> = OnceLock::new();
+    *PROTECT.get_or_init(|| {
+        std::env::var(GUARD_MODE_ENV).is_ok_and(|v| v.trim().eq_ignore_ascii_case("protect"))
+    })
 }
 
 impl fmt::Display for GuardMode {

@@ -247,7 +247,7 @@ pub use budget::{mapped_vmas, MAX_MAP_COUNT_PATH};
 pub use budget::{BudgetSource, MapBudget, FALLBACK_MAX_MAP_COUNT, RESERVED_VMAS, VMAS_PER_STACK};
 pub use builder::StackPoolBuilder;
 pub use error::StackError;
-pub use guard_mode::GuardMode;
+pub use guard_mode::{GuardMode, GUARD_MODE_ENV};
 pub use manager::StackManager;
 pub use mapping::GuardedStack;
 pub use pool::{PooledStack, StackPool};
