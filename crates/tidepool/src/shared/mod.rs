@@ -480,29 +480,55 @@ impl<M: Manage> Shared<M> {
 
     // === put ===
 
-    #[inline]
+    /// Gives `item` back: the fast path, inlined into the guard's drop,
+    /// runs the manager's `recycle` and pushes onto this thread's cache;
+    /// everything else (a panicking thread, no cache yet, waiters at
+    /// `max_live`, both batches full, `recycle` refusing or panicking) is
+    /// out of line, so the object stays in registers and the inlined code
+    /// has no stack frame of its own to build.
+    #[inline(always)]
     pub(crate) fn put(this: &Arc<Self>, item: M::Item) {
         if std::thread::panicking() {
-            return this.discard(item);
+            return this.discard_cold(item);
         }
-        if let Some(slot) = this.local() {
-            let Some(item) = this.recycle(item, Site::Caller) else {
-                return;
-            };
-            let item = if this.waiters.any() {
-                let Some(item) = this.hand_to_waiter(item) else {
-                    return;
-                };
-                item
-            } else {
-                item
-            };
-            if let Err(item) = slot.push(item, this.batch()) {
-                Self::put_slow(this, item, Site::Caller);
-            }
+        let Some(slot) = this.local() else {
+            return Self::put_cold(this, item);
+        };
+        let Some(item) = this.recycle(item, Site::Caller) else {
             return;
+        };
+        if this.waiters.any() {
+            return Self::put_waiting(this, item);
         }
-        Self::put_cold(this, item);
+        if let Err(item) = slot.push(item, this.batch()) {
+            Self::put_slow(this, item, Site::Caller);
+        }
+    }
+
+    /// A guard dropped while its thread panics: its object may be
+    /// half-updated, so it is destroyed.
+    #[cold]
+    #[inline(never)]
+    fn discard_cold(&self, item: M::Item) {
+        self.discard(item);
+    }
+
+    /// `get_timeout` callers wait at `max_live`: the oldest takes `item`
+    /// (already recycled); if they left meanwhile, it is cached as usual.
+    #[cold]
+    #[inline(never)]
+    fn put_waiting(this: &Arc<Self>, item: M::Item) {
+        let Some(item) = this.hand_to_waiter(item) else {
+            return;
+        };
+        match this.local() {
+            Some(slot) => {
+                if let Err(item) = slot.push(item, this.batch()) {
+                    Self::put_slow(this, item, Site::Caller);
+                }
+            }
+            None => Self::put_slow(this, item, Site::Caller),
+        }
     }
 
     /// No cache yet, or this thread is exiting (its thread-locals are being
@@ -522,23 +548,31 @@ impl<M: Manage> Shared<M> {
     }
 
     /// Runs the manager's `recycle`; destroys the object if it says no, or
-    /// if it panics (the panic then continues at [`Site::Caller`]).
-    #[inline]
+    /// if it panics (the panic then continues at [`Site::Caller`]). Inlined
+    /// into the put fast path; the two ways to fail are out of line.
+    #[inline(always)]
     fn recycle(&self, mut item: M::Item, site: Site) -> Option<M::Item> {
         let mut caught = Caught::default();
         match self.callbacks().recycle(&mut item, &mut caught) {
             Some(true) => Some(item),
             Some(false) => {
-                self.discard(item);
+                self.discard_cold(item);
                 None
             }
             None => {
-                self.counters.discarded.add(1);
-                self.destroy_all([vec![item]], &mut caught);
-                self.settle(caught, site);
+                self.recycle_panicked(item, caught, site);
                 None
             }
         }
+    }
+
+    /// `recycle` panicked: the object, maybe half-recycled, is destroyed.
+    #[cold]
+    #[inline(never)]
+    fn recycle_panicked(&self, item: M::Item, mut caught: Caught, site: Site) {
+        self.counters.discarded.add(1);
+        self.destroy_all([vec![item]], &mut caught);
+        self.settle(caught, site);
     }
 
     /// Both batches full, or no cache yet: donate the spare batch to the
