@@ -196,10 +196,10 @@ impl<M: Manage> Shared<M> {
     /// claimed (or may have been revoked): every access checks.
     #[inline(always)]
     fn local(&self) -> Option<LocalSlot<'_, M::Item>> {
-        let tid = thread::current_tid()?;
-        let slot = self.slots.get(tid)?;
-        // SAFETY: `tid` is this thread's own id, which it has not released
-        // (`current_tid` returns `None` from the moment it starts to).
+        let slot = self.slots.local()?;
+        // SAFETY: the slot of this thread's own id, which it has not
+        // released (`current_tid` returns `None`, and the remembered slot is
+        // forgotten, from the moment it starts to).
         Some(unsafe { LocalSlot::new(slot) })
     }
 
