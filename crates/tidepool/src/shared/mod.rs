@@ -480,44 +480,80 @@ impl<M: Manage> Shared<M> {
 
     // === put ===
 
-    /// Gives `item` back: the fast path, inlined into the guard's drop,
-    /// runs the manager's `recycle` and pushes onto this thread's cache;
-    /// everything else (a panicking thread, no cache yet, waiters at
+    /// Gives back the object in `item` (a guard's field): the fast path,
+    /// inlined into the guard's drop, runs the manager's `recycle` on it in
+    /// place and moves it from the guard straight into this thread's cache.
+    /// Everything else (a panicking thread, no cache yet, waiters at
     /// `max_live`, both batches full, `recycle` refusing or panicking) is
-    /// out of line, so the object stays in registers and the inlined code
-    /// has no stack frame of its own to build.
+    /// out of line and takes the object from `item` itself, so the inlined
+    /// code never copies the object to the stack to call out.
+    ///
+    /// # Safety
+    ///
+    /// `item` holds an object of this pool that it counts as out; `put`
+    /// takes it, exactly once, and the caller never touches `item` again.
     #[inline(always)]
-    pub(crate) fn put(this: &Arc<Self>, item: M::Item) {
+    pub(crate) unsafe fn put(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
+        // SAFETY (every call below that is passed `item`): forwarded from
+        // our caller; each path hands `item` on once and returns.
         if std::thread::panicking() {
-            return this.discard_cold(item);
+            return unsafe { this.discard_from(item) };
         }
         let Some(slot) = this.local() else {
-            return Self::put_cold(this, item);
+            return unsafe { Self::put_cold_from(this, item) };
         };
-        let Some(item) = this.recycle(item, Site::Caller) else {
-            return;
-        };
+        match this.callbacks().try_recycle(item) {
+            Ok(true) => {}
+            Ok(false) => return unsafe { this.discard_from(item) },
+            Err(caught) => return unsafe { this.recycle_panicked_from(item, caught) },
+        }
         if this.waiters.any() {
-            return Self::put_waiting(this, item);
+            return unsafe { Self::put_waiting_from(this, item) };
         }
-        if let Err(item) = slot.push(item, this.batch()) {
-            Self::put_slow(this, item, Site::Caller);
+        if !unsafe { slot.push_from(item, this.batch()) } {
+            unsafe { Self::put_slow_from(this, item) };
         }
     }
 
-    /// A guard dropped while its thread panics: its object may be
-    /// half-updated, so it is destroyed.
+    /// A guard dropped while its thread panics (its object may be
+    /// half-updated), or whose `recycle` said no: the object is destroyed.
+    ///
+    /// # Safety
+    ///
+    /// As for [`put`](Self::put).
     #[cold]
     #[inline(never)]
-    fn discard_cold(&self, item: M::Item) {
-        self.discard(item);
+    unsafe fn discard_from(&self, item: &mut ManuallyDrop<M::Item>) {
+        // SAFETY: forwarded from our caller.
+        self.discard(unsafe { ManuallyDrop::take(item) });
     }
 
-    /// `get_timeout` callers wait at `max_live`: the oldest takes `item`
-    /// (already recycled); if they left meanwhile, it is cached as usual.
+    /// `recycle` panicked: the object, maybe half-recycled, is destroyed,
+    /// and the panic continues in the caller.
+    ///
+    /// # Safety
+    ///
+    /// As for [`put`](Self::put).
     #[cold]
     #[inline(never)]
-    fn put_waiting(this: &Arc<Self>, item: M::Item) {
+    unsafe fn recycle_panicked_from(&self, item: &mut ManuallyDrop<M::Item>, caught: Caught) {
+        // SAFETY: forwarded from our caller.
+        let item = unsafe { ManuallyDrop::take(item) };
+        self.recycle_panicked(item, caught, Site::Caller);
+    }
+
+    /// `get_timeout` callers wait at `max_live`: the oldest takes the
+    /// object (already recycled); if they left meanwhile, it is cached as
+    /// usual.
+    ///
+    /// # Safety
+    ///
+    /// As for [`put`](Self::put).
+    #[cold]
+    #[inline(never)]
+    unsafe fn put_waiting_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
+        // SAFETY: forwarded from our caller.
+        let item = unsafe { ManuallyDrop::take(item) };
         let Some(item) = this.hand_to_waiter(item) else {
             return;
         };
@@ -529,6 +565,26 @@ impl<M: Manage> Shared<M> {
             }
             None => Self::put_slow(this, item, Site::Caller),
         }
+    }
+
+    /// # Safety
+    ///
+    /// As for [`put`](Self::put).
+    #[cold]
+    #[inline(never)]
+    unsafe fn put_cold_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
+        // SAFETY: forwarded from our caller.
+        Self::put_cold(this, unsafe { ManuallyDrop::take(item) });
+    }
+
+    /// # Safety
+    ///
+    /// As for [`put`](Self::put).
+    #[cold]
+    #[inline(never)]
+    unsafe fn put_slow_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
+        // SAFETY: forwarded from our caller.
+        Self::put_slow(this, unsafe { ManuallyDrop::take(item) }, Site::Caller);
     }
 
     /// No cache yet, or this thread is exiting (its thread-locals are being
@@ -548,15 +604,13 @@ impl<M: Manage> Shared<M> {
     }
 
     /// Runs the manager's `recycle`; destroys the object if it says no, or
-    /// if it panics (the panic then continues at [`Site::Caller`]). Inlined
-    /// into the put fast path; the two ways to fail are out of line.
-    #[inline(always)]
+    /// if it panics (the panic then continues at `site`).
     fn recycle(&self, mut item: M::Item, site: Site) -> Option<M::Item> {
         let mut caught = Caught::default();
         match self.callbacks().recycle(&mut item, &mut caught) {
             Some(true) => Some(item),
             Some(false) => {
-                self.discard_cold(item);
+                self.discard(item);
                 None
             }
             None => {
