@@ -92,8 +92,12 @@ impl<T> SlotTable<T> {
             // `slot` came from `self.get(tid)` for this thread's id, which
             // it has not released since (its release forgets the pair).
             // Ids are never reused, so the match means this very table, and
-            // its slots live, unmoved, as long as `&self`.
-            return Some(unsafe { &*slot.cast::<Slot<T>>() });
+            // its slots live, unmoved, as long as `&self`. A table's id is
+            // never 0, so `slot` was stored with it, and is not null.
+            return Some(unsafe {
+                std::hint::assert_unchecked(!slot.is_null());
+                &*slot.cast::<Slot<T>>()
+            });
         }
         self.local_slow()
     }
