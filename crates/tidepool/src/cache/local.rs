@@ -77,7 +77,11 @@ impl<T> LocalCache<T> {
     /// `item` holds an object; once this returns `true` it has been taken,
     /// and the caller must not touch it again.
     #[inline(always)]
-    pub(crate) unsafe fn push_from(&mut self, item: &mut ManuallyDrop<T>, batch_size: usize) -> bool {
+    pub(crate) unsafe fn push_from(
+        &mut self,
+        item: &mut ManuallyDrop<T>,
+        batch_size: usize,
+    ) -> bool {
         if !self.make_room(batch_size) {
             return false;
         }

@@ -473,7 +473,11 @@ impl<'a, T> LocalSlot<'a, T> {
         // SAFETY: entered just above, left just below; `item`: forwarded
         // from our caller.
         let pushed = unsafe { self.in_access(|cache| cache.push_from(item, batch_size)) };
-        self.leave(if pushed { Tally::Return } else { Tally::Nothing });
+        self.leave(if pushed {
+            Tally::Return
+        } else {
+            Tally::Nothing
+        });
         pushed
     }
 

@@ -494,23 +494,30 @@ impl<M: Manage> Shared<M> {
     /// takes it, exactly once, and the caller never touches `item` again.
     #[inline(always)]
     pub(crate) unsafe fn put(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
-        // SAFETY (every call below that is passed `item`): forwarded from
-        // our caller; each path hands `item` on once and returns.
+        // Every path below hands `item` on exactly once and returns.
         if std::thread::panicking() {
+            // SAFETY: forwarded from our caller.
             return unsafe { this.discard_from(item) };
         }
         let Some(slot) = this.local() else {
+            // SAFETY: forwarded from our caller.
             return unsafe { Self::put_cold_from(this, item) };
         };
         match this.callbacks().try_recycle(item) {
             Ok(true) => {}
+            // SAFETY: forwarded from our caller.
             Ok(false) => return unsafe { this.discard_from(item) },
+            // SAFETY: forwarded from our caller.
             Err(caught) => return unsafe { this.recycle_panicked_from(item, caught) },
         }
         if this.waiters.any() {
+            // SAFETY: forwarded from our caller.
             return unsafe { Self::put_waiting_from(this, item) };
         }
+        // SAFETY: forwarded from our caller; `push_from` takes `item` only
+        // when it returns `true`.
         if !unsafe { slot.push_from(item, this.batch()) } {
+            // SAFETY: not taken (`false` above); forwarded from our caller.
             unsafe { Self::put_slow_from(this, item) };
         }
     }
