@@ -413,15 +413,19 @@ impl<M: Manage> Shared<M> {
         self.tear_down(self.take_all_idle(), 1, Site::Caller)
     }
 
-    /// Destroys every idle object it can take, here, then helps until the
-    /// destroy queue is empty. Returns how many objects it took (all
-    /// destroyed by then).
+    /// Destroys every idle object it can take, here, under a teardown
+    /// permit (waiting in line for one when `min(ncpus, teardown_threads)`
+    /// threads already tear down, so many threads draining at once stay
+    /// within the bound), then helps until the destroy queue is empty.
+    /// Returns how many objects it took (all destroyed by then).
     pub(crate) fn drain_blocking(&self) -> usize {
         self.recall_credits();
+        let own = self.take_all_idle();
+        let n = own.iter().map(Vec::len).sum();
         let mut caught = Caught::default();
-        let n = self.destroy_all(self.take_all_idle(), &mut caught);
+        self.teardown
+            .run_own(own, |chunk| self.destroy_all(chunk, &mut caught));
         self.settle(caught, Site::Caller);
-        self.flush_teardown(Site::Caller);
         n
     }
 
