@@ -229,6 +229,10 @@ pub struct PolicyEnv {
     pub pressure_hold: Duration,
     /// `vm.max_map_count`, for QEMU 2024's global cap.
     pub max_map_count: u64,
+    /// Measure the resident memory of idle stacks at every sample, for
+    /// requests that touch this much of their stack (`fio-pressure`); `None`
+    /// elsewhere (a `mincore` per slab per sample is not free).
+    pub resident_touch: Option<crate::stack::Touch>,
 }
 
 /// Why a policy had no stack to give: the kernel refused a mapping, or the
@@ -286,6 +290,14 @@ pub trait Policy: Send + Sync {
     /// without a pressure response (every seed policy).
     fn pressure_signals(&self) -> u64 {
         0
+    }
+
+    /// Bytes of the policy's idle stacks that are in RAM now, when `live`
+    /// stacks are in use by requests; `None` when the policy cannot tell or
+    /// was not asked to ([`PolicyEnv::resident_touch`]).
+    fn idle_resident_bytes(&self, live: u64) -> Option<u64> {
+        let _ = live;
+        None
     }
 }
 
