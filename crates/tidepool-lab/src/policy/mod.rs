@@ -159,8 +159,8 @@ impl PolicyKind {
             }
             PolicyKind::Qemu2024 => "seed 000: QEMU 2024 'cap per-thread local pool size'",
             PolicyKind::Tidepool => {
-                "tidepool::stack::StackPool: library defaults; reclaim interval and pressure hold \
-                 scaled like QEMU 2021's period"
+                "tidepool::stack::StackPool: library defaults; reclaim interval scaled like QEMU \
+                 2021's period (the default pressure hold follows it)"
             }
             PolicyKind::FbsdBefore => {
                 "seed 002 before: FreeBSD vn_alloc (stable/14 before cc2d62daa339): a global \
@@ -225,7 +225,8 @@ pub struct PolicyEnv {
     /// The period of periodic policies (QEMU 2021's resize timer,
     /// tidepool's reclaim interval), after time scaling.
     pub reclaim_interval: Duration,
-    /// tidepool's pressure hold, scaled like the period.
+    /// The hold tidepool's default gives persisting critical pressure at
+    /// this period (for the reports: the lab does not set it).
     pub pressure_hold: Duration,
     /// `vm.max_map_count`, for QEMU 2024's global cap.
     pub max_map_count: u64,

@@ -214,19 +214,17 @@ pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
             Column::new("cpu_ratio", "window / steady per CPU-s", Format::Ratio)
                 .terminal("per CPU"),
             Column::new("idle_resident_steady", "idle resident floor, steady", Format::MiB)
-                .terminal("idle res. st."),
+                .terminal("idle st."),
             Column::new("idle_resident_low", "idle resident floor, window", Format::MiB)
-                .terminal("idle res. win."),
+                .terminal("idle win."),
             Column::new("resident_drop", "idle resident drop (floors)", Format::Percent)
                 .terminal("drop"),
             Column::new("idle_resident_steady_mean", "idle resident mean, steady", Format::MiB),
             Column::new("idle_resident_window", "idle resident mean, window", Format::MiB),
             Column::new("resident_drop_mean", "idle resident drop (means)", Format::Percent),
-            Column::new("created_window", "created in window", Format::Count)
-                .terminal("created win."),
+            Column::new("created_window", "created in window", Format::Count),
             Column::new("faults_per_req_steady", "page faults / req steady", Format::Ratio),
-            Column::new("faults_per_req_window", "page faults / req window", Format::Ratio)
-                .terminal("faults/req win."),
+            Column::new("faults_per_req_window", "page faults / req window", Format::Ratio),
         ],
         headline: "window_ratio",
         env,
@@ -343,17 +341,18 @@ pub(crate) fn claims(s: &ScenarioReport) -> Vec<Claim> {
     };
     let ratio = t.metrics.get("window_ratio").copied();
     let drop = t.metrics.get("resident_drop").copied();
-    let runs: Vec<(f64, f64)> = t
+    let each = t
         .runs
         .iter()
         .map(|r| {
             let get = |k: &str| r.metrics.get(k).copied().unwrap_or(f64::NAN);
-            (get("window_ratio"), get("resident_drop"))
+            format!(
+                "{:.2}× (per CPU-s {:.2}×) / {:.0} %",
+                get("window_ratio"),
+                get("cpu_ratio"),
+                get("resident_drop") * 100.0
+            )
         })
-        .collect();
-    let each = runs
-        .iter()
-        .map(|(r, d)| format!("{r:.2}× / {:.0} %", d * 100.0))
         .collect::<Vec<_>>()
         .join(", ");
     let (measured, verdict) = match (ratio, drop) {
@@ -366,7 +365,7 @@ pub(crate) fn claims(s: &ScenarioReport) -> Vec<Claim> {
     vec![Claim {
         seed: "003".to_owned(),
         scenario: s.id.clone(),
-        claim: "pressure frees idle memory at no throughput cost (fio)".to_owned(),
+        claim: "pressure frees idle RAM, fio keeps its rate".to_owned(),
         published: "no I/O cost".to_owned(),
         published_detail: "Xen blkback: aggressive shrinking under pressure, \"no visible I/O \
                            cost\" (seed 003)"
@@ -374,8 +373,10 @@ pub(crate) fn claims(s: &ScenarioReport) -> Vec<Claim> {
         measured,
         measured_detail: format!(
             "tidepool, median of runs: req/s in the pressure window / steady, and the fall of \
-             its idle stacks' resident memory (steady mean → lowest in the window); each run: \
-             {each}"
+             its idle stacks' resident memory (floor in the steady state → floor in the window); \
+             each run (NaN: too few samples in a window on the loaded machine): {each}. \
+             Wall-clock rates swing with the shared machine's load: compare the seed policies' \
+             own window / steady in the table, which ignore the signal"
         ),
         rule: format!(
             "≥ {WINDOW_RATIO_TARGET:.1}× and ≥ {:.0} %",

@@ -351,7 +351,7 @@ impl Sample {
 /// thousand 1 MiB stacks on the 2-core machine: every sample would make
 /// the sampler a load of its own). The samples between repeat the last
 /// measurement.
-const RESIDENT_EVERY: usize = 1;
+const RESIDENT_EVERY: usize = 3;
 
 /// A sample; `resident`: measure the idle stacks' resident memory too.
 fn take_sample(h: &Harness, policy: &dyn Policy, resident: bool) -> Sample {
