@@ -218,7 +218,12 @@ fn fio_pressure_measures_throughput_and_idle_resident_memory_around_the_signal()
     let policies: Vec<PolicyKind> = s.results.iter().map(|r| r.policy).collect();
     assert_eq!(policies, PolicyKind::ALL);
     for r in &s.results {
-        for key in ["rate_steady", "rate_window", "window_ratio", "created_window"] {
+        for key in [
+            "rate_steady",
+            "rate_window",
+            "window_ratio",
+            "created_window",
+        ] {
             let v = r.metric(key);
             assert!(v.is_finite() && v >= 0.0, "{} {key}: {v}", r.policy);
         }
@@ -232,7 +237,11 @@ fn fio_pressure_measures_throughput_and_idle_resident_memory_around_the_signal()
                 assert_eq!(ser.idle_resident_kib.len(), ser.t_ms.len());
             }
             let received = run.metrics["pressure_received"];
-            let expected = if r.policy == PolicyKind::Tidepool { 1.0 } else { 0.0 };
+            let expected = if r.policy == PolicyKind::Tidepool {
+                1.0
+            } else {
+                0.0
+            };
             assert_eq!(received, expected, "{}", r.policy);
         }
     }

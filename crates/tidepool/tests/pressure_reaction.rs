@@ -117,12 +117,19 @@ fn medium_purges_the_depot_and_keeps_the_caches() {
     let s = r.stats();
     assert_eq!((s.pressure_medium, s.destroyed, s.reclaimed), (1, 0, 0));
     assert_eq!((s.idle, s.idle_purged, s.idle_cached()), (50, 44, 6));
-    let purged: Vec<u64> = ids.iter().copied().filter(|&id| r.ledger.purges_of(id) == 1).collect();
+    let purged: Vec<u64> = ids
+        .iter()
+        .copied()
+        .filter(|&id| r.ledger.purges_of(id) == 1)
+        .collect();
     assert_eq!(purged.len(), 44, "each depot object purged exactly once");
     assert!(ids.iter().all(|&id| r.ledger.purges_of(id) <= 1));
     // A second Medium finds nothing left to purge.
     assert_eq!(r.pool.pressure(Level::Medium), 0);
-    assert!(ids.iter().all(|&id| r.ledger.purges_of(id) <= 1), "purged twice");
+    assert!(
+        ids.iter().all(|&id| r.ledger.purges_of(id) <= 1),
+        "purged twice"
+    );
     // The load takes them back: purged objects are reused, not recreated.
     let again = r.use_n(50);
     let s = r.stats();

@@ -142,12 +142,20 @@ pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
     param(
         &mut params,
         "burst first",
-        format!("{} requests in flight per job for {}", size.depth * 2, Human(burst_time)),
+        format!(
+            "{} requests in flight per job for {}",
+            size.depth * 2,
+            Human(burst_time)
+        ),
     );
     param(&mut params, "fio load before the signal", Human(steady));
     param(&mut params, "period (reclaim interval here)", Human(period));
     param(&mut params, "pressure window (and after it)", Human(w));
-    param(&mut params, "signal", "tidepool::pressure::notify(Level::Critical)");
+    param(
+        &mut params,
+        "signal",
+        "tidepool::pressure::notify(Level::Critical)",
+    );
     param(
         &mut params,
         "tidepool pressure hold",
@@ -213,18 +221,50 @@ pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
             Column::new("window_ratio", "window / steady", Format::Ratio).terminal("win/st"),
             Column::new("cpu_ratio", "window / steady per CPU-s", Format::Ratio)
                 .terminal("per CPU"),
-            Column::new("idle_resident_steady", "idle resident floor, steady", Format::MiB)
-                .terminal("idle st."),
-            Column::new("idle_resident_low", "idle resident floor, window", Format::MiB)
-                .terminal("idle win."),
-            Column::new("resident_drop", "idle resident drop (floors)", Format::Percent)
-                .terminal("drop"),
-            Column::new("idle_resident_steady_mean", "idle resident mean, steady", Format::MiB),
-            Column::new("idle_resident_window", "idle resident mean, window", Format::MiB),
-            Column::new("resident_drop_mean", "idle resident drop (means)", Format::Percent),
+            Column::new(
+                "idle_resident_steady",
+                "idle resident floor, steady",
+                Format::MiB,
+            )
+            .terminal("idle st."),
+            Column::new(
+                "idle_resident_low",
+                "idle resident floor, window",
+                Format::MiB,
+            )
+            .terminal("idle win."),
+            Column::new(
+                "resident_drop",
+                "idle resident drop (floors)",
+                Format::Percent,
+            )
+            .terminal("drop"),
+            Column::new(
+                "idle_resident_steady_mean",
+                "idle resident mean, steady",
+                Format::MiB,
+            ),
+            Column::new(
+                "idle_resident_window",
+                "idle resident mean, window",
+                Format::MiB,
+            ),
+            Column::new(
+                "resident_drop_mean",
+                "idle resident drop (means)",
+                Format::Percent,
+            ),
             Column::new("created_window", "created in window", Format::Count),
-            Column::new("faults_per_req_steady", "page faults / req steady", Format::Ratio),
-            Column::new("faults_per_req_window", "page faults / req window", Format::Ratio),
+            Column::new(
+                "faults_per_req_steady",
+                "page faults / req steady",
+                Format::Ratio,
+            ),
+            Column::new(
+                "faults_per_req_window",
+                "page faults / req window",
+                Format::Ratio,
+            ),
         ],
         headline: "window_ratio",
         env,
@@ -275,7 +315,10 @@ fn metrics(out: &RunOutput, plan: &Plan) -> BTreeMap<String, f64> {
     let per_cpu = |from: f64, to: f64| -> Option<f64> {
         let (a, b) = (out.index_at(from)?, out.index_at(to)?);
         let cpu = out.series.cpu_ms.get(b)? - out.series.cpu_ms.get(a)?;
-        let done = out.completed_series.get(b)?.checked_sub(*out.completed_series.get(a)?)?;
+        let done = out
+            .completed_series
+            .get(b)?
+            .checked_sub(*out.completed_series.get(a)?)?;
         (cpu > 0.0).then(|| done as f64 / (cpu / 1e3))
     };
     // Page faults per request: the work a purge or a fresh stack adds (each
@@ -283,17 +326,17 @@ fn metrics(out: &RunOutput, plan: &Plan) -> BTreeMap<String, f64> {
     let faults = |from: f64, to: f64| -> Option<f64> {
         let (a, b) = (out.index_at(from)?, out.index_at(to)?);
         let f = out.series.minor_faults.get(b)? - out.series.minor_faults.get(a)?;
-        let done = out.completed_series.get(b)?.checked_sub(*out.completed_series.get(a)?)?;
+        let done = out
+            .completed_series
+            .get(b)?
+            .checked_sub(*out.completed_series.get(a)?)?;
         (done > 0).then(|| f as f64 / done as f64)
     };
     if let (Some(st), Some(win)) = (faults(from, sent), faults(arrived, arrived + w)) {
         m.insert("faults_per_req_steady".into(), st);
         m.insert("faults_per_req_window".into(), win);
     }
-    if let (Some(st), Some(win)) = (
-        per_cpu(from, sent),
-        per_cpu(arrived, arrived + w),
-    ) {
+    if let (Some(st), Some(win)) = (per_cpu(from, sent), per_cpu(arrived, arrived + w)) {
         m.insert("per_cpu_steady".into(), st);
         m.insert("per_cpu_window".into(), win);
         m.insert("cpu_ratio".into(), win / st);

@@ -36,16 +36,16 @@
 //! 2-vCPU machine (shared, so wall-clock rates are noisy; the exact counts
 //! are the stacks created in the 500 ms window after the signal):
 //!
-//! | reaction | idle resident floor | stacks created | 
+//! | reaction | idle resident floor | stacks created |
 //! |---|---|---|
 //! | Medium, reclaim only (before) | −1 % | 0 |
 //! | Medium, reclaim then purge the depot (now) | −98 % | 119 |
 //! | Critical, drain + hold 2/15 interval (before) | −100 % | 3,207 |
-//! | Critical, drain, no hold for a single signal (now) | −95 % | 598 |
+//! | Critical, drain, no hold for a single signal (now) | −95 %, −96 % | 598, 245 (two series) |
 //!
 //! A hold frees no more memory than the drain did: the working set comes
 //! back either way, and during the hold each batch beyond `min_idle` is
-//! destroyed and created again (5x the creates). Keeping thread caches or
+//! destroyed and created again (5 to 13 times the creates). Keeping thread caches or
 //! purging instead of destroying under Critical would be cheaper still, but
 //! Critical's contract (drain to `min_idle`, caches included, as tested)
 //! is what a caller asks for when memory is critical; the cheap step is
