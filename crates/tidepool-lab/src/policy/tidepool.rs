@@ -79,7 +79,7 @@ impl Policy for Tidepool {
     /// `mincore` over every slab of the pool (stacks in use, idle, free
     /// slots), less what the `live` requests keep resident on theirs: each
     /// request touches the same pages of its stack, measured once
-    /// ([`request_resident`]). Free slots hold nothing (their pages were
+    /// (`request_resident`). Free slots hold nothing (their pages were
     /// released when their stacks were destroyed).
     fn idle_resident_bytes(&self, live: u64) -> Option<u64> {
         let per_request = self.per_request?;

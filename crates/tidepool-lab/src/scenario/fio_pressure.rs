@@ -5,7 +5,7 @@
 //! under memory pressure, "with no I/O cost". Here the fio workload of
 //! [`super::fio`] (same threads, depth, stacks and touch) runs at full
 //! speed; after a steady stretch the controller thread of the `pressure`
-//! scenario ([`super::pressure::signal`]) calls
+//! scenario (`pressure::signal`) calls
 //! `tidepool::pressure::notify(Level::Critical)` and waits until tidepool's
 //! pool has it (at once for the seed policies, which ignore pressure as the
 //! seeds do: every policy gets the same event at the same point of its run).
