@@ -231,3 +231,29 @@ fn critical_signals_an_interval_apart_hold_nothing() {
     assert_eq!((s.created, s.destroyed, s.idle), (60, 40, 20));
     r.finish();
 }
+
+/// A purge that panics under Medium: the batch it was purging is destroyed
+/// (which of its objects are half-purged cannot be told), the others go
+/// back purged, the panic reaches the caller once all of that is done, and
+/// the counts stay exact.
+#[test]
+fn a_panicking_purge_under_medium_loses_nothing() {
+    common::quiet_injected_panics();
+    let r = rig(0);
+    r.use_n(50); // 6 cached, 44 in the depot (11 batches of 4)
+    r.ledger.panic_purge.arm(1);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        r.pool.pressure(Level::Medium)
+    }));
+    let s = r.stats();
+    assert_eq!(s.callback_panics, 1, "{s:?}");
+    assert_eq!(s.destroyed, 4, "the panicking batch, whole: {s:?}");
+    assert_eq!((s.idle, s.idle_purged, s.idle_cached()), (46, 40, 6));
+    if let Ok(n) = caught {
+        assert_eq!(n, 0, "nothing sat unused");
+    }
+    // Nothing else is touched: the survivors are reused, 4 are created.
+    r.use_n(50);
+    assert_eq!(r.stats().created, 54);
+    r.finish();
+}
