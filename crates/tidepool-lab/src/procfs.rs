@@ -44,6 +44,23 @@ pub struct Memory {
     pub vsz_kib: u64,
 }
 
+/// Minor page faults of this process so far, all threads (`minflt`, the
+/// 10th field of `/proc/self/stat`): each first touch of a fresh or purged
+/// stack page is one.
+pub fn minor_faults() -> io::Result<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // The command name (2nd field) is in parentheses and may hold spaces:
+    // count fields after its closing one (state is field 3).
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| io::Error::other("no ')' in /proc/self/stat"))?;
+    rest.split_whitespace()
+        .nth(7)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| io::Error::other("no minflt in /proc/self/stat"))
+}
+
 /// Reads `VmRSS` and `VmSize` from `/proc/self/status`.
 ///
 /// # Errors

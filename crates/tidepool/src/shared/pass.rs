@@ -32,6 +32,10 @@ pub(crate) struct ReclaimShared {
     /// Until when critical pressure holds the depot at `min_idle`, in clock
     /// nanoseconds; 0 when there is no hold.
     hold_until: AtomicU64,
+    /// When the last critical signal came, in clock nanoseconds; `u64::MAX`
+    /// before the first. A default (unset) hold starts only for a signal that
+    /// follows another within an interval: pressure that persists.
+    last_critical: AtomicU64,
     /// The reclaimer counts this pool in its next deadline. Cleared by the
     /// reclaimer's tick when the pool has nothing to reclaim; set again
     /// (waking the reclaimer) when it creates an object or is put under a
@@ -98,6 +102,7 @@ impl ReclaimShared {
             clock,
             next_pass: AtomicU64::new(first),
             hold_until: AtomicU64::new(0),
+            last_critical: AtomicU64::new(u64::MAX),
             armed: AtomicBool::new(false),
             lock: Mutex::new(PassState::default()),
             reclaimed: SharedCounter::default(),
@@ -306,28 +311,36 @@ impl<M: Manage> Shared<M> {
             Level::Medium => {
                 self.reclaim.pressure_medium.add(1);
                 let unused = self.depot.reclaim_unused(floor);
-                self.reclaim_batches(unused, site, &mut caught)
+                let n = self.reclaim_batches(unused, site, &mut caught);
+                // What the working set keeps in the depot stays, its pages
+                // released (the next pass would purge it an interval from
+                // now): the cheap step first, no object destroyed for it.
+                // Thread caches, the hot end, are left alone.
+                self.purge_batches(self.depot.take_unpurged(usize::MAX), &mut caught);
+                n
             }
             Level::Critical => {
                 self.reclaim.pressure_critical.add(1);
-                let until = self
-                    .reclaim
-                    .now()
-                    .saturating_add(nanos(self.config.pressure_hold));
+                let now = self.reclaim.now();
+                let hold = self.critical_hold(now);
                 let taken = {
                     let _gate = fork::gate();
                     let state = self.reclaim.lock.lock();
-                    self.reclaim
-                        .hold_until
-                        .store(until.max(1), Ordering::Relaxed);
-                    self.depot.set_cap(floor);
+                    if !hold.is_zero() {
+                        let until = now.saturating_add(nanos(hold));
+                        self.reclaim
+                            .hold_until
+                            .store(until.max(1), Ordering::Relaxed);
+                        self.depot.set_cap(floor);
+                    }
                     let owned = self.owned_slots();
                     self.reclaim.caches_taken.add(owned.len() as u64);
                     let taken = Slot::revoke_remote(owned);
                     drop(state);
                     taken
                 };
-                // The depot's cap is `min_idle` now: what does not fit goes.
+                // Everything above `min_idle` goes: under a hold the
+                // depot's cap refuses it, without one it is taken out.
                 let refused = self.donate_all(taken);
                 let rest = self.depot.take_down_to(floor);
                 let doomed = refused.into_iter().chain(rest).collect();
@@ -342,6 +355,25 @@ impl<M: Manage> Shared<M> {
         self.reclaim.reclaimed.add(destroyed as u64);
         self.settle(caught, site);
         destroyed
+    }
+
+    /// How long the critical signal arriving at `now` holds the depot at
+    /// `min_idle`: the hold set with `pressure_hold`, always; by default,
+    /// none for a signal with no other in the interval before it, and the
+    /// interval-proportional hold for one that follows another (the
+    /// pressure persists). Records `now` as the last signal.
+    fn critical_hold(&self, now: u64) -> Duration {
+        let last = self.reclaim.last_critical.swap(now, Ordering::Relaxed);
+        if let Some(fixed) = self.config.fixed_pressure_hold() {
+            return fixed;
+        }
+        let persists =
+            last != u64::MAX && now.saturating_sub(last) < nanos(self.config.reclaim_interval);
+        if persists {
+            self.config.pressure_hold()
+        } else {
+            Duration::ZERO
+        }
     }
 
     /// Whether a critical-pressure hold is on at the clock's now (ending it
