@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs tidepool's criterion benchmarks (crates/tidepool-bench, benches/pools.rs)
+# Runs tidepool's criterion benchmarks (crates/tidepool-bench, benches/pools.rs
+# and benches/limits.rs)
 # and prints one table: every performance target the bench crate can
 # measure, as a ratio of two medians from this run, the target beside it,
 # and whether it holds. A machine line comes first: timings on a shared
@@ -39,13 +40,14 @@ since=0
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 if [[ $run == 1 ]]; then
-    cargo bench -p tidepool-bench --bench pools --no-run
+    cargo bench -p tidepool-bench --bench pools --bench limits --no-run
     since="$(date +%s)"
     load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
     if [[ $quick == 1 ]]; then
         export TIDEPOOL_BENCH_QUICK=1
     fi
     cargo bench -p tidepool-bench --bench pools -- "${bench_args[@]}" >&2
+    cargo bench -p tidepool-bench --bench limits -- "${bench_args[@]}" >&2
 fi
 
 cpu="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
@@ -59,7 +61,7 @@ python3 - "$criterion_dir" "$since" "$machine" "$run" <<'PY'
 import json, os, sys
 
 root, since, machine, ran = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
-GROUPS = ["round_trip", "get_drop", "two_threads", "forward"]
+GROUPS = ["round_trip", "get_drop", "two_threads", "forward", "at_limit"]
 
 # median[(group, subject, threads or None)] = ns
 median = {}
@@ -75,7 +77,7 @@ for group in GROUPS:
             continue
         parts = os.path.relpath(os.path.dirname(dirpath), gdir).split(os.sep)
         subject = parts[0]
-        threads = int(parts[1]) if len(parts) > 1 else None
+        threads = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
         with open(path) as f:
             median[(group, subject, threads)] = json.load(f)["median"]["point_estimate"]
 
@@ -116,6 +118,9 @@ row("StackPool get+drop / core get+drop", (GD, "stack"), (GD, "core"), "<= 1.5x"
     "get_drop: stack / core (same shape)")
 row("get_owned+drop / get+drop", (GD, "core_owned"), (GD, "core"), "<= 1.3x", True,
     "get_drop: core_owned / core")
+AL = "at_limit"
+row("get+put at max_live / without a limit", (AL, "round_trip_at_limit"), (AL, "round_trip_unlimited"),
+    "<= 1.5x", True, "at_limit/round_trip: max_live 1, every get recycles the one object")
 
 head = ("target", "ratio", "want", "", "a ns", "b ns", "a / b")
 widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
