@@ -307,6 +307,18 @@
 //! recalls every slot's credits (three rounds, yielding between) before it
 //! says no; `trim`, `drain` and thread exit give credits back too. The loom
 //! model `src/tests/loom_places.rs` checks the hand-off.
+//!
+//! ```text
+//! limit_folds == read-modify-writes of reserved  (Stats::limit_folds)
+//!             <= creates / (chunk - 1) + destroys past two chunks + recalls
+//!                + places moved one at a time near the limit
+//! ```
+//!
+//! The count sits on `reserved`'s own padded line and is bumped right after
+//! it, while the line is held: counting adds no cross-thread traffic. A get
+//! or put served by the thread's cache writes no shared line at all (the
+//! lab's `limit-churn` counts 0.00004 shared writes per get for tidepool,
+//! 4.25 for FreeBSD's 2023 vnode code, 6.25 before it).
 
 //! Accounting is by pool, never by thread: an object taken on one thread and
 //! dropped on another is counted once out and once back, whichever threads
