@@ -252,6 +252,22 @@
 //! protocol above, so where the OS has no process-wide barrier the owner
 //! is only asked to flush and the `get` may still fail.
 //!
+//! Waiting (`shared/waiters.rs`): `get_timeout` threads and `get_async`
+//! tasks queue in one FIFO, each with its way to be woken (a condvar, a
+//! `Waker`). While anyone waits, a put hands its object to the oldest
+//! waiter, and a destroy or detach hands it the freed place; one hand-off,
+//! one wake (a task's waker is called after the queue lock is dropped).
+//!
+//! ```text
+//! waiting == queued, not yet served   (Stats::waiting)
+//! every hand-off is in exactly one of: served-and-unclaimed (picked up
+//!   by its waiter's wake or poll) | passed on by a waiter that left
+//!   (timed out, future dropped): to the next waiter, else the depot
+//! ```
+//!
+//! The model `src/tests/loom_waiters.rs` races a future's cancel against
+//! a hand-off; `tests/get_async.rs` stresses it with threads.
+//!
 //! # Batch size
 //!
 //! The batch size is per pool and adapts (`Shared::batch`, changed only by a

@@ -38,7 +38,7 @@ mod destroy;
 mod pass;
 pub(crate) mod places;
 pub(crate) mod teardown;
-mod waiters;
+pub(crate) mod waiters;
 
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Weak};

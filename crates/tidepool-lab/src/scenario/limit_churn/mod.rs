@@ -326,7 +326,6 @@ fn walk(
                     // Depot exchanges and cache takes each take the depot's
                     // lock once.
                     locks: st.depot_exchanges + st.caches_taken,
-                    ..Counts::default()
                 },
             ))
         }
