@@ -209,7 +209,8 @@ fn own<T: Send>(
     }
 }
 
-/// One thread's window of held objects (see [`own`]).
+/// One thread's window of held objects: it puts back the oldest as it
+/// gets a new one.
 #[derive(Debug)]
 pub struct Window<T>(std::collections::VecDeque<T>, usize);
 
