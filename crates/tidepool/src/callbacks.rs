@@ -150,6 +150,15 @@ pub(crate) struct Caught {
 }
 
 impl Caught {
+    /// One panic, caught from `what`.
+    #[cold]
+    fn one(what: Callback, panic: Panic) -> Self {
+        Self {
+            first: Some((what, panic)),
+            count: 1,
+        }
+    }
+
     /// Runs `f`, catching a panic.
     fn catch<R>(&mut self, what: Callback, f: impl FnOnce() -> R) -> Option<R> {
         match catch_unwind(AssertUnwindSafe(f)) {
@@ -211,6 +220,17 @@ impl<'a, M: Manage> Callbacks<'a, M> {
     #[inline]
     pub(crate) fn recycle(&self, item: &mut M::Item, caught: &mut Caught) -> Option<bool> {
         caught.catch(Callback::Recycle, || self.manager.recycle(item))
+    }
+
+    /// `recycle` for the put fast path: `Ok(keep)`, or the panic caught,
+    /// made only if there was one (no `Caught` to set up and pass around on
+    /// the way that does not panic).
+    #[inline(always)]
+    pub(crate) fn try_recycle(&self, item: &mut M::Item) -> Result<bool, Caught> {
+        match catch_unwind(AssertUnwindSafe(|| self.manager.recycle(item))) {
+            Ok(keep) => Ok(keep),
+            Err(panic) => Err(Caught::one(Callback::Recycle, panic)),
+        }
     }
 
     /// `purge`: `false` if it panicked (the object, half-purged, must then

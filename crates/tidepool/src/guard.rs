@@ -111,12 +111,13 @@ macro_rules! guard_impl {
             #[inline]
             fn drop(&mut self) {
                 let shared = &self.pool.shared;
+                let item = &mut self.item;
                 Self::end(&self.pool, || {
-                    // SAFETY: `item` is taken exactly once: here, or in
-                    // `into_parts`, which forgets the guard so this never
-                    // runs.
-                    let item = unsafe { ManuallyDrop::take(&mut self.item) };
-                    Shared::put(shared, item)
+                    // SAFETY: the pool counts `item` as out until this
+                    // guard ends, and `put` takes it exactly once: here, or
+                    // `into_parts` does, which forgets the guard so this
+                    // never runs.
+                    unsafe { Shared::put(shared, item) }
                 });
             }
         }

@@ -58,14 +58,34 @@
 //!
 //! Finding the slot: every thread gets a small id (recycled smallest first),
 //! kept in a constant-initialised thread-local; a pool keeps its slots in
-//! buckets of doubling size indexed by id (`SlotTable`). A hit is: read the
-//! id, one leading-zeros count and one pointer load to find the slot, a plain
+//! buckets of doubling size indexed by id (`SlotTable`), one leading-zeros
+//! count and one pointer load away. The same thread-local remembers the
+//! slot it last found, with the id of its table (a process-wide counter,
+//! never reused, so a match can only be that very table, whose slots never
+//! move); the thread's exit forgets it with the id:
+//!
+//! ```text
+//! HOT (thread-local) = { tid, table id, &slot }
+//! local(table):  HOT.table == table.id  ?  HOT.slot          (2 loads, 1 compare)
+//!                                       :  table.get(tid), then remember it
+//! ```
+//!
+//! A hit is: two thread-local loads and a compare to find the slot, a plain
 //! store of the owner's operation count into `entered` (the start of the
 //! access bracket), a compiler fence, one load to check the slot is still
-//! ours, `Vec::pop`/`push`, and a single-writer bump of `gets` or `returns`
-//! (the end of the bracket). No lock, no atomic read-modify-write, no
-//! allocation. About 150 instructions for a whole get + put round trip,
-//! guard included (`bin/callgrind.sh`).
+//! ours, a pop or push on `loaded`, and a single-writer bump of `gets` or
+//! `returns` (the end of the bracket). No lock, no atomic
+//! read-modify-write, no allocation.
+//!
+//! The put fast path is inlined into the guard's drop and works on the
+//! guard's own field: `recycle` runs on the object in place, and the push
+//! moves it from the guard straight into the batch. Every other case (a
+//! panicking thread, no slot yet, waiters at `max_live`, both batches full,
+//! `recycle` refusing or panicking) is a `#[cold]` function that takes the
+//! object from the guard itself, so the inlined code never copies the
+//! object to the stack or builds a frame to call out. A get + put round
+//! trip with a touch of the object is about 106 instructions, guard
+//! included (`bin/callgrind.sh`; a bare thread-local `Vec` pop/push, 68).
 //!
 //! Nothing allocates, frees, takes a lock or calls user code inside an
 //! access bracket: every batch that enters a cache gets its room for

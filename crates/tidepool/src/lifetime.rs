@@ -191,7 +191,9 @@ struct Marker(CachePadded<MarkerState>);
 #[derive(Debug, Default)]
 struct MarkerState {
     /// The address of the pool whose guard the thread is ending, `ANY`, or
-    /// 0 while it is outside every end.
+    /// 0 while it is outside every end. Written only by the thread that
+    /// owns the marker, which reads its own value back from here too
+    /// (no copy in a thread-local to keep in step).
     held: AtomicUsize,
     /// Non-zero: the thread must process the orphans when its outermost end
     /// is done (set by a closer that found the marker in its way, or by the
@@ -203,15 +205,12 @@ struct MarkerState {
 struct Reader {
     /// This thread's marker, once registered.
     marker: Cell<Option<&'static Marker>>,
-    /// What the marker holds (0: outside every end).
-    held: Cell<usize>,
 }
 
 impl Reader {
     const fn new() -> Self {
         Self {
             marker: Cell::new(None),
-            held: Cell::new(0),
         }
     }
 }
@@ -241,8 +240,9 @@ impl Drop for Home {
         let _ = READER.try_with(|r| {
             // Not inside an end (thread-local destructors do not run in
             // one); if it ever were, the marker is simply never reused.
-            if r.held.get() == 0 {
-                if let Some(marker) = r.marker.take() {
+            if let Some(marker) = r.marker.get() {
+                if marker.0.held.load(Ordering::Relaxed) == 0 {
+                    r.marker.take();
                     markers().lock().free.push(marker);
                 }
             }
@@ -462,7 +462,7 @@ impl<M: Manage> Ending<M> {
         let marker = READER
             .try_with(|r| match r.marker.get() {
                 // SAFETY: forwarded from our caller.
-                Some(marker) => unsafe { Self::mark(r, marker, shared) },
+                Some(marker) => unsafe { Self::mark(marker, shared) },
                 // SAFETY: forwarded from our caller.
                 None => unsafe { Self::begin_unmarked(r, shared) },
             })
@@ -478,20 +478,15 @@ impl<M: Manage> Ending<M> {
     ///
     /// As for [`begin`](Self::begin).
     #[inline(always)]
-    unsafe fn mark(
-        r: &Reader,
-        marker: &'static Marker,
-        shared: NonNull<Shared<M>>,
-    ) -> *const Marker {
+    unsafe fn mark(marker: &'static Marker, shared: NonNull<Shared<M>>) -> *const Marker {
         let address = shared.as_ptr() as usize;
-        let held = r.held.get();
+        let held = marker.0.held.load(Ordering::Relaxed);
         let ending = if held == 0 {
-            r.held.set(address);
             marker.0.held.store(address, Ordering::Relaxed);
             marker as *const Marker
         } else {
             if held != address {
-                Self::widen(r, marker);
+                Self::widen(marker);
             }
             NESTED
         };
@@ -508,9 +503,8 @@ impl<M: Manage> Ending<M> {
 
     /// A nested end of another pool: the marker now covers every pool.
     #[cold]
-    fn widen(r: &Reader, marker: &'static Marker) {
-        if r.held.get() != ANY {
-            r.held.set(ANY);
+    fn widen(marker: &'static Marker) {
+        if marker.0.held.load(Ordering::Relaxed) != ANY {
             marker.0.held.store(ANY, Ordering::Relaxed);
             marker.0.wake.store(1, Ordering::Relaxed);
         }
@@ -526,7 +520,7 @@ impl<M: Manage> Ending<M> {
     unsafe fn begin_unmarked(r: &Reader, shared: NonNull<Shared<M>>) -> *const Marker {
         match register(r) {
             // SAFETY: forwarded from our caller.
-            Some(marker) => unsafe { Self::mark(r, marker, shared) },
+            Some(marker) => unsafe { Self::mark(marker, shared) },
             // SAFETY: forwarded from our caller.
             None => unsafe { Self::count(shared) },
         }
@@ -572,7 +566,8 @@ impl<M: Manage> Drop for Ending<M> {
         }
         // SAFETY: a registered marker, never freed.
         let marker = unsafe { &*self.marker };
-        let held = READER.try_with(|r| r.held.replace(0)).unwrap_or(0);
+        // Our own value (only this thread writes it): the pool, or `ANY`.
+        let held = marker.0.held.load(Ordering::Relaxed);
         marker.0.held.store(0, Ordering::Release);
         // The heavy side of this pair is the closer's (module docs,
         // liveness).

@@ -10,7 +10,7 @@
 //! Every batch is a `Vec` allocated (outside the access bracket) with room
 //! for `batch_size` objects, so `push` and `pop` never allocate.
 
-use std::mem;
+use std::mem::{self, ManuallyDrop};
 
 /// Two batches of idle objects, touched only by the owning thread.
 ///
@@ -61,16 +61,67 @@ impl<T> LocalCache<T> {
     /// visit.
     #[inline(always)]
     pub(crate) fn push(&mut self, item: T, batch_size: usize) -> Result<(), T> {
+        if !self.make_room(batch_size) {
+            return Err(item);
+        }
+        // SAFETY: `make_room` made room in `loaded`.
+        unsafe { self.push_unchecked(item) };
+        Ok(())
+    }
+
+    /// [`push`](Self::push), moving the object out of `item`: `false`, and
+    /// `item` left as it is, if both batches are full.
+    ///
+    /// # Safety
+    ///
+    /// `item` holds an object; once this returns `true` it has been taken,
+    /// and the caller must not touch it again.
+    #[inline(always)]
+    pub(crate) unsafe fn push_from(
+        &mut self,
+        item: &mut ManuallyDrop<T>,
+        batch_size: usize,
+    ) -> bool {
+        if !self.make_room(batch_size) {
+            return false;
+        }
+        // SAFETY: `make_room` made room in `loaded`; `item`: forwarded
+        // from our caller.
+        unsafe { self.push_unchecked(ManuallyDrop::take(item)) };
+        true
+    }
+
+    /// Pushes onto `loaded` without `Vec::push`'s capacity check (which
+    /// `make_room` has made, but the optimiser loses track of across the
+    /// swap).
+    ///
+    /// # Safety
+    ///
+    /// `loaded.len() < loaded.capacity()`.
+    #[inline(always)]
+    unsafe fn push_unchecked(&mut self, item: T) {
+        let len = self.loaded.len();
+        // SAFETY: `len < capacity` (our caller's promise), so the slot at
+        // `len` is allocated and unused; `len + 1 <= capacity`, and the
+        // new element is initialised.
+        unsafe {
+            self.loaded.as_mut_ptr().add(len).write(item);
+            self.loaded.set_len(len + 1);
+        }
+    }
+
+    /// Makes `loaded` a batch with room for one more object, swapping in
+    /// `spare` if need be; `false` if both are full.
+    #[inline(always)]
+    fn make_room(&mut self, batch_size: usize) -> bool {
         if self.loaded.len() < batch_size.min(self.loaded.capacity()) {
-            self.loaded.push(item);
-            return Ok(());
+            return true;
         }
         if self.spare.len() < batch_size.min(self.spare.capacity()) {
             mem::swap(&mut self.loaded, &mut self.spare);
-            self.loaded.push(item);
-            return Ok(());
+            return true;
         }
-        Err(item)
+        false
     }
 
     /// Installs `batch` (with room for a whole batch) as `loaded` when both

@@ -43,6 +43,7 @@
 //! hardware fence.
 
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 
 /// For tests: whether this thread is inside a bracketed access, so a test
 /// allocator can check that nothing allocates there.
@@ -449,6 +450,30 @@ impl<'a, T> LocalSlot<'a, T> {
         // SAFETY: entered just above; left just below.
         let pushed = unsafe { self.in_access(|cache| cache.push(item, batch_size)) };
         self.leave(if pushed.is_ok() {
+            Tally::Return
+        } else {
+            Tally::Nothing
+        });
+        pushed
+    }
+
+    /// Moves the object out of `item` into the cache and counts a return;
+    /// `false`, leaving `item` as it is, if both batches are full or the
+    /// slot was revoked.
+    ///
+    /// # Safety
+    ///
+    /// `item` holds an object; once this returns `true` it has been taken,
+    /// and the caller must not touch it again.
+    #[inline(always)]
+    pub(crate) unsafe fn push_from(&self, item: &mut ManuallyDrop<T>, batch_size: usize) -> bool {
+        if !self.enter() {
+            return false;
+        }
+        // SAFETY: entered just above, left just below; `item`: forwarded
+        // from our caller.
+        let pushed = unsafe { self.in_access(|cache| cache.push_from(item, batch_size)) };
+        self.leave(if pushed {
             Tally::Return
         } else {
             Tally::Nothing

@@ -20,13 +20,19 @@ use std::ptr;
 use crossbeam_utils::CachePadded;
 
 use super::slot::Slot;
+use super::thread;
 use crate::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use crate::sync::process::{AtomicU64, Ordering as ProcessOrdering};
 
 /// Enough buckets for every id below `usize::MAX`.
 const BUCKETS: usize = usize::BITS as usize;
 
 /// Thread caches of one pool. `buckets[k]` is null or points to `2^k` slots.
 pub(crate) struct SlotTable<T> {
+    /// This table's id: unique in the process and never reused, so a
+    /// thread that remembers `(id, slot)` ([`thread::remembered`]) can
+    /// trust a match for as long as the table lives (slots never move).
+    id: u64,
     buckets: [AtomicPtr<CachePadded<Slot<T>>>; BUCKETS],
     /// One past the highest bucket ever published: walks stop there instead
     /// of loading all 64 pointers.
@@ -45,7 +51,10 @@ fn locate(tid: usize) -> (usize, usize) {
 
 impl<T> SlotTable<T> {
     pub(crate) fn new() -> Self {
+        // Ids are only compared, never ordered, and a u64 does not wrap.
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Self {
+            id: NEXT_ID.fetch_add(1, ProcessOrdering::Relaxed),
             buckets: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             high: AtomicUsize::new(0),
             _owns: PhantomData,
@@ -69,6 +78,36 @@ impl<T> SlotTable<T> {
         // * Buckets are freed only in `Drop`, which has `&mut self`, so the
         //   slot outlives the returned `&self` borrow.
         Some(unsafe { &**base.add(index) })
+    }
+
+    /// The calling thread's slot, if it has an id and the slot's bucket
+    /// exists: remembered from the last lookup in this table (the common
+    /// case, two thread-local loads and a compare), else looked up and
+    /// remembered.
+    #[inline(always)]
+    pub(crate) fn local(&self) -> Option<&Slot<T>> {
+        let (table, slot) = thread::remembered();
+        if table == self.id {
+            // SAFETY: `remember` stored this pair in `local_slow` below:
+            // `slot` came from `self.get(tid)` for this thread's id, which
+            // it has not released since (its release forgets the pair).
+            // Ids are never reused, so the match means this very table, and
+            // its slots live, unmoved, as long as `&self`. A table's id is
+            // never 0, so `slot` was stored with it, and is not null.
+            return Some(unsafe {
+                std::hint::assert_unchecked(!slot.is_null());
+                &*slot.cast::<Slot<T>>()
+            });
+        }
+        self.local_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn local_slow(&self) -> Option<&Slot<T>> {
+        let slot = self.get(thread::current_tid()?)?;
+        thread::remember(self.id, (slot as *const Slot<T>).cast());
+        Some(slot)
     }
 
     /// The slot for `tid`, allocating its bucket if this is the first thread
@@ -163,6 +202,31 @@ mod tests {
             locate(usize::MAX - 1),
             (BUCKETS - 1, (1 << (BUCKETS - 1)) - 1)
         );
+    }
+
+    #[test]
+    fn a_remembered_slot_is_found_only_in_its_own_table() {
+        std::thread::spawn(|| {
+            let tid = thread::current_tid_or_register().unwrap();
+            let a = SlotTable::<u32>::new();
+            assert!(a.local().is_none(), "no bucket yet");
+            let in_a: *const Slot<u32> = a.get_or_alloc(tid);
+            assert!(std::ptr::eq(a.local().unwrap(), in_a));
+            assert!(std::ptr::eq(a.local().unwrap(), in_a), "remembered");
+            // Another table, alive at once, and then one made after `a` is
+            // gone (maybe at `a`'s address): each finds its own slot.
+            let b = SlotTable::<u32>::new();
+            let in_b: *const Slot<u32> = b.get_or_alloc(tid);
+            assert!(std::ptr::eq(b.local().unwrap(), in_b));
+            assert!(std::ptr::eq(a.local().unwrap(), in_a));
+            drop(a);
+            let c = SlotTable::<u32>::new();
+            assert!(c.local().is_none(), "nothing of `a` leaks into `c`");
+            let in_c: *const Slot<u32> = c.get_or_alloc(tid);
+            assert!(std::ptr::eq(c.local().unwrap(), in_c));
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -38,14 +38,34 @@ pub(crate) trait ThreadExit: Send + Sync {
     fn thread_exit(&self, tid: usize);
 }
 
+/// This thread's id, and the slot it last looked up: the table it belongs
+/// to (by [`SlotTable`](super::SlotTable) id, never reused, 0 for none) and
+/// where it is. The fast path finds its slot here with two loads and a
+/// compare instead of the table walk.
+struct Hot {
+    tid: Cell<usize>,
+    table: Cell<u64>,
+    slot: Cell<*const ()>,
+}
+
+impl Hot {
+    const fn new() -> Self {
+        Self {
+            tid: Cell::new(NO_TID),
+            table: Cell::new(0),
+            slot: Cell::new(std::ptr::null()),
+        }
+    }
+}
+
 #[cfg(not(loom))]
 std::thread_local! {
-    static TID: Cell<usize> = const { Cell::new(NO_TID) };
+    static HOT: Hot = const { Hot::new() };
 }
 
 #[cfg(loom)]
 loom::thread_local! {
-    static TID: Cell<usize> = Cell::new(NO_TID);
+    static HOT: Hot = Hot::new();
 }
 
 crate::sync::thread_local! {
@@ -55,8 +75,29 @@ crate::sync::thread_local! {
 /// This thread's id, if it has registered with some pool and is not exiting.
 #[inline(always)]
 pub(crate) fn current_tid() -> Option<usize> {
-    let tid = TID.try_with(Cell::get).unwrap_or(NO_TID);
+    let tid = HOT.try_with(|hot| hot.tid.get()).unwrap_or(NO_TID);
     (tid != NO_TID).then_some(tid)
+}
+
+/// The slot this thread remembered last: `(table id, slot)`; `(0, null)`
+/// if none. Cleared when the thread starts to exit, with its id.
+#[inline(always)]
+pub(crate) fn remembered() -> (u64, *const ()) {
+    HOT.try_with(|hot| (hot.table.get(), hot.slot.get()))
+        .unwrap_or((0, std::ptr::null()))
+}
+
+/// Remembers `slot`, this thread's slot in the table `table`, looked up
+/// with the id [`current_tid`] returned (which stays this thread's until
+/// it exits, when this is forgotten).
+#[inline]
+pub(crate) fn remember(table: u64, slot: *const ()) {
+    let _ = HOT.try_with(|hot| {
+        if hot.tid.get() != NO_TID {
+            hot.table.set(table);
+            hot.slot.set(slot);
+        }
+    });
 }
 
 /// This thread's id, registering the thread if needed. `None` while the
@@ -112,7 +153,7 @@ impl ThreadGuard {
         #[cfg(all(unix, not(loom)))]
         fork_safety::install();
         let tid = ids().lock().acquire();
-        let _ = TID.try_with(|cell| cell.set(tid));
+        let _ = HOT.try_with(|hot| hot.tid.set(tid));
         Self {
             tid,
             pools: RefCell::new(Vec::new()),
@@ -126,7 +167,11 @@ impl ThreadGuard {
             return;
         }
         // From here on this thread uses no slot (see the module docs).
-        let _ = TID.try_with(|cell| cell.set(NO_TID));
+        let _ = HOT.try_with(|hot| {
+            hot.tid.set(NO_TID);
+            hot.table.set(0);
+            hot.slot.set(std::ptr::null());
+        });
         let pools = std::mem::take(&mut *self.pools.borrow_mut());
         for pool in pools {
             if let Some(pool) = pool.upgrade() {

@@ -196,10 +196,10 @@ impl<M: Manage> Shared<M> {
     /// claimed (or may have been revoked): every access checks.
     #[inline(always)]
     fn local(&self) -> Option<LocalSlot<'_, M::Item>> {
-        let tid = thread::current_tid()?;
-        let slot = self.slots.get(tid)?;
-        // SAFETY: `tid` is this thread's own id, which it has not released
-        // (`current_tid` returns `None` from the moment it starts to).
+        let slot = self.slots.local()?;
+        // SAFETY: the slot of this thread's own id, which it has not
+        // released (`current_tid` returns `None`, and the remembered slot is
+        // forgotten, from the moment it starts to).
         Some(unsafe { LocalSlot::new(slot) })
     }
 
@@ -480,29 +480,118 @@ impl<M: Manage> Shared<M> {
 
     // === put ===
 
-    #[inline]
-    pub(crate) fn put(this: &Arc<Self>, item: M::Item) {
+    /// Gives back the object in `item` (a guard's field): the fast path,
+    /// inlined into the guard's drop, runs the manager's `recycle` on it in
+    /// place and moves it from the guard straight into this thread's cache.
+    /// Everything else (a panicking thread, no cache yet, waiters at
+    /// `max_live`, both batches full, `recycle` refusing or panicking) is
+    /// out of line and takes the object from `item` itself, so the inlined
+    /// code never copies the object to the stack to call out.
+    ///
+    /// # Safety
+    ///
+    /// `item` holds an object of this pool that it counts as out; `put`
+    /// takes it, exactly once, and the caller never touches `item` again.
+    #[inline(always)]
+    pub(crate) unsafe fn put(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
+        // Every path below hands `item` on exactly once and returns.
         if std::thread::panicking() {
-            return this.discard(item);
+            // SAFETY: forwarded from our caller.
+            return unsafe { this.discard_from(item) };
         }
-        if let Some(slot) = this.local() {
-            let Some(item) = this.recycle(item, Site::Caller) else {
-                return;
-            };
-            let item = if this.waiters.any() {
-                let Some(item) = this.hand_to_waiter(item) else {
-                    return;
-                };
-                item
-            } else {
-                item
-            };
-            if let Err(item) = slot.push(item, this.batch()) {
-                Self::put_slow(this, item, Site::Caller);
-            }
+        let Some(slot) = this.local() else {
+            // SAFETY: forwarded from our caller.
+            return unsafe { Self::put_cold_from(this, item) };
+        };
+        match this.callbacks().try_recycle(item) {
+            Ok(true) => {}
+            // SAFETY: forwarded from our caller.
+            Ok(false) => return unsafe { this.discard_from(item) },
+            // SAFETY: forwarded from our caller.
+            Err(caught) => return unsafe { this.recycle_panicked_from(item, caught) },
+        }
+        if this.waiters.any() {
+            // SAFETY: forwarded from our caller.
+            return unsafe { Self::put_waiting_from(this, item) };
+        }
+        // SAFETY: forwarded from our caller; `push_from` takes `item` only
+        // when it returns `true`.
+        if !unsafe { slot.push_from(item, this.batch()) } {
+            // SAFETY: not taken (`false` above); forwarded from our caller.
+            unsafe { Self::put_slow_from(this, item) };
+        }
+    }
+
+    /// A guard dropped while its thread panics (its object may be
+    /// half-updated), or whose `recycle` said no: the object is destroyed.
+    ///
+    /// # Safety
+    ///
+    /// As for [`put`](Self::put).
+    #[cold]
+    #[inline(never)]
+    unsafe fn discard_from(&self, item: &mut ManuallyDrop<M::Item>) {
+        // SAFETY: forwarded from our caller.
+        self.discard(unsafe { ManuallyDrop::take(item) });
+    }
+
+    /// `recycle` panicked: the object, maybe half-recycled, is destroyed,
+    /// and the panic continues in the caller.
+    ///
+    /// # Safety
+    ///
+    /// As for [`put`](Self::put).
+    #[cold]
+    #[inline(never)]
+    unsafe fn recycle_panicked_from(&self, item: &mut ManuallyDrop<M::Item>, caught: Caught) {
+        // SAFETY: forwarded from our caller.
+        let item = unsafe { ManuallyDrop::take(item) };
+        self.recycle_panicked(item, caught, Site::Caller);
+    }
+
+    /// `get_timeout` callers wait at `max_live`: the oldest takes the
+    /// object (already recycled); if they left meanwhile, it is cached as
+    /// usual.
+    ///
+    /// # Safety
+    ///
+    /// As for [`put`](Self::put).
+    #[cold]
+    #[inline(never)]
+    unsafe fn put_waiting_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
+        // SAFETY: forwarded from our caller.
+        let item = unsafe { ManuallyDrop::take(item) };
+        let Some(item) = this.hand_to_waiter(item) else {
             return;
+        };
+        match this.local() {
+            Some(slot) => {
+                if let Err(item) = slot.push(item, this.batch()) {
+                    Self::put_slow(this, item, Site::Caller);
+                }
+            }
+            None => Self::put_slow(this, item, Site::Caller),
         }
-        Self::put_cold(this, item);
+    }
+
+    /// # Safety
+    ///
+    /// As for [`put`](Self::put).
+    #[cold]
+    #[inline(never)]
+    unsafe fn put_cold_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
+        // SAFETY: forwarded from our caller.
+        Self::put_cold(this, unsafe { ManuallyDrop::take(item) });
+    }
+
+    /// # Safety
+    ///
+    /// As for [`put`](Self::put).
+    #[cold]
+    #[inline(never)]
+    unsafe fn put_slow_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
+        // SAFETY: forwarded from our caller.
+        Self::put_slow(this, unsafe { ManuallyDrop::take(item) }, Site::Caller);
     }
 
     /// No cache yet, or this thread is exiting (its thread-locals are being
@@ -522,8 +611,7 @@ impl<M: Manage> Shared<M> {
     }
 
     /// Runs the manager's `recycle`; destroys the object if it says no, or
-    /// if it panics (the panic then continues at [`Site::Caller`]).
-    #[inline]
+    /// if it panics (the panic then continues at `site`).
     fn recycle(&self, mut item: M::Item, site: Site) -> Option<M::Item> {
         let mut caught = Caught::default();
         match self.callbacks().recycle(&mut item, &mut caught) {
@@ -533,12 +621,19 @@ impl<M: Manage> Shared<M> {
                 None
             }
             None => {
-                self.counters.discarded.add(1);
-                self.destroy_all([vec![item]], &mut caught);
-                self.settle(caught, site);
+                self.recycle_panicked(item, caught, site);
                 None
             }
         }
+    }
+
+    /// `recycle` panicked: the object, maybe half-recycled, is destroyed.
+    #[cold]
+    #[inline(never)]
+    fn recycle_panicked(&self, item: M::Item, mut caught: Caught, site: Site) {
+        self.counters.discarded.add(1);
+        self.destroy_all([vec![item]], &mut caught);
+        self.settle(caught, site);
     }
 
     /// Both batches full, or no cache yet: donate the spare batch to the
