@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs tidepool's criterion benchmarks (crates/tidepool-bench, benches/pools.rs
-# and benches/limits.rs)
-# and prints one table: every performance target the bench crate can
-# measure, as a ratio of two medians from this run, the target beside it,
-# and whether it holds. A machine line comes first: timings on a shared
-# machine are only as good as its load.
+# and benches/limits.rs) and the stack refill comparison
+# (src/bin/stack_refill.rs: a create_batch refill against one-by-one
+# mappings, rounds interleaved), and prints one table: every performance
+# target the bench crate can measure, as a ratio of two medians from this
+# run, the target beside it, and whether it holds. A machine line comes
+# first: timings on a shared machine are only as good as its load.
 #
 #   bin/bench.sh            full run (~3 minutes on 2 cores)
 #   bin/bench.sh --quick    shorter measurements (~1 minute), noisier
@@ -39,7 +40,9 @@ criterion_dir="$target_dir/criterion"
 since=0
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 
+refill_out="$target_dir/stack_refill.txt"
 if [[ $run == 1 ]]; then
+    cargo build --release -p tidepool-bench --bin stack_refill
     cargo bench -p tidepool-bench --bench pools --bench limits --no-run
     since="$(date +%s)"
     load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -48,6 +51,11 @@ if [[ $run == 1 ]]; then
     fi
     cargo bench -p tidepool-bench --bench pools -- "${bench_args[@]}" >&2
     cargo bench -p tidepool-bench --bench limits -- "${bench_args[@]}" >&2
+    refill_args=()
+    if [[ $quick == 1 ]]; then
+        refill_args=(--quick)
+    fi
+    "$target_dir/release/stack_refill" "${refill_args[@]}" | tee "$refill_out" >&2
 fi
 
 cpu="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
@@ -57,10 +65,11 @@ machine="$cpu (family $family, model $model), $(nproc) cores, $(free -g | awk '/
 machine="$machine | load avg $load_before before, $(cut -d' ' -f1-3 /proc/loadavg) after"
 machine="$machine | $(rustc --version)"
 
-python3 - "$criterion_dir" "$since" "$machine" "$run" <<'PY'
+python3 - "$criterion_dir" "$since" "$machine" "$run" "$refill_out" <<'PY'
 import json, os, sys
 
 root, since, machine, ran = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+refill_out = sys.argv[5]
 GROUPS = ["round_trip", "get_drop", "two_threads", "forward", "at_limit"]
 
 # median[(group, subject, threads or None)] = ns
@@ -81,13 +90,14 @@ for group in GROUPS:
         with open(path) as f:
             median[(group, subject, threads)] = json.load(f)["median"]["point_estimate"]
 
-if not median:
+if not median and not os.path.exists(refill_out):
     sys.exit(f"no criterion results under {root}" + (" from this run" if ran else ""))
 
 def get(group, subject, threads=None):
     return median.get((group, subject, threads))
 
 rows = []
+syscalls = []
 
 def row(name, a, b, target, at_most, note=""):
     """One target: ratio a/b of two (group, subject, threads) medians."""
@@ -122,6 +132,41 @@ AL = "at_limit"
 row("get+put at max_live / without a limit", (AL, "round_trip_at_limit"), (AL, "round_trip_unlimited"),
     "<= 1.5x", True, "at_limit/round_trip: max_live 1, every get recycles the one object")
 
+# The stack refill rows: ratios of medians from stack_refill's own
+# interleaved rounds (µs per stack), written by this run (or the last).
+refill = {}
+if os.path.exists(refill_out) and (not ran or os.path.getmtime(refill_out) >= since):
+    for l in open(refill_out):
+        f = dict(kv.split("=", 1) for kv in l.split() if "=" in kv)
+        if l.startswith("size=") and "subject" in f:
+            refill[(f["size"], f["subject"])] = f
+def refill_row(name, size, what, base, subject, target, note):
+    a, b = refill.get((size, base)), refill.get((size, subject))
+    if a is None or b is None:
+        rows.append((name, "-", target, "?", "-", "-", "not measured in this run"))
+        return
+    x, y = float(a[what + "_us"]) * 1e3, float(b[what + "_us"]) * 1e3
+    r = x / y
+    ok = "-"
+    if target.startswith(">="):
+        ok = "✓" if r >= float(target.split()[-1].rstrip("x")) else "✗"
+    rows.append((name, f"{r:.2f}x", target, ok, f"{x:.1f}", f"{y:.1f}", note))
+refill_row("stack refill: one-by-one / create_batch (64 KiB, k=32)", "64KiB", "create", "one_by_one",
+           "refill", ">= 2x", "stack_refill: ns per stack, making only")
+refill_row("  same, making + tearing down", "64KiB", "total", "one_by_one", "refill", ">= 2x",
+           "create_batch + destroy_batch vs mmap+mprotect, munmap")
+refill_row("  same, mprotect guards (GuardMode::Protect)", "64KiB", "create", "one_by_one",
+           "refill_protect", "reported", "the path before guard markers")
+refill_row("stack refill: one-by-one / create_batch (1 MiB, k=7)", "1024KiB", "create", "one_by_one",
+           "refill", "reported", "8 MiB slabs: 7 stacks each")
+refill_row("  same, making + tearing down", "1024KiB", "total", "one_by_one", "refill", "reported", "")
+for size in ("64KiB", "1024KiB"):
+    for subject in ("refill", "refill_protect", "one_by_one"):
+        f = refill.get((size, subject))
+        if f:
+            calls = " ".join(f"{k}={f[k]}" for k in ("mmap", "mprotect", "guard_madvise", "madvise", "munmap"))
+            syscalls.append(f"  {size} {subject}: {calls}")
+
 head = ("target", "ratio", "want", "", "a ns", "b ns", "a / b")
 widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
 def line(r):
@@ -135,7 +180,11 @@ print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
 for r in rows:
     print(line(r))
 held = sum(r[3] == "✓" for r in rows)
-print(f"{held} of {len(rows)} targets hold (medians of this run, ns per op; two_threads: per op per thread).")
+targets = sum(r[3] != "-" for r in rows)
+print(f"{held} of {targets} targets hold (medians of this run, ns per op; two_threads: per op per thread; stack refill: ns per stack).")
+if syscalls:
+    print("stack refill system calls per 1,000 stacks (StackStats; one_by_one by construction):")
+    print("\n".join(syscalls))
 
 # Context for the two-thread rows: the bare thread-local Vec shares nothing
 # between threads, so its own 2t/1t is what the machine adds (another

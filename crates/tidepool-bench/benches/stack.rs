@@ -12,17 +12,21 @@
 //! * `stack_create/<subject>`: make a batch of 32 guarded 64 KiB stacks (a
 //!   thread cache's refill; 32 to a slab), with nothing to reuse; the
 //!   teardown is not timed. `burst` is `StackManager::create_batch(32)`
-//!   (one `mmap` + 32 `mprotect`s); `one_by_one_slab` is 32
+//!   (one `mmap` + 32 guard calls: `madvise(MADV_GUARD_INSTALL)` on Linux
+//!   6.13+, `mprotect` before); `one_by_one_slab` is 32
 //!   `StackManager::create` calls (the same calls, one stack at a time);
 //!   `one_by_one_own` is 32 `GuardedStack::new` (one mapping per stack,
-//!   `mmap` + `mprotect` each: how every stack was made before slabs);
+//!   `mmap` + a guard call each);
 //!   `burst_reused` refills 31 freed slots of a live slab (no syscall).
 //!   `pool_burst` and `pool_one_by_one` take 32 stacks from a fresh
 //!   `StackPool`, with `burst(32)` (one `create_batch` refill) and without
 //!   (32 misses, one `create` each).
 //!   Target: `burst` at least 2x faster than `one_by_one_own`; `pool_burst`
 //!   against `pool_one_by_one` is reported (the same system calls either
-//!   way: one `mmap` per slab, one `mprotect` per stack).
+//!   way: one `mmap` per slab, one guard call per stack). The refill
+//!   against the classic one-by-one mapping (`mmap` + `mprotect` per
+//!   stack), rounds interleaved and syscalls counted, is
+//!   `src/bin/stack_refill.rs`, in `bin/bench.sh`'s table.
 //! * `stack_teardown/<subject>`: tear down 32 such stacks, touched, the
 //!   making not timed. `batch` is `StackManager::destroy_batch` (one
 //!   `munmap` for the slab); `one_by_one_own` drops 32 `GuardedStack::new`s

@@ -103,6 +103,9 @@ struct Run {
 fn run(exe: &Path, args: &[&str]) -> Run {
     let mut child = Command::new(exe)
         .args(args)
+        // The C cases check PROT_NONE guard pages (two VMAs per stack, the
+        // map-count limit); guard markers are tested in the Rust suites.
+        .env(tidepool::stack::GUARD_MODE_ENV, "protect")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -362,7 +362,9 @@ fn mass_teardown_tears_everything_down_and_counts_its_unmaps() {
             // Every stack held was torn down; none is left live.
             assert_eq!(run.metrics["left_live"], 0.0, "{}", r.policy);
             assert!(run.metrics["torn_down"] >= 1000.0, "{:?}", run.metrics);
-            assert!(run.metrics["peak_vmas"] > 2.0 * 1000.0);
+            // At least a VMA per slab (guard markers keep a slab one VMA;
+            // PROT_NONE guards make it two per stack).
+            assert!(run.metrics["peak_vmas"] >= 1000.0 / BURST as f64);
         }
     }
     let unmaps = |p| result(s, p).metric("munmap_per_1000");

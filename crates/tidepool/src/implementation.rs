@@ -195,38 +195,62 @@
 //! and run in chunks (`teardown_chunk` objects) outside every lock by at
 //! most `min(ncpus, teardown_threads)` threads, each batch in one
 //! `destroy_batch` call (one `munmap` per slab of stacks). A thread that
-//! finds every permit taken leaves its work queued and goes on; nobody
-//! waits on a permit, so there is no wake-up storm (DragonFly 2017: at
-//! most `ncpus` tear down at once). `drain`, a thread's exit and the pool's
-//! drop run at most one chunk; work left behind wakes the reclaimer, which
-//! finishes it (a dropped pool's rest goes to it with the manager, dropped
-//! after its last destroy), and every `get`/`put` slow path runs a chunk
-//! too. `drain_blocking` and a `get` at `max_live` run the queue to empty
-//! first. Operations that return how many objects they destroyed (`trim`,
-//! `reclaim`, `pressure` called by the user) destroy on the caller's
-//! thread. Refills with a `burst` make a batch with one `create_batch`.
+//! finds every permit taken leaves its work queued and goes on (DragonFly
+//! 2017: at most `ncpus` tear down at once). `drain` and the pool's drop
+//! run at most one chunk; a thread's exit runs chunks as long as it holds
+//! a permit, never waiting for one, so a mass exit tears down on `ncpus`
+//! threads, not on the reclaimer alone; work left behind wakes the
+//! reclaimer, which finishes it (a dropped pool's rest goes to it with the
+//! manager, dropped after its last destroy), and every `get`/`put` slow
+//! path runs a chunk too. `drain_blocking` (its own objects under a permit,
+//! then the queue) and a `get` at `max_live` run the queue to empty first:
+//! the only threads that wait for a permit. They wait in a FIFO line, each
+//! asleep on its own condition variable; a permit given back goes to the
+//! first in line, waking that thread only (no spinning, no wake-up storm,
+//! served in order). A `get` at `max_live` that finds the queue empty while
+//! other runners still destroy the objects holding its places sleeps until
+//! a chunk is done. Operations that return how many objects they destroyed
+//! (`trim`, `reclaim`, `pressure` called by the user) destroy on the
+//! caller's thread. Refills with a `burst` make a batch with one
+//! `create_batch`.
 //!
 //! ```text
 //! queued     == objects in the queue's batches
 //! destroying == queued + objects taken by runners, not yet destroyed
 //! running    <= min(ncpus, teardown_threads)
-//! pusher: queued += n, then try a permit   (SeqCst: either it runs its
-//! runner: give the permit back, then read    own work or the runner
-//!         queued                             sees it; loom_teardown.rs)
+//! waiters    == threads in the line;  served in ticket order
+//! pusher: queued += n, then try a permit   (either it runs its own work
+//! runner: give the permit back, then        or the runner sees it)
+//!         read queued (an RMW)
+//! waiter: waiters += 1, then try a permit  (either it gets the permit
+//! runner: give the permit back, then        or the runner hands it on)
+//!         read waiters (an RMW)             loom_teardown.rs checks all
 //! ```
 //!
 //! ## Stacks in slabs (`stack/slab.rs`)
 //!
 //! A stack pool's manager carves its stacks from slabs: one `mmap`
 //! reserves `k` slots (`k <= 32`, `k * slot <= 8 MiB`, `k <=` what
-//! `max_live` leaves), all `PROT_NONE`; a slot is opened with one
-//! `mprotect` the first time it is used, top slot first; the slab is
-//! unmapped with one `munmap` when its last stack is destroyed.
+//! `max_live` leaves); a slot is opened with one call the first time it is
+//! used; the slab is unmapped with one `munmap` when its last stack is
+//! destroyed. How a slot is opened is the [`GuardMode`](crate::stack::GuardMode),
+//! per slab:
+//!
+//! * markers (Linux 6.13+, the default there): the slab is mapped
+//!   writable (`MAP_NORESERVE`) and opening a slot turns its guard page
+//!   into a page-table marker (`madvise(MADV_GUARD_INSTALL)`). The slab
+//!   stays one VMA: nothing splits it, its `munmap` removes one area. A
+//!   refused marker (`EINVAL`: an older kernel, `mlockall`) is made
+//!   `PROT_NONE` instead (`split`), and the set's later slabs are mapped
+//!   the other way.
+//! * `PROT_NONE` guards: the slab is mapped `PROT_NONE` and a slot's
+//!   stack is opened with `mprotect`, top slot first.
 //!
 //! ```text
 //!  base                                                        base + k * stride
 //!  │ guard │ stack │ guard │ stack │ ... │ guard │ stack │ guard │ stack │
-//!  └────── raw (PROT_NONE, one VMA) ─────┘└── open: 2 VMAs per slot ─────┘
+//!  markers:   one VMA, rw; each opened slot's guard a marker in the page tables
+//!  PROT_NONE: └─── raw (one VMA) ────────┘└── open: 2 VMAs per slot ─────┘
 //!      slot i: [base + i * stride, base + (i + 1) * stride), guard first
 //! ```
 //!
@@ -239,8 +263,18 @@
 //! raw & ready == 0,  raw & opened == 0,  ready ⊆ opened
 //! used != 0 for every slab in the set; a slab is removed from the set,
 //! then unmapped, by the one thread that saw `used` become 0
-//! VMAs(slab) == 1 + 2 * |opened| - [top slot opened]
+//! split ⊆ opened                     (markers slabs only)
+//! VMAs(slab) == runs of equal protection over guard 0, stack 0, ...:
+//!   PROT_NONE slab: 1 + 2 * |opened| - [top slot opened]
+//!   markers slab:   1, plus the splits of `split` guards
 //! ```
+//!
+//! The map-count budget counts what is real per mode: `max_live` defaults
+//! to `(vm.max_map_count - 5000) / v`, `v` = 2 VMAs per stack with
+//! `PROT_NONE` guards, 1 with markers (a slab is one VMA and holds at least
+//! one stack: the worst case). `MADV_DONTNEED` (purges, freed slots) keeps
+//! markers, and `fork` copies them with the page tables (tested in
+//! `tests/stack_guard.rs`, both modes).
 //!
 //! Claims and frees change the masks under the lock; the system calls run
 //! outside it while the slots concerned are `used`, so nobody else can hand
@@ -290,14 +324,18 @@
 //!
 //! # Batch size
 //!
-//! The batch size is per pool and adapts (`Shared::batch`, changed only by a
-//! reclaim pass in `shared/pass.rs`, `adapt_batch`), as the kmem magazine
-//! layer resizes its magazines:
+//! The batch size is per pool and adapts (`Shared::batch`, changed only under
+//! the reclaim lock in `shared/pass.rs`, `adapt_batch`), as the kmem magazine
+//! layer resizes its magazines. It looks at traffic windows: each ends at a
+//! reclaim pass, or early, after `WINDOW_EXCHANGES` (64) depot exchanges by
+//! `get` and `put`, so heavy traffic grows the batch within milliseconds
+//! rather than one interval per doubling:
 //!
 //! ```text
-//! share = depot exchanges * batch / cache ops        (over the interval)
+//! share = objects get and put moved through the depot / cache ops  (over the window)
 //! two_way = sum over caches of min(gets, returns) * 4 >= cache ops
 //! share > 1/8 and two_way  ->  batch = min(2 * batch, max_batch)
+//!                             (not in the window right after a doubling)
 //! idle objects unused through two intervals  ->  batch = max(batch / 2, batch_size)
 //! batch_size <= batch <= max_batch
 //! ```

@@ -369,10 +369,12 @@ impl<M: Manage> Pool<M> {
     }
 
     /// Like [`drain`](Pool::drain), but destroys everything it takes on
-    /// this thread, then helps until the destroy queue is empty (waiting,
-    /// by yielding, for a place among the
-    /// [`teardown_threads`](crate::Builder::teardown_threads) if need be).
-    /// Returns how many objects it took, all destroyed by then.
+    /// this thread, then helps until the destroy queue is empty. Both under
+    /// a place among the
+    /// [`teardown_threads`](crate::Builder::teardown_threads): if all are
+    /// taken it waits, asleep, in a first-come-first-served line, and a
+    /// place given back wakes only the first in line. Returns how many
+    /// objects it took, all destroyed by then.
     pub fn drain_blocking(&self) -> usize {
         self.shared.supervise();
         self.shared.drain_blocking()

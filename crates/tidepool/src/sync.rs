@@ -70,6 +70,10 @@ mod inner {
             self.0.notify_one();
         }
 
+        pub(crate) fn notify_all(&self) {
+            self.0.notify_all();
+        }
+
         /// Waits for a notification; `true` if the deadline passed (never,
         /// under loom).
         pub(crate) fn wait_until<'a, T>(
@@ -106,6 +110,10 @@ mod inner {
 
         pub(crate) fn notify_one(&self) {
             self.0.notify_one();
+        }
+
+        pub(crate) fn notify_all(&self) {
+            self.0.notify_all();
         }
 
         /// Waits for a notification or `deadline` (`None`: none); `true` if

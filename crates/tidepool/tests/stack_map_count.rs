@@ -3,6 +3,11 @@
 //! that as an error (no abort, nothing leaked); with its defaults it must
 //! keep a spiky workload under the limit.
 //!
+//! The limit is reached with `PROT_NONE` guards (two VMAs per stack, the
+//! QEMU case). With guard markers a slab of up to 32 stacks is one VMA, so
+//! the default caps count one VMA per stack (the worst case, slabs of one)
+//! and the spiky workload is checked in both modes.
+//!
 //! These tests push the whole process to its VMA limit, so they live in a
 //! binary of their own and take turns (`SERIAL`). Stacks are one page, so
 //! ~30 000 of them cost little memory and time. While at the limit the tests
@@ -12,7 +17,7 @@
 
 use std::sync::{Barrier, Mutex, MutexGuard, PoisonError};
 
-use tidepool::stack::{mapped_vmas, MapBudget, StackError, StackPool, VMAS_PER_STACK};
+use tidepool::stack::{mapped_vmas, GuardMode, MapBudget, StackError, StackPool, VMAS_PER_STACK};
 
 const PAGE: usize = 4096;
 
@@ -50,6 +55,7 @@ fn an_unbounded_pool_hits_the_map_count_with_an_error_and_leaks_nothing() {
         .unbounded()
         .batch_size(16)
         .max_idle(16)
+        .guard_mode(GuardMode::Protect)
         .build()
         .unwrap();
     // Warm up, so the pool's own bookkeeping is allocated before the limit.
@@ -115,9 +121,14 @@ fn at_the_limit_idle_stacks_of_other_pools_are_reclaimed_and_the_get_retried() {
     let hoarder = StackPool::builder(PAGE)
         .unbounded()
         .batch_size(256)
+        .guard_mode(GuardMode::Protect)
         .build()
         .unwrap();
-    let other = StackPool::builder(PAGE).unbounded().build().unwrap();
+    let other = StackPool::builder(PAGE)
+        .unbounded()
+        .guard_mode(GuardMode::Protect)
+        .build()
+        .unwrap();
     held.extend((0..1024).map(|_| hoarder.get().unwrap()));
     held.clear(); // warm up: the hoarder's depot bookkeeping is allocated
     hoarder.drain();
@@ -154,10 +165,17 @@ fn at_the_limit_idle_stacks_of_other_pools_are_reclaimed_and_the_get_retried() {
 #[test]
 fn default_caps_keep_a_spiky_workload_under_the_map_count() {
     let _turn = serial();
+    spiky_workload(GuardMode::Protect);
+    if GuardMode::markers_supported() {
+        spiky_workload(GuardMode::Markers);
+    }
+}
+
+fn spiky_workload(mode: GuardMode) {
     let os = MapBudget::from_os();
     // The defaults, on the usual 65530. A machine configured far higher
     // would make this test slow; there the same budget is given explicitly.
-    let builder = StackPool::builder(PAGE);
+    let builder = StackPool::builder(PAGE).guard_mode(mode);
     let pool = if os.stacks() > 40_000 {
         builder.map_budget(MapBudget::with_max_map_count(65530))
     } else {
@@ -166,8 +184,13 @@ fn default_caps_keep_a_spiky_workload_under_the_map_count() {
     .build()
     .unwrap();
     let budget = pool.budget().expect("Linux has a map count");
-    let max_live = budget.stacks();
+    let max_live = budget.stacks_with(mode);
     assert_eq!(pool.config().max_live(), Some(max_live));
+    let vmas_per_stack = match mode {
+        GuardMode::Markers => 1,
+        _ => VMAS_PER_STACK,
+    };
+    assert_eq!(mode.vmas_per_stack(), vmas_per_stack);
 
     const THREADS: usize = 4;
     const SPIKES: usize = 3;
@@ -214,9 +237,17 @@ fn default_caps_keep_a_spiky_workload_under_the_map_count() {
         "{max_mapped} stacks mapped > {max_live}"
     );
     assert!(
-        max_vmas <= baseline + max_live * VMAS_PER_STACK + SLACK_VMAS,
-        "peak {max_vmas} VMAs, baseline {baseline}, budget {max_live} stacks"
+        max_vmas <= baseline + max_live * vmas_per_stack + SLACK_VMAS,
+        "{mode}: peak {max_vmas} VMAs, baseline {baseline}, budget {max_live} stacks"
     );
+    if mode == GuardMode::Markers {
+        // What markers buy: a VMA per slab of up to 32, not two per stack.
+        let slabs = max_mapped.div_ceil(tidepool::stack::MAX_STACKS_PER_SLAB);
+        assert!(
+            max_vmas <= baseline + 2 * slabs + SLACK_VMAS,
+            "peak {max_vmas} VMAs, baseline {baseline}, {max_mapped} stacks"
+        );
+    }
     assert!(
         max_vmas < budget.max_map_count(),
         "peak {max_vmas} VMAs reached vm.max_map_count {}",

@@ -9,7 +9,8 @@ use tidepool::pressure::Level;
 #[cfg(target_os = "linux")]
 use tidepool::stack::BudgetSource;
 use tidepool::stack::{
-    GuardedStack, MapBudget, PooledStack, StackError, StackPool, VMAS_PER_STACK,
+    GuardMode, GuardedStack, MapBudget, PooledStack, StackError, StackPool, RESERVED_VMAS,
+    VMAS_PER_STACK,
 };
 
 const PAGE: usize = 4096;
@@ -82,7 +83,11 @@ fn maps_line_holding(range: std::ops::Range<usize>) -> Option<(std::ops::Range<u
 #[cfg(target_os = "linux")]
 fn the_guard_and_the_usable_part_are_separate_mappings() {
     // An odd size no other test maps, so the ranges are ours.
-    let pool = StackPool::builder(37 * PAGE).batch_size(4).build().unwrap();
+    let pool = StackPool::builder(37 * PAGE)
+        .batch_size(4)
+        .guard_mode(GuardMode::Protect)
+        .build()
+        .unwrap();
     let per_slab = pool.manager().stacks_per_slab();
     assert!(per_slab >= 3, "{per_slab}");
     // The top stack of a slab, one in the middle, and the one below it.
@@ -107,6 +112,32 @@ fn the_guard_and_the_usable_part_are_separate_mappings() {
         "a guard between two open stacks is a mapping of its own"
     );
     assert_eq!(pool.stats().vmas, 6, "two VMAs per stack");
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn with_guard_markers_a_slab_is_one_mapping() {
+    if !GuardMode::markers_supported() {
+        eprintln!("no guard markers on this kernel");
+        return;
+    }
+    // An odd size no other test maps, so the ranges are ours.
+    let pool = StackPool::builder(39 * PAGE)
+        .batch_size(4)
+        .guard_mode(GuardMode::Markers)
+        .build()
+        .unwrap();
+    let stacks: Vec<_> = (0..3).map(|_| pool.get().unwrap()).collect();
+    let (slab, line) = maps_line_holding(stacks[0].usable()).expect("slab mapped");
+    assert!(line.split_whitespace().nth(1) == Some("rw-p"), "{line}");
+    for stack in &stacks {
+        // Guard and stack alike: inside the one writable mapping (the
+        // guard is a page-table marker, invisible in the maps file).
+        assert!(slab.start <= stack.guard().start && stack.usable().end <= slab.end);
+    }
+    let s = pool.stats();
+    assert_eq!((s.slabs, s.vmas), (1, 1), "one VMA per slab");
+    assert_eq!((s.mmap_calls, s.guard_calls, s.mprotect_calls), (1, 3, 0));
 }
 
 #[test]
@@ -165,10 +196,27 @@ fn settings_that_cannot_work_together_are_refused_by_the_stack_builder_too() {
     // The map-count budget gives max_live; a reserve above it cannot be had.
     let e = StackPool::builder(PAGE)
         .map_budget(MapBudget::with_max_map_count(5000 + 2 * 20))
+        .guard_mode(GuardMode::Protect)
         .min_idle(21)
         .build()
         .unwrap_err();
     assert_eq!(e.field(), "min_idle");
+    if GuardMode::markers_supported() {
+        // One VMA per stack: the same budget has room for 40.
+        let e = StackPool::builder(PAGE)
+            .map_budget(MapBudget::with_max_map_count(5000 + 2 * 20))
+            .guard_mode(GuardMode::Markers)
+            .min_idle(41)
+            .build()
+            .unwrap_err();
+        assert_eq!(e.field(), "min_idle");
+    } else {
+        let e = StackPool::builder(PAGE)
+            .guard_mode(GuardMode::Markers)
+            .build()
+            .unwrap_err();
+        assert_eq!(e.field(), "guard_mode");
+    }
 }
 
 #[test]
@@ -177,8 +225,21 @@ fn caps_default_to_the_map_count_budget_on_linux() {
     let os = MapBudget::from_os();
     let pool = StackPool::new(PAGE).unwrap();
     assert_eq!(pool.budget().unwrap().max_map_count(), os.max_map_count());
-    assert_eq!(pool.config().max_live(), Some(os.stacks()));
-    assert_eq!(pool.config().max_idle(), os.stacks());
+    let stacks = os.stacks_with(pool.manager().guard_mode());
+    assert_eq!(pool.config().max_live(), Some(stacks));
+    assert_eq!(pool.config().max_idle(), stacks);
+    let protect = StackPool::builder(PAGE)
+        .guard_mode(GuardMode::Protect)
+        .build()
+        .unwrap();
+    assert_eq!(
+        protect.config().max_live(),
+        Some(os.stacks()),
+        "2 VMAs each"
+    );
+    if GuardMode::markers_supported() {
+        assert_eq!(stacks, os.max_map_count() - RESERVED_VMAS, "1 VMA each");
+    }
     if std::path::Path::new("/proc/sys/vm/max_map_count").exists() {
         assert_eq!(os.source(), BudgetSource::Os);
     }
@@ -197,6 +258,7 @@ fn without_a_map_count_there_is_no_budget_and_no_max_live() {
 fn caps_follow_a_given_budget_and_explicit_caps() {
     let given = StackPool::builder(PAGE)
         .map_budget(MapBudget::with_max_map_count(5000 + 2 * 20))
+        .guard_mode(GuardMode::Protect)
         .build()
         .unwrap();
     assert_eq!(given.config().max_live(), Some(20));
@@ -263,7 +325,11 @@ fn a_stack_dropped_on_another_thread_goes_back_to_the_pool() {
     std::thread::spawn(move || drop(stacks)).join().unwrap();
     let s = pool.stats();
     assert_eq!((s.pool.live, s.pool.idle, s.mapped), (0, 10, 10));
-    assert_eq!(s.vmas, 10 * VMAS_PER_STACK as u64);
+    let vmas = match pool.manager().guard_mode() {
+        GuardMode::Markers => s.slabs,
+        _ => 10 * VMAS_PER_STACK as u64,
+    };
+    assert_eq!(s.vmas, vmas);
     assert_eq!(
         pool.drain(),
         10,
@@ -296,8 +362,12 @@ fn stats_bound_idle_resident_bytes() {
 
 #[test]
 fn discard_unmaps_and_detach_hands_over_ownership() {
-    // An odd size no other test maps, so the ranges are ours.
-    let pool = StackPool::new(41 * PAGE).unwrap();
+    // An odd size no other test maps, so the ranges are ours; `PROT_NONE`
+    // guards, so the stack's usable part is a maps line of its own.
+    let pool = StackPool::builder(41 * PAGE)
+        .guard_mode(GuardMode::Protect)
+        .build()
+        .unwrap();
     let discarded = pool.get().unwrap();
     let range = discarded.usable();
     discarded.discard();
@@ -523,7 +593,11 @@ mod corosensei_stacks {
 #[test]
 fn a_handle_from_a_lent_stack_keeps_the_pool_open_until_it_drops() {
     // An odd size no other test maps, so the ranges are ours.
-    let pool = StackPool::builder(43 * PAGE).batch_size(1).build().unwrap();
+    let pool = StackPool::builder(43 * PAGE)
+        .batch_size(1)
+        .guard_mode(GuardMode::Protect)
+        .build()
+        .unwrap();
     let stack = pool.get().unwrap();
     let range = stack.usable();
     let handle = stack.pool();
@@ -544,7 +618,11 @@ fn a_handle_from_a_lent_stack_keeps_the_pool_open_until_it_drops() {
 
 #[test]
 fn a_handle_taken_after_the_pool_closed_holds_it_until_it_drops() {
-    let pool = StackPool::builder(47 * PAGE).batch_size(1).build().unwrap();
+    let pool = StackPool::builder(47 * PAGE)
+        .batch_size(1)
+        .guard_mode(GuardMode::Protect)
+        .build()
+        .unwrap();
     let stack = pool.get().unwrap();
     let range = stack.usable();
     // Closed with a stack out: parked until the stack is back.

@@ -1,7 +1,9 @@
-//! Stacks in slabs: one `mmap` per slab, one `mprotect` per stack, one
-//! `munmap` per slab exactly when its last stack goes, one `madvise` per run
-//! of adjacent stacks; every stack destroyed exactly once; bursts within
-//! the budget; a refused mapping is an error, not an abort.
+//! Stacks in slabs: one `mmap` per slab, one guard `madvise` (markers) or
+//! one `mprotect` (`PROT_NONE` guards) per stack, one `munmap` per slab
+//! exactly when its last stack goes, one `madvise` per run of adjacent
+//! stacks; every stack destroyed exactly once; bursts within the budget; a
+//! refused mapping is an error, not an abort. The cases that count calls
+//! or VMAs run in both guard modes.
 //!
 //! The tests read `/proc/self/maps` and count VMAs, so they take turns
 //! (`SERIAL`) and map sizes no other test binary uses.
@@ -12,7 +14,8 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tidepool::stack::{
-    mapped_vmas, GuardedStack, MapBudget, StackError, StackManager, StackPool, MAX_STACKS_PER_SLAB,
+    mapped_vmas, GuardMode, GuardedStack, MapBudget, StackError, StackManager, StackPool,
+    StackStats, MAX_STACKS_PER_SLAB,
 };
 use tidepool::{Manage, Pool};
 
@@ -32,6 +35,29 @@ fn fill(stack: &GuardedStack, byte: u8) {
             .bottom()
             .as_ptr()
             .write_bytes(byte, stack.usable_size())
+    }
+}
+
+/// The guard modes this kernel runs: `PROT_NONE` guards always, markers
+/// where it has them.
+fn modes() -> Vec<GuardMode> {
+    let mut modes = vec![GuardMode::Protect];
+    if GuardMode::markers_supported() {
+        modes.push(GuardMode::Markers);
+    }
+    modes
+}
+
+/// (`mmap`, `mprotect`, guard `madvise`) calls so far.
+fn opening_calls(s: &StackStats) -> (u64, u64, u64) {
+    (s.mmap_calls, s.mprotect_calls, s.guard_calls)
+}
+
+/// The calls that map `slabs` slabs and open `stacks` stacks in `mode`.
+fn expected_opening(mode: GuardMode, slabs: u64, stacks: u64) -> (u64, u64, u64) {
+    match mode {
+        GuardMode::Markers => (slabs, 0, stacks),
+        _ => (slabs, stacks, 0),
     }
 }
 
@@ -64,17 +90,29 @@ fn detached(pool: &StackPool, n: usize) -> Vec<GuardedStack> {
 }
 
 #[test]
-fn a_burst_is_one_mmap_and_one_mprotect_per_stack_in_one_slab() {
+fn a_burst_is_one_mmap_and_one_guard_call_per_stack_in_one_slab() {
     let _turn = serial();
-    let pool = StackPool::new(13 * PAGE).unwrap();
+    for mode in modes() {
+        a_burst_in(mode);
+    }
+}
+
+fn a_burst_in(mode: GuardMode) {
+    let pool = StackPool::builder(13 * PAGE)
+        .guard_mode(mode)
+        .build()
+        .unwrap();
     let k = pool.manager().stacks_per_slab();
     assert_eq!(k, MAX_STACKS_PER_SLAB, "56 KiB slots: 32 to a slab");
     let stacks = pool.manager().create_batch(k).unwrap();
     assert_eq!(stacks.len(), k);
     let s = pool.stats();
     assert_eq!((s.slabs, s.slots), (1, k as u64));
-    assert_eq!((s.mmap_calls, s.mprotect_calls), (1, k as u64));
-    assert_eq!(s.vmas, 2 * k as u64, "guards still split the slab");
+    assert_eq!(opening_calls(&s), expected_opening(mode, 1, k as u64));
+    match mode {
+        GuardMode::Markers => assert_eq!(s.vmas, 1, "markers keep the slab whole"),
+        _ => assert_eq!(s.vmas, 2 * k as u64, "guards split the slab"),
+    }
     // One slab: adjacent, each guard right on the stack below's top.
     let mut bottoms: Vec<_> = stacks.iter().map(|s| s.guard().start).collect();
     bottoms.sort_unstable();
@@ -93,14 +131,25 @@ fn a_burst_is_one_mmap_and_one_mprotect_per_stack_in_one_slab() {
 #[test]
 fn a_slab_is_unmapped_exactly_when_its_last_stack_goes() {
     let _turn = serial();
-    let pool = StackPool::builder(11 * PAGE).batch_size(1).build().unwrap();
+    for mode in modes() {
+        a_slab_is_unmapped_in(mode);
+    }
+}
+
+fn a_slab_is_unmapped_in(mode: GuardMode) {
+    let pool = StackPool::builder(11 * PAGE)
+        .batch_size(1)
+        .guard_mode(mode)
+        .build()
+        .unwrap();
     let k = pool.manager().stacks_per_slab();
     let mut stacks = detached(&pool, k);
     let slab = stacks.iter().map(|s| s.guard().start).min().unwrap()
         ..stacks.iter().map(|s| s.usable().end).max().unwrap();
     assert_eq!(slab.len(), k * 12 * PAGE);
     let s = pool.stats();
-    assert_eq!((s.slabs, s.mmap_calls, s.mprotect_calls), (1, 1, k as u64));
+    assert_eq!(s.slabs, 1);
+    assert_eq!(opening_calls(&s), expected_opening(mode, 1, k as u64));
 
     // Every stack but one goes, one at a time, in no particular order.
     let last = stacks.remove(k / 2);
@@ -118,7 +167,11 @@ fn a_slab_is_unmapped_exactly_when_its_last_stack_goes() {
     assert!(gone.iter().all(|r| any_mapped(r.clone())));
     let st = pool.stats();
     assert_eq!(st.madvise_calls, k as u64 - 1);
-    assert_eq!(st.vmas, 2 * k as u64, "freed slots still count");
+    let vmas = match mode {
+        GuardMode::Markers => 1,
+        _ => 2 * k as u64,
+    };
+    assert_eq!(st.vmas, vmas, "freed slots still count");
     assert_eq!(st.slots, k as u64);
     assert_eq!(last.resident_bytes().unwrap(), 0, "never touched");
 
@@ -169,6 +222,7 @@ fn destroy_batch_unmaps_whole_slabs_and_releases_runs_in_the_rest() {
         (
             s.mmap_calls,
             s.mprotect_calls,
+            s.guard_calls,
             s.madvise_calls,
             s.munmap_calls,
         )
@@ -427,9 +481,11 @@ fn bursts_stay_within_max_live_and_the_map_budget() {
 
     // The default budget: max_live from the map count; slabs fill it and
     // never pass it.
-    let budget = MapBudget::with_max_map_count(5000 + 2 * 45); // 45 stacks
+    // `PROT_NONE` guards: 2 VMAs per stack, 45 stacks.
+    let budget = MapBudget::with_max_map_count(5000 + 2 * 45);
     let pool = StackPool::builder(3 * PAGE)
         .map_budget(budget)
+        .guard_mode(GuardMode::Protect)
         .build()
         .unwrap();
     assert_eq!(pool.config().max_live(), Some(45));
@@ -442,26 +498,55 @@ fn bursts_stay_within_max_live_and_the_map_budget() {
         Err(StackError::Exhausted { limit: 45 })
     ));
     drop(held);
+    if !GuardMode::markers_supported() {
+        return;
+    }
+    // Guard markers: a slab is one VMA, so the same budget is 90 stacks
+    // (one VMA each at worst), and they take 3 VMAs.
+    let pool = StackPool::builder(3 * PAGE)
+        .map_budget(budget)
+        .guard_mode(GuardMode::Markers)
+        .build()
+        .unwrap();
+    assert_eq!(pool.config().max_live(), Some(90));
+    let held: Vec<_> = (0..90).map(|_| pool.get().unwrap()).collect();
+    let s = pool.stats();
+    assert_eq!((s.slabs, s.slots, s.vmas), (3, 90, 3), "32 + 32 + 26");
+    assert!(matches!(
+        pool.get(),
+        Err(StackError::Exhausted { limit: 90 })
+    ));
+    drop(held);
 }
 
 #[test]
 fn vma_counts_match_the_maps_file() {
     let _turn = serial();
-    let pool = StackPool::builder(17 * PAGE).batch_size(1).build().unwrap();
-    let baseline = mapped_vmas().unwrap();
-    let held: Vec<_> = (0..5).map(|_| pool.get().unwrap()).collect();
-    let s = pool.stats();
-    assert_eq!(s.vmas, 10, "2 per stack, the rest of the slab merged");
-    let now = mapped_vmas().unwrap();
-    // Other threads of this binary are idle (SERIAL); the allocator may
-    // add a mapping or two, and the kernel may merge each edge of the slab
-    // with a neighbour of the same kind (a PROT_NONE reservation below, a
-    // thread's stack above): `vmas` is an upper bound.
-    assert!(
-        now + 2 >= baseline + 10 && now <= baseline + 10 + 4,
-        "{baseline} -> {now}"
-    );
-    drop(held);
+    for mode in modes() {
+        let pool = StackPool::builder(17 * PAGE)
+            .batch_size(1)
+            .guard_mode(mode)
+            .build()
+            .unwrap();
+        let baseline = mapped_vmas().unwrap();
+        let held: Vec<_> = (0..5).map(|_| pool.get().unwrap()).collect();
+        let s = pool.stats();
+        let vmas = match mode {
+            GuardMode::Markers => 1,
+            _ => 10, // 2 per stack, the rest of the slab merged
+        };
+        assert_eq!(s.vmas, vmas as u64, "{mode}");
+        let now = mapped_vmas().unwrap();
+        // Other threads of this binary are idle (SERIAL); the allocator may
+        // add a mapping or two, and the kernel may merge each edge of the
+        // slab with a neighbour of the same kind (a PROT_NONE reservation
+        // below, a thread's stack above): `vmas` is an upper bound.
+        assert!(
+            now + 2 >= baseline + vmas && now <= baseline + vmas + 4,
+            "{mode}: {baseline} -> {now}"
+        );
+        drop(held);
+    }
 }
 
 #[test]

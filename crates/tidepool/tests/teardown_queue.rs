@@ -367,3 +367,148 @@ fn a_thread_exiting_mid_teardown_does_not_wait_and_its_objects_are_destroyed_onc
     drop(pool);
     ledger.assert_all_accounted();
 }
+
+/// A [`Counting`] manager whose `destroy_batch` takes a little while and
+/// records how many run at once, and the most ever.
+struct Overlap {
+    inner: Counting,
+    inside: Arc<AtomicU64>,
+    most: Arc<AtomicU64>,
+}
+
+impl Manage for Overlap {
+    type Item = Obj;
+    type Error = CreateFailed;
+
+    fn create(&self) -> Result<Obj, CreateFailed> {
+        self.inner.create()
+    }
+
+    fn destroy(&self, item: Obj) {
+        self.destroy_batch(vec![item]);
+    }
+
+    fn destroy_batch(&self, items: Vec<Obj>) {
+        let now = self.inside.fetch_add(1, SeqCst) + 1;
+        self.most.fetch_max(now, SeqCst);
+        // Long enough for the other threads to pile up behind the bound.
+        std::thread::sleep(Duration::from_micros(300));
+        for item in items {
+            self.inner.destroy(item);
+        }
+        self.inside.fetch_sub(1, SeqCst);
+    }
+}
+
+/// Many threads tearing down at once (`drain_blocking`, `drain`, thread
+/// exits) never run more than `min(ncpus, teardown_threads)` teardown
+/// chunks at once; the ones that must wait (`drain_blocking`) sleep in
+/// line and all finish (in a child process: a lost wake-up would hang),
+/// and every object is destroyed exactly once.
+#[test]
+fn concurrent_teardown_stays_within_the_bound_and_every_waiter_finishes() {
+    common::child::run(
+        "concurrent_teardown_stays_within_the_bound_and_every_waiter_finishes",
+        || {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let configured = 2;
+            let bound = configured.min(cpus) as u64;
+            let (inner, ledger) = Counting::new();
+            let most = Arc::new(AtomicU64::new(0));
+            let m = Overlap {
+                inner,
+                inside: Arc::new(AtomicU64::new(0)),
+                most: Arc::clone(&most),
+            };
+            let pool = Arc::new(
+                Pool::builder(m)
+                    .batch_size(4)
+                    .max_idle(1 << 16)
+                    .teardown_threads(configured)
+                    .teardown_chunk(4)
+                    .build()
+                    .unwrap(),
+            );
+            let workers: Vec<_> = (0..8)
+                .map(|i| {
+                    let pool = Arc::clone(&pool);
+                    std::thread::spawn(move || {
+                        for round in 0..20 {
+                            fill(&pool, 16 + (i + round) % 9);
+                            if (i + round) % 3 == 0 {
+                                pool.drain();
+                            } else {
+                                pool.drain_blocking();
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for w in workers {
+                w.join().unwrap();
+            }
+            pool.drain_blocking();
+            // The reclaimer may still be finishing a chunk it took.
+            assert!(eventually(|| pool.stats().destroying == 0));
+            let s = pool.stats();
+            assert_eq!((s.idle, s.destroying), (0, 0), "{s:#?}");
+            assert_eq!(s.created, s.destroyed, "{s:#?}");
+            let most = most.load(SeqCst);
+            eprintln!("at most {most} teardown chunks at once (bound {bound})");
+            assert!(most <= bound, "{most} chunks at once, bound {bound}");
+            assert!(most >= 1);
+            ledger.assert_no_errors();
+            drop(pool);
+            ledger.assert_all_accounted();
+        },
+    );
+}
+
+/// A `get` at `max_live` whose places are held by objects another runner
+/// is destroying (the queue itself empty) sleeps until that chunk is done,
+/// then gets its object.
+#[test]
+fn a_get_at_max_live_waits_for_objects_another_thread_is_destroying() {
+    common::child::run(
+        "a_get_at_max_live_waits_for_objects_another_thread_is_destroying",
+        || {
+            let (m, ledger, state) = Gated::new();
+            let pool = Arc::new(
+                Pool::builder(m)
+                    .batch_size(4)
+                    .max_live(4)
+                    .teardown_threads(1)
+                    .teardown_chunk(4)
+                    .background(false)
+                    .build()
+                    .unwrap(),
+            );
+            fill(&pool, 4);
+            let (entered, release) = state.block_next();
+            let drainer = {
+                let pool = Arc::clone(&pool);
+                std::thread::spawn(move || pool.drain())
+            };
+            entered
+                .recv_timeout(PATIENCE)
+                .expect("the drain's chunk started");
+            let s = pool.stats();
+            assert_eq!((s.idle, s.destroying), (0, 4), "all four in flight: {s:#?}");
+            let getter = {
+                let pool = Arc::clone(&pool);
+                std::thread::spawn(move || pool.get().map(drop).is_ok())
+            };
+            // The getter cannot have its object before the chunk is done.
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(!getter.is_finished(), "got an object past max_live");
+            release.send(()).unwrap();
+            assert!(
+                getter.join().unwrap(),
+                "the get succeeded once places came back"
+            );
+            assert_eq!(drainer.join().unwrap(), 4);
+            drop(pool);
+            ledger.assert_all_accounted();
+        },
+    );
+}

@@ -73,11 +73,12 @@ fn main() -> ExitCode {
     }
     let s = pool.stats();
     println!(
-        "mode={mode} stacks={n} stacks_per_slab={} mmap={} mprotect={} madvise={} munmap={} \
+        "mode={mode} stacks={n} stacks_per_slab={} mmap={} mprotect={} guard_madvise={} madvise={} munmap={} \
          slabs_left={} (StackStats; `own` stacks are not the pool's: count them with strace)",
         pool.manager().stacks_per_slab(),
         s.mmap_calls,
         s.mprotect_calls,
+        s.guard_calls,
         s.madvise_calls,
         s.munmap_calls,
         s.slabs

@@ -389,6 +389,10 @@ pub struct RunOutput {
     pub completed_series: Vec<u64>,
     /// Memory-pressure signals during the run.
     pub pressure: PressureCounts,
+    /// CPU time the process used from the run's start to the moment every
+    /// request had completed, ms (every thread: workers, sampler, and a
+    /// policy's own, such as tidepool's reclaimer); NaN if unreadable.
+    pub cpu_ms: f64,
 }
 
 impl RunOutput {
@@ -434,6 +438,8 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
     let mut aborted = false;
     let mut quiescent = Sample::default();
     let signals_before = psi::totals();
+    let cpu_before = procfs::cpu_ms();
+    let mut cpu_after = None;
 
     std::thread::scope(|s| {
         for idx in 0..threads {
@@ -503,6 +509,7 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         h.stop.store(true, Ordering::Release);
         h.quiesce.wait();
         quiescent = take_sample(&h, policy);
+        cpu_after = procfs::cpu_ms();
         samples.push(quiescent);
         h.exit.wait();
     });
@@ -569,6 +576,10 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         completed_series: completed,
         series,
         pressure,
+        cpu_ms: match (cpu_before, cpu_after) {
+            (Some(a), Some(b)) => b - a,
+            _ => f64::NAN,
+        },
     }
 }
 

@@ -336,7 +336,17 @@ fn pct(v: &[f64], p: f64) -> f64 {
 
 fn record(run: &Run) -> RunRecord {
     let mut m = BTreeMap::new();
-    let (rest, during) = (run.phases[1]..run.phases[2], run.phases[2]..=run.phases[3]);
+    // A teardown shorter than the probe's period may hold no sample: then
+    // "during" reaches to the first sample after the release, the one
+    // whose map + unmap ran while (or right after) it happened.
+    let first_after = run
+        .samples
+        .iter()
+        .map(|s| s.t_ms)
+        .find(|&t| t >= run.phases[2])
+        .unwrap_or(run.phases[3]);
+    let during_end = run.phases[3].max(first_after);
+    let (rest, during) = (run.phases[1]..run.phases[2], run.phases[2]..=during_end);
     let pick = |f: &dyn Fn(f64) -> bool, g: fn(&Sample) -> f64| -> Vec<f64> {
         run.samples.iter().filter(|s| f(s.t_ms)).map(g).collect()
     };

@@ -407,6 +407,14 @@ pub(crate) fn base_metrics(out: &RunOutput) -> BTreeMap<String, f64> {
         );
     }
     m.insert("completed".into(), out.completed as f64);
+    if out.completed > 0 && out.cpu_ms.is_finite() {
+        // Less sensitive than req/s to other work on the machine: what
+        // the process spent per request, not how much CPU it was given.
+        m.insert(
+            "cpu_us_per_req".into(),
+            out.cpu_ms * 1e3 / out.completed as f64,
+        );
+    }
     m.insert("final_live".into(), out.quiescent_live as f64);
     m.insert("left_after_exit".into(), out.after_exit_existing as f64);
     m.insert("aborted".into(), if out.aborted { 1.0 } else { 0.0 });

@@ -65,13 +65,16 @@ use std::ptr::{self, NonNull};
 use std::sync::OnceLock;
 
 /// Which step of mapping stacks failed (`stack/slab.rs`: one [`reserve`]
-/// per slab, one [`make_writable`] per stack).
+/// per slab, one [`install_guard`] or [`make_writable`] per stack).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MapStep {
     /// Reserving the address range (`mmap`).
     Reserve,
-    /// Making the part above the guard writable (`mprotect`).
+    /// Making the part above the guard writable, or the guard
+    /// inaccessible (`mprotect`).
     Protect,
+    /// Installing the guard's markers (`madvise(MADV_GUARD_INSTALL)`).
+    Guard,
 }
 
 /// Why mapping stacks failed, and the error the OS gave.
@@ -106,17 +109,27 @@ fn check_region(addr: usize, len: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// Reserves `len` bytes of address space: a private anonymous mapping,
-/// all of it inaccessible (`PROT_NONE`), at an address of the kernel's
-/// choosing. One `mmap`, one VMA. Pages become usable with
-/// [`make_writable`]; a `PROT_NONE` reservation costs no memory and (on
-/// Linux) no overcommit charge.
+/// How a fresh reservation starts out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// All of it inaccessible (`PROT_NONE`): no memory and (on Linux) no
+    /// overcommit charge. Pages open with [`make_writable`].
+    None,
+    /// All of it readable and writable, `MAP_NORESERVE` (no overcommit
+    /// charge on Linux unless `vm.overcommit_memory` is 2, strict).
+    /// Guards go in with [`install_guard`] (or [`make_inaccessible`]).
+    ReadWrite,
+}
+
+/// Reserves `len` bytes of address space: a private anonymous mapping at
+/// an address of the kernel's choosing, inaccessible or writable as
+/// `access` says. One `mmap`, one VMA. Untouched pages cost no memory.
 ///
 /// pre: `len` is a non-zero multiple of [`page_size`] (checked: `EINVAL`
 /// otherwise).
 #[allow(clippy::disallowed_methods)] // the audited call site
-#[cfg_attr(miri, allow(unreachable_code))] // the kernel call, after the shim
-pub(crate) fn reserve(len: usize) -> io::Result<NonNull<u8>> {
+#[cfg_attr(miri, allow(unreachable_code, unused_variables))] // the kernel call, after the shim
+pub(crate) fn reserve(len: usize, access: Access) -> io::Result<NonNull<u8>> {
     check_region(0, len)?;
     #[cfg(miri)]
     return miri_shim::reserve(len);
@@ -128,15 +141,119 @@ pub(crate) fn reserve(len: usize) -> io::Result<NonNull<u8>> {
     let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK;
     #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "openbsd")))]
     let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    let (prot, flags) = match access {
+        Access::None => (libc::PROT_NONE, flags),
+        Access::ReadWrite => (
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags | libc::MAP_NORESERVE,
+        ),
+    };
     // SAFETY: a fresh anonymous mapping at an address of the kernel's
     // choosing (null hint, no MAP_FIXED) aliases nothing; `len` is non-zero.
-    let raw = unsafe { libc::mmap(ptr::null_mut(), len, libc::PROT_NONE, flags, -1, 0) };
+    let raw = unsafe { libc::mmap(ptr::null_mut(), len, prot, flags, -1, 0) };
     if raw == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
     // The kernel never maps page 0 for an anonymous hint-less mapping; stay
     // correct regardless.
     NonNull::new(raw.cast::<u8>()).ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))
+}
+
+/// `MADV_GUARD_INSTALL` (Linux 6.13+; not in the `libc` crate yet): turns
+/// the range into guard pages, page-table markers that fault on any access
+/// (`SIGSEGV`) without splitting the VMA. `MADV_DONTNEED` leaves them in
+/// place; `munmap` or `MADV_GUARD_REMOVE` takes them away.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const MADV_GUARD_INSTALL: libc::c_int = 102;
+
+/// Whether this kernel has guard-page markers (`MADV_GUARD_INSTALL`):
+/// probed once per process with a one-page mapping (`mmap`, `madvise`,
+/// `munmap`); an old kernel answers `EINVAL`. Always `false` off Linux and
+/// under miri.
+pub(crate) fn guard_markers_supported() -> bool {
+    static SUPPORTED: OnceLock<bool> = OnceLock::new();
+    *SUPPORTED.get_or_init(probe_guard_markers)
+}
+
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(miri)))]
+fn probe_guard_markers() -> bool {
+    let page = page_size();
+    let Ok(start) = reserve(page, Access::ReadWrite) else {
+        return false;
+    };
+    // SAFETY: the page is ours alone, just mapped, and unmapped right after.
+    let ok = unsafe { install_guard(start, page) }.is_ok();
+    // SAFETY: the whole of the probe's own mapping; nothing points into it.
+    if unsafe { unmap(start, page) }.is_err() {
+        count_unmap_failure();
+    }
+    ok
+}
+
+#[cfg(not(all(any(target_os = "linux", target_os = "android"), not(miri))))]
+fn probe_guard_markers() -> bool {
+    false
+}
+
+/// Makes `[start, start + len)` guard pages: any access faults. On Linux
+/// 6.13+ one `madvise(MADV_GUARD_INSTALL)`, which keeps the VMA whole (and
+/// drops whatever the pages held); elsewhere, or on an older kernel,
+/// `EINVAL`, and the caller falls back to [`make_inaccessible`]. The kernel
+/// also refuses `VM_LOCKED` memory (a process under `mlockall`) with
+/// `EINVAL`.
+///
+/// # Safety
+///
+/// pre: the region lies inside a mapping made by [`reserve`] with
+/// [`Access::ReadWrite`], not yet unmapped, that the caller owns
+/// exclusively, and nothing relies on its contents.
+#[allow(clippy::disallowed_methods)] // the audited call site
+#[cfg_attr(miri, allow(unreachable_code))] // the kernel call, after the shim
+pub(crate) unsafe fn install_guard(start: NonNull<u8>, len: usize) -> io::Result<()> {
+    check_region(start.as_ptr() as usize, len)?;
+    // The shim cannot fault on a page: miri takes the `mprotect` path.
+    #[cfg(miri)]
+    return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // SAFETY: by this function's contract the region is ours and its
+        // contents unneeded; markers only take access away.
+        let rc = unsafe { libc::madvise(start.as_ptr().cast(), len, MADV_GUARD_INSTALL) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    Err(io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// Makes `[start, start + len)` inaccessible (`mprotect(PROT_NONE)`): the
+/// classic guard page. Inside a writable mapping this splits a VMA (two,
+/// in the middle), so at `vm.max_map_count` it fails with `ENOMEM` and
+/// changes nothing.
+///
+/// # Safety
+///
+/// pre: the region lies inside a mapping made by [`reserve`], not yet
+/// unmapped, that the caller owns exclusively, and no reference points
+/// into it.
+#[allow(clippy::disallowed_methods)] // the audited call site
+#[cfg_attr(miri, allow(unreachable_code))] // the kernel call, after the shim
+pub(crate) unsafe fn make_inaccessible(start: NonNull<u8>, len: usize) -> io::Result<()> {
+    check_region(start.as_ptr() as usize, len)?;
+    // The shim's memory stays accessible (only native tests fault).
+    #[cfg(miri)]
+    return Ok(());
+    // SAFETY: by this function's contract the region is ours alone and
+    // nothing points into it: taking access away invalidates no reference.
+    let rc = unsafe { libc::mprotect(start.as_ptr().cast(), len, libc::PROT_NONE) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Makes `[start, start + len)` readable and writable (`mprotect`). Inside
@@ -280,7 +397,7 @@ mod tests {
     fn bad_sizes_are_errors_not_mappings() {
         let page = page_size();
         for len in [0, page + 1, usize::MAX] {
-            let error = reserve(len).unwrap_err();
+            let error = reserve(len, Access::None).unwrap_err();
             assert_eq!(error.raw_os_error(), Some(libc::EINVAL), "{len}");
         }
     }
@@ -292,7 +409,7 @@ mod tests {
     )]
     fn reserve_open_release_unmap_round_trip() {
         let page = page_size();
-        let start = reserve(5 * page).unwrap();
+        let start = reserve(5 * page, Access::None).unwrap();
         // SAFETY: the part above the first page lies inside the
         // reservation; it is written only after it was made writable, and
         // the whole reservation is unmapped at the end.

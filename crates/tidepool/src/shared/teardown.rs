@@ -8,8 +8,9 @@
 //!  queue  [batch][batch][batch] ...      queued  = objects in it
 //!       │ take a chunk (<= chunk objects)        destroying = queued +
 //!       ▼                                          objects being destroyed
-//!  at most `limit` runners (a permit each, try-acquired: nobody waits on
-//!  a permit, so no wake-up storm) ──► destroy_batch per batch
+//!  at most `limit` runners (a permit each) ──► destroy_batch per batch
+//!       ▲ a permit given back goes to the first waiter, if any
+//!  waiters (drain_blocking, a get at max_live): FIFO, one condvar each
 //! ```
 //!
 //! DragonFly's 2017 fix for mass pipe teardown put the same bound (a
@@ -31,6 +32,29 @@
 //! the pool can wake the reclaimer. `src/tests/loom_teardown.rs` checks
 //! both.
 //!
+//! # Waiting for a permit
+//!
+//! Most runners never wait: a thread that finds every permit taken leaves
+//! its work to the holders. Those that must see the queue empty before
+//! they return (`drain_blocking`, a `get` at `max_live` flushing the
+//! queue) wait in a FIFO of their own (DragonFly's queued lock): each takes
+//! a ticket and sleeps on its own condition variable; a runner that gives
+//! its permit back hands it to the first waiter and wakes that one thread
+//! only. No spinning, no thundering herd, waiters served in ticket order.
+//! The same kind of hand-off, with the waiter count in place of `queued`:
+//!
+//! ```text
+//!  waiter:  (gate locked) waiters += 1 (SeqCst), then try a permit;
+//!           one it gets goes to the first in line (maybe itself)
+//!  runner:  give permit back (SeqCst), then read waiters (SeqCst);
+//!           if any: (gate locked) try a permit, hand it to the first
+//! ```
+//!
+//! Either the waiter's try sees the permit come free, or the runner sees
+//! the waiter and hands a permit on: nobody sleeps while a permit is free.
+//! A non-waiting runner may still take a free permit first (it does the
+//! same work); the permit then reaches the line when it leaves.
+//!
 //! Invariants (objects):
 //!
 //! ```text
@@ -40,9 +64,10 @@
 //! ```
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use crate::sync::Mutex;
+use crate::sync::{Condvar, Mutex};
 
 /// What one call of [`Teardown::run`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -54,10 +79,44 @@ pub(crate) struct Run {
     pub(crate) left_behind: bool,
 }
 
+/// A thread waiting in line for a permit.
+#[derive(Debug)]
+struct Waiter {
+    /// Its place in line (tests check the line is served in order).
+    #[cfg(test)]
+    ticket: u64,
+    /// Set, under the gate's lock, when a permit is handed to it.
+    granted: AtomicBool,
+    /// Its own condition variable: a hand-off wakes exactly this thread.
+    wake: Condvar,
+}
+
+/// The line of waiters, in ticket order.
+#[derive(Debug, Default)]
+struct Line {
+    #[cfg(test)]
+    next_ticket: u64,
+    waiting: VecDeque<Arc<Waiter>>,
+    /// Tickets served so far, in order (tests only).
+    #[cfg(test)]
+    served: Vec<u64>,
+}
+
 /// A pool's destroy queue.
 #[derive(Debug)]
 pub(crate) struct Teardown<T> {
     queue: Mutex<VecDeque<Vec<T>>>,
+    /// Threads waiting for a permit, FIFO.
+    line: Mutex<Line>,
+    /// Threads in `line` (read without its lock by a leaving runner).
+    waiters: AtomicUsize,
+    /// Chunks destroyed so far: progress a thread at `max_live` waits for
+    /// when the queue is empty but other runners still hold objects.
+    finished: AtomicUsize,
+    /// Threads in [`wait_for_progress`](Teardown::wait_for_progress).
+    watchers: AtomicUsize,
+    /// Wakes them (with the line's lock) when a chunk is done.
+    progress: Condvar,
     /// Objects in the queue.
     queued: AtomicUsize,
     /// Objects queued or being destroyed (`Stats::destroying`).
@@ -76,6 +135,11 @@ impl<T> Teardown<T> {
     pub(crate) fn new(limit: usize, chunk: usize) -> Self {
         Self {
             queue: Mutex::new(VecDeque::new()),
+            line: Mutex::new(Line::default()),
+            waiters: AtomicUsize::new(0),
+            finished: AtomicUsize::new(0),
+            watchers: AtomicUsize::new(0),
+            progress: Condvar::new(),
             queued: AtomicUsize::new(0),
             destroying: AtomicUsize::new(0),
             running: AtomicUsize::new(0),
@@ -93,6 +157,15 @@ impl<T> Teardown<T> {
     /// Objects in the queue.
     pub(crate) fn queued(&self) -> usize {
         self.queued.load(Ordering::SeqCst)
+    }
+
+    /// [`queued`](Teardown::queued) as a read-modify-write: after this
+    /// thread gave a permit back, it is ordered after a pusher's `queued +=
+    /// n` (and sees it) or before it (and that pusher's try then sees the
+    /// permit free), without relying on SeqCst loads, which loom models as
+    /// acquire loads.
+    fn queued_after_leaving(&self) -> usize {
+        self.queued.fetch_add(0, Ordering::SeqCst)
     }
 
     /// Queues `batches`; returns how many objects.
@@ -137,16 +210,108 @@ impl<T> Teardown<T> {
             .is_ok()
     }
 
+    /// Gives a permit back, then hands free permits on to the line.
     fn leave(&self) {
         self.running.fetch_sub(1, Ordering::SeqCst);
+        // A read-modify-write, not a load: it is ordered after a waiter's
+        // `waiters += 1` or before it (then that waiter's try sees this
+        // permit), without relying on SeqCst loads (which loom models as
+        // acquire).
+        if self.waiters.fetch_add(0, Ordering::SeqCst) > 0 {
+            let mut line = self.line.lock();
+            self.hand_on(&mut line);
+        }
+    }
+
+    /// Under the line's lock: while a permit is free and someone waits,
+    /// takes the permit for the first in line and wakes it (it alone).
+    fn hand_on(&self, line: &mut Line) {
+        while !line.waiting.is_empty() && self.try_enter() {
+            let first = line.waiting.pop_front().expect("not empty");
+            self.waiters.fetch_sub(1, Ordering::SeqCst);
+            #[cfg(test)]
+            line.served.push(first.ticket);
+            first.granted.store(true, Ordering::Relaxed);
+            first.wake.notify_one();
+        }
+    }
+
+    /// Waits in line until a permit is handed to this thread; returns
+    /// holding it.
+    #[cold]
+    fn wait_for_permit(&self) {
+        let mut line = self.line.lock();
+        let me = Arc::new(Waiter {
+            #[cfg(test)]
+            ticket: line.next_ticket,
+            granted: AtomicBool::new(false),
+            wake: Condvar::new(),
+        });
+        #[cfg(test)]
+        {
+            line.next_ticket += 1;
+        }
+        line.waiting.push_back(Arc::clone(&me));
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        // A permit may have come free since this thread's failed try, with
+        // nobody seen waiting: take it for the line.
+        self.hand_on(&mut line);
+        while !me.granted.load(Ordering::Relaxed) {
+            line = me.wake.wait_until(line, None).0;
+        }
+    }
+
+    /// Chunks destroyed so far, for [`wait_for_progress`](Teardown::wait_for_progress).
+    pub(crate) fn progress(&self) -> usize {
+        self.finished.load(Ordering::SeqCst)
+    }
+
+    /// A chunk is destroyed (its places given back): wakes the threads
+    /// waiting for progress. They are threads at `max_live` with nothing
+    /// left in the queue to run, each with places to retry: all of them.
+    fn chunk_done(&self) {
+        self.finished.fetch_add(1, Ordering::SeqCst);
+        // A read-modify-write, as in `leave`.
+        if self.watchers.fetch_add(0, Ordering::SeqCst) > 0 {
+            let _line = self.line.lock();
+            self.progress.notify_all();
+        }
+    }
+
+    /// Sleeps until a chunk is destroyed after [`progress`](Teardown::progress)
+    /// read `seen`, or nothing is being destroyed any more. For a thread at
+    /// `max_live` that found the queue empty while other runners still
+    /// destroy the objects whose places it needs. The same hand-off as the
+    /// line's: `watchers += 1` then read `finished`, against `finished +=
+    /// 1` then read `watchers`.
+    #[cold]
+    pub(crate) fn wait_for_progress(&self, seen: usize) {
+        let mut line = self.line.lock();
+        self.watchers.fetch_add(1, Ordering::SeqCst);
+        while self.finished.load(Ordering::SeqCst) == seen && self.destroying() > 0 {
+            line = self.progress.wait_until(line, None).0;
+        }
+        self.watchers.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Tickets served so far, in order.
+    #[cfg(test)]
+    fn served(&self) -> Vec<u64> {
+        self.line.lock().served.clone()
+    }
+
+    /// Threads waiting in line now.
+    #[cfg(test)]
+    fn waiting(&self) -> usize {
+        self.waiters.load(Ordering::SeqCst)
     }
 
     /// Runs up to `max_chunks` chunks of the queue, each through `destroy`
     /// (which must not unwind, and returns how many it destroyed), if a
     /// permit is free; returns at once otherwise (the permit holders will
-    /// see this thread's work). With `wait`, waits for a permit (yielding,
-    /// so nobody is woken) and runs until the queue is empty or the budget
-    /// is spent.
+    /// see this thread's work). With `wait`, waits in line for a permit
+    /// (FIFO, asleep; see the module notes) and runs until the queue is
+    /// empty or the budget is spent.
     pub(crate) fn run(
         &self,
         max_chunks: usize,
@@ -155,14 +320,14 @@ impl<T> Teardown<T> {
     ) -> Run {
         let mut run = Run::default();
         let mut chunks = 0;
-        while chunks < max_chunks && self.queued() > 0 {
+        while chunks < max_chunks && self.queued_after_leaving() > 0 {
             if !self.try_enter() {
-                if wait {
-                    crate::sync::yield_now();
-                    continue;
+                if !wait {
+                    // A permit holder will look at the queue after it leaves.
+                    return run;
                 }
-                // A permit holder will look at the queue after it leaves.
-                return run;
+                // Returns holding a permit.
+                self.wait_for_permit();
             }
             while chunks < max_chunks {
                 let chunk = self.take_chunk();
@@ -173,6 +338,7 @@ impl<T> Teardown<T> {
                 let done = destroy(chunk);
                 debug_assert_eq!(done, n);
                 self.destroying.fetch_sub(n, Ordering::Relaxed);
+                self.chunk_done();
                 run.destroyed += done;
                 chunks += 1;
             }
@@ -183,6 +349,37 @@ impl<T> Teardown<T> {
         // saw the queue empty may see a push made since, whose pusher then
         // takes a permit itself (loom found the false alarm).
         run.left_behind = chunks >= max_chunks && self.queued() > 0;
+        run
+    }
+
+    /// Destroys `own` (objects this thread took, e.g. a pool's idle
+    /// objects for `drain_blocking`) on this thread under a permit,
+    /// waiting in line for one if all are taken, then runs the queue until
+    /// it is empty, as [`run`](Teardown::run) with `wait`. `own` counts as
+    /// `destroying` until it is destroyed. Returns what this thread
+    /// destroyed; `own` is all destroyed by then.
+    pub(crate) fn run_own(
+        &self,
+        own: Vec<Vec<T>>,
+        mut destroy: impl FnMut(Vec<Vec<T>>) -> usize,
+    ) -> Run {
+        let n: usize = own.iter().map(Vec::len).sum();
+        let mut run = Run::default();
+        if n > 0 {
+            self.destroying.fetch_add(n, Ordering::Relaxed);
+            if !self.try_enter() {
+                // Returns holding a permit.
+                self.wait_for_permit();
+            }
+            let done = destroy(own);
+            debug_assert_eq!(done, n);
+            self.destroying.fetch_sub(n, Ordering::Relaxed);
+            self.chunk_done();
+            self.leave();
+            run.destroyed = done;
+        }
+        let rest = self.run(usize::MAX, true, &mut destroy);
+        run.destroyed += rest.destroyed;
         run
     }
 
@@ -206,5 +403,104 @@ impl<T> Teardown<T> {
         self.queued.fetch_sub(n, Ordering::SeqCst);
         self.destroying.fetch_sub(n, Ordering::Relaxed);
         batches
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    /// Waits (polling) until `f` holds; panics after a generous while.
+    fn until(f: impl Fn() -> bool) {
+        let start = Instant::now();
+        while !f() {
+            assert!(start.elapsed() < Duration::from_secs(30), "timed out");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// One runner holds the only permit; four threads line up for it, one
+    /// after the other; each permit given back goes to the first in line,
+    /// so they are served in the order they came, one at a time.
+    #[test]
+    fn waiters_are_served_in_the_order_they_came() {
+        let queue = Arc::new(Teardown::<u32>::new(1, 1));
+        let (entered_tx, entered) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel::<()>();
+        queue.push([vec![100]]);
+        let holder = {
+            let queue = Arc::clone(&queue);
+            std::thread::spawn(move || {
+                queue.run(1, false, |chunk| {
+                    entered_tx.send(()).unwrap();
+                    release_rx.recv().unwrap();
+                    chunk.iter().map(Vec::len).sum()
+                })
+            })
+        };
+        entered.recv().unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for i in 0..4u32 {
+            let (q, order) = (Arc::clone(&queue), Arc::clone(&order));
+            waiters.push(std::thread::spawn(move || {
+                q.push([vec![i]]);
+                q.run(usize::MAX, true, |chunk| {
+                    order.lock().push(i);
+                    chunk.iter().map(Vec::len).sum()
+                })
+            }));
+            // In line before the next comes.
+            until(|| queue.waiting() == i as usize + 1);
+        }
+        release.send(()).unwrap();
+        assert_eq!(holder.join().unwrap().destroyed, 1);
+        let destroyed: usize = waiters
+            .into_iter()
+            .map(|w| w.join().unwrap().destroyed)
+            .sum();
+        assert_eq!(destroyed, 4, "each object destroyed once");
+        assert_eq!(queue.served(), vec![0, 1, 2, 3], "FIFO");
+        // The first waiter, handed the permit, runs the whole queue.
+        assert_eq!(*order.lock(), vec![0, 0, 0, 0]);
+        assert_eq!(
+            (queue.queued(), queue.destroying(), queue.waiting()),
+            (0, 0, 0)
+        );
+    }
+
+    /// A thread waiting for progress sleeps until a chunk is done, and
+    /// returns at once if nothing is being destroyed.
+    #[test]
+    fn waiting_for_progress_ends_when_a_chunk_is_done() {
+        let queue = Arc::new(Teardown::<u32>::new(1, 1));
+        queue.wait_for_progress(queue.progress()); // nothing in flight
+        let (entered_tx, entered) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel::<()>();
+        queue.push([vec![1]]);
+        let runner = {
+            let queue = Arc::clone(&queue);
+            std::thread::spawn(move || {
+                queue.run(1, false, |chunk| {
+                    entered_tx.send(()).unwrap();
+                    release_rx.recv().unwrap();
+                    chunk.iter().map(Vec::len).sum()
+                })
+            })
+        };
+        entered.recv().unwrap();
+        let seen = queue.progress();
+        let watcher = {
+            let queue = Arc::clone(&queue);
+            std::thread::spawn(move || queue.wait_for_progress(seen))
+        };
+        until(|| queue.watchers.load(Ordering::SeqCst) == 1);
+        assert!(!watcher.is_finished());
+        release.send(()).unwrap();
+        watcher.join().unwrap();
+        assert_eq!(runner.join().unwrap().destroyed, 1);
+        assert_eq!(queue.progress(), seen + 1);
     }
 }

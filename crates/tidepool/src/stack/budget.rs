@@ -135,10 +135,29 @@ impl MapBudget {
         self.source
     }
 
-    /// Stacks that fit: `(max_map_count - RESERVED_VMAS) / VMAS_PER_STACK`,
-    /// 0 if the map count is no bigger than the reserve.
+    /// Stacks that fit with `PROT_NONE` guard pages
+    /// ([`GuardMode::Protect`](super::GuardMode::Protect)):
+    /// `(max_map_count - RESERVED_VMAS) / VMAS_PER_STACK`, 0 if the map
+    /// count is no bigger than the reserve.
     pub fn stacks(&self) -> usize {
         self.max_map_count.saturating_sub(RESERVED_VMAS) / VMAS_PER_STACK
+    }
+
+    /// Stacks that fit with guards made the `mode` way: `(max_map_count -
+    /// RESERVED_VMAS) / mode.vmas_per_stack()`. With guard markers a slab
+    /// is one VMA whatever it holds, so one VMA per stack is the worst
+    /// case (slabs of one stack each); the pool's real count is
+    /// [`StackStats::vmas`](super::StackStats::vmas).
+    ///
+    /// ```
+    /// use tidepool::stack::{GuardMode, MapBudget};
+    ///
+    /// let budget = MapBudget::with_max_map_count(65530);
+    /// assert_eq!(budget.stacks_with(GuardMode::Protect), 30265);
+    /// assert_eq!(budget.stacks_with(GuardMode::Markers), 60530);
+    /// ```
+    pub fn stacks_with(&self, mode: super::GuardMode) -> usize {
+        self.max_map_count.saturating_sub(RESERVED_VMAS) / mode.vmas_per_stack()
     }
 }
 

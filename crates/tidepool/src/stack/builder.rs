@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::os::page_size;
-use crate::stack::{registry, MapBudget, StackManager, StackPool};
+use crate::stack::{registry, GuardMode, MapBudget, StackManager, StackPool};
 use crate::{ConfigError, Pool, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IDLE};
 
 /// A cap: the default (derived from the map-count budget), a number, or
@@ -22,18 +22,20 @@ enum Cap {
 ///
 /// | setting | default |
 /// |---|---|
-/// | `max_live` | the map-count budget, [`MapBudget::stacks`] (30265 for `vm.max_map_count` = 65530); none without a budget |
+/// | `max_live` | the map-count budget, [`MapBudget::stacks_with`] the guard mode: 60530 stacks for `vm.max_map_count` = 65530 with guard markers (one VMA per stack at worst), 30265 with `PROT_NONE` guards (two); none without a budget |
+/// | `guard_mode` | [`GuardMode::Auto`]: markers on Linux 6.13+, `PROT_NONE` pages elsewhere |
 /// | `max_idle` | `max_live` (as QEMU caps its global pool), or the budget if `max_live` is off; [`DEFAULT_MAX_IDLE`] without either |
 /// | `batch_size` | [`DEFAULT_BATCH_SIZE`], lowered to `max_idle` if that is smaller; grows with depot traffic up to [`Config::max_batch_size`](crate::Config::max_batch_size) unless set |
 /// | `keep_resident` | 0: a purge releases every page |
 /// | budget | Linux and Android: read from `/proc/sys/vm/max_map_count` when `build` runs (`MapBudget::from_os`); other systems have no map count, so none unless given ([`map_budget`](StackPoolBuilder::map_budget)) |
 ///
 /// ```
-/// use tidepool::stack::{MapBudget, StackPool};
+/// use tidepool::stack::{GuardMode, MapBudget, StackPool};
 ///
 /// let pool = StackPool::builder(60_000) // rounded up to 15 pages of 4 KiB
 ///     .keep_resident(8 * 1024)
 ///     .map_budget(MapBudget::with_max_map_count(7000))
+///     .guard_mode(GuardMode::Protect) // two VMAs per stack
 ///     .build()?;
 /// assert_eq!(pool.manager().usable_size() % 4096, 0);
 /// assert_eq!(pool.config().max_live(), Some(1000)); // (7000 - 5000) / 2
@@ -58,6 +60,7 @@ pub struct StackPoolBuilder {
     burst: Option<usize>,
     teardown_threads: Option<usize>,
     teardown_chunk: Option<usize>,
+    guard_mode: GuardMode,
 }
 
 impl StackPoolBuilder {
@@ -76,7 +79,17 @@ impl StackPoolBuilder {
             burst: None,
             teardown_threads: None,
             teardown_chunk: None,
+            guard_mode: GuardMode::Auto,
         }
+    }
+
+    /// How guard pages are made (see [`GuardMode`]): by default markers
+    /// where the kernel has them (Linux 6.13+), `PROT_NONE` pages
+    /// elsewhere. [`GuardMode::Protect`] forces the classic way, e.g. to
+    /// compare the two.
+    pub fn guard_mode(mut self, mode: GuardMode) -> Self {
+        self.guard_mode = mode;
+        self
     }
 
     /// Stacks kept idle whatever reclaim and memory pressure say (see
@@ -220,15 +233,30 @@ impl StackPoolBuilder {
             })?;
         let keep_resident = self.keep_resident.min(usable_size).next_multiple_of(page);
 
+        let guard_mode = self.guard_mode.resolve();
+        if guard_mode == GuardMode::Markers && !GuardMode::markers_supported() {
+            return Err(ConfigError::new(
+                "guard_mode",
+                "is Markers, but this kernel has no guard-page markers \
+                 (MADV_GUARD_INSTALL, Linux 6.13+); use Auto or Protect",
+            ));
+        }
         // None where the OS has no map count (not Linux) and none was given.
         let budget = self.budget.or_else(MapBudget::of_os);
         let Caps {
             max_live,
             max_idle,
             batch_size,
-        } = self.caps(budget)?;
+        } = self.caps(budget, guard_mode)?;
 
-        let manager = StackManager::new(page, usable_size, keep_resident, budget, max_live);
+        let manager = StackManager::new(
+            page,
+            usable_size,
+            keep_resident,
+            budget,
+            max_live,
+            guard_mode == GuardMode::Markers,
+        );
         let mut builder = Pool::builder(manager).max_idle(max_idle);
         // An explicit batch size is fixed; the default one (the same
         // figure) grows with depot traffic (`Config::max_batch_size`).
@@ -266,11 +294,12 @@ impl StackPoolBuilder {
 
     /// The caps and batch size, from the settings and the budget (`None`
     /// where the OS has no map count and none was given).
-    fn caps(&self, budget: Option<MapBudget>) -> Result<Caps, ConfigError> {
+    fn caps(&self, budget: Option<MapBudget>, mode: GuardMode) -> Result<Caps, ConfigError> {
+        let stacks = |b: MapBudget| b.stacks_with(mode);
         let max_live = match (self.max_live, budget) {
             (Cap::At(n), _) => Some(n),
             (Cap::Off, _) | (Cap::FromBudget, None) => None,
-            (Cap::FromBudget, Some(budget)) if budget.stacks() == 0 => {
+            (Cap::FromBudget, Some(budget)) if stacks(budget) == 0 => {
                 return Err(ConfigError::new(
                     "max_live",
                     format!(
@@ -279,10 +308,10 @@ impl StackPoolBuilder {
                     ),
                 ))
             }
-            (Cap::FromBudget, Some(budget)) => Some(budget.stacks()),
+            (Cap::FromBudget, Some(budget)) => Some(stacks(budget)),
         };
         let derived_idle = max_live
-            .or(budget.map(|b| b.stacks()))
+            .or(budget.map(stacks))
             .unwrap_or(DEFAULT_MAX_IDLE)
             .max(1);
         let batch_size = self
@@ -317,7 +346,8 @@ mod tests {
     #[test]
     fn caps_come_from_the_budget_when_there_is_one() {
         let b = StackPoolBuilder::new(4096);
-        let caps = b.caps(Some(MapBudget::with_max_map_count(65530))).unwrap();
+        let budget = Some(MapBudget::with_max_map_count(65530));
+        let caps = b.caps(budget, GuardMode::Protect).unwrap();
         assert_eq!(
             caps,
             Caps {
@@ -326,10 +356,15 @@ mod tests {
                 batch_size: DEFAULT_BATCH_SIZE
             }
         );
-        let err = b
-            .caps(Some(MapBudget::with_max_map_count(4000)))
-            .unwrap_err();
-        assert_eq!(err.field(), "max_live");
+        // One VMA per stack at worst with markers.
+        let caps = b.caps(budget, GuardMode::Markers).unwrap();
+        assert_eq!((caps.max_live, caps.max_idle), (Some(60530), 60530));
+        for mode in [GuardMode::Protect, GuardMode::Markers] {
+            let err = b
+                .caps(Some(MapBudget::with_max_map_count(4000)), mode)
+                .unwrap_err();
+            assert_eq!(err.field(), "max_live");
+        }
     }
 
     /// What every pool gets on systems without a map count (not Linux),
@@ -338,7 +373,7 @@ mod tests {
     fn without_a_budget_there_is_no_max_live_and_the_generic_max_idle() {
         let b = StackPoolBuilder::new(4096);
         assert_eq!(
-            b.caps(None).unwrap(),
+            b.caps(None, GuardMode::Protect).unwrap(),
             Caps {
                 max_live: None,
                 max_idle: DEFAULT_MAX_IDLE,
@@ -347,7 +382,7 @@ mod tests {
         );
         let b = b.max_live(10).batch_size(2);
         assert_eq!(
-            b.caps(None).unwrap(),
+            b.caps(None, GuardMode::Protect).unwrap(),
             Caps {
                 max_live: Some(10),
                 max_idle: 10,

@@ -62,9 +62,10 @@ pub enum StackError {
         /// The pool's `max_live`.
         limit: usize,
     },
-    /// Any other failure of `mmap` or `mprotect`.
+    /// Any other failure of `mmap`, `mprotect` or the `madvise` that
+    /// installs a guard marker.
     Os {
-        /// `"mmap"` or `"mprotect"`.
+        /// `"mmap"`, `"mprotect"` or `"madvise"`.
         call: &'static str,
         /// What the OS said.
         source: io::Error,
@@ -87,6 +88,7 @@ impl StackError {
         let call = match failure.step {
             MapStep::Reserve => "mmap",
             MapStep::Protect => "mprotect",
+            MapStep::Guard => "madvise",
         };
         if failure.error.raw_os_error() != Some(libc::ENOMEM) {
             return StackError::Os {

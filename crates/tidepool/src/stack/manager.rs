@@ -7,14 +7,15 @@ use std::io;
 use std::sync::Arc;
 
 use crate::stack::slab::{self, SlabCounts, Slabs};
-use crate::stack::{GuardedStack, MapBudget, StackError};
+use crate::stack::{GuardMode, GuardedStack, MapBudget, StackError};
 use crate::Manage;
 
 /// Makes the stacks of a [`StackPool`](super::StackPool), all of one size,
 /// carved from slabs of this pool's own (see [Slabs](super#slabs)).
 ///
 /// * `create` and `create_batch` take free slots of the pool's slabs
-///   first (no syscall), then open new slots (one `mprotect` each), then
+///   first (no syscall), then open new slots (one guard-marker `madvise`
+///   or one `mprotect` each, per [`GuardMode`]), then
 ///   map a new slab (one `mmap` for up to
 ///   [`stacks_per_slab`](StackManager::stacks_per_slab) stacks); a failure
 ///   is explained by [`StackError`]. `create_batch(n)` carves a whole burst
@@ -46,11 +47,12 @@ impl StackManager {
         keep_resident: usize,
         budget: Option<MapBudget>,
         max_slots: Option<usize>,
+        markers: bool,
     ) -> Self {
         Self {
             keep_resident,
             budget,
-            slabs: Arc::new(Slabs::new(guard_size, usable_size, max_slots)),
+            slabs: Arc::new(Slabs::new(guard_size, usable_size, max_slots, markers)),
             reclaim_retries: AtomicU64::new(0),
         }
     }
@@ -77,6 +79,18 @@ impl StackManager {
     /// included (fewer when `max_live` leaves less room).
     pub fn stacks_per_slab(&self) -> usize {
         self.slabs.per_slab()
+    }
+
+    /// How new stacks get their guard pages: [`GuardMode::Markers`] or
+    /// [`GuardMode::Protect`] (never `Auto`). A pool built with markers
+    /// reports `Protect` once the kernel has refused one (see
+    /// [`GuardMode`]).
+    pub fn guard_mode(&self) -> GuardMode {
+        if self.slabs.markers() {
+            GuardMode::Markers
+        } else {
+            GuardMode::Protect
+        }
     }
 
     /// The map-count budget the pool's caps came from, if any.

@@ -57,7 +57,9 @@ unsafe impl Sync for GuardedStack {}
 impl GuardedStack {
     /// Maps a stack of its own, outside any pool: `usable_size` bytes
     /// (rounded up to whole pages, at least one) above a one-page guard, in
-    /// a slab of one (one `mmap`, one `mprotect`; unmapped on drop).
+    /// a slab of one (one `mmap`, and one guard-marker `madvise` or one
+    /// `mprotect` as [`GuardMode::Auto`](super::GuardMode::Auto) picks;
+    /// unmapped on drop).
     ///
     /// ```
     /// let stack = tidepool::stack::GuardedStack::new(10_000)?;
@@ -83,7 +85,12 @@ impl GuardedStack {
                 source: io::Error::from_raw_os_error(libc::EINVAL),
             });
         };
-        let slabs = Arc::new(Slabs::new(page, usable, Some(1)));
+        let slabs = Arc::new(Slabs::new(
+            page,
+            usable,
+            Some(1),
+            os::guard_markers_supported(),
+        ));
         slabs.carve(1)?.pop().ok_or_else(|| StackError::Os {
             call: "mmap",
             source: io::Error::other("no stack carved"),

@@ -235,6 +235,7 @@ impl StackPool {
             unmap_failures: os::unmap_failures(),
             mmap_calls: slabs.mmap,
             mprotect_calls: slabs.mprotect,
+            guard_calls: slabs.guard,
             madvise_calls: slabs.madvise,
             munmap_calls: slabs.munmap,
         }

@@ -10,20 +10,31 @@
 //!    into its own guard, never into the stack below
 //! ```
 //!
-//! A slab is one `mmap` of the whole range, all `PROT_NONE` (no memory, no
-//! overcommit charge), then one `mprotect` per stack to open its usable part
-//! when that slot is first used: `1 + k` calls for `k` stacks instead of
-//! `2k`. Slots are opened from the top down, so the guard of the lowest
-//! opened slot merges with the unopened rest below it and a slab with `p`
-//! open slots is exactly `2p` VMAs, what `p` separate stacks cost
-//! ([`Slab::vmas`]). Guards still split a slab into one VMA per guard and per
-//! stack: the map-count budget counts VMAs, and a slab's stay mapped until
-//! its `munmap`.
+//! A slab is one `mmap` of the whole range, then one call per stack when
+//! its slot is first used: `1 + k` calls for `k` stacks instead of `2k`.
+//! Two kinds ([`GuardMode`](super::GuardMode)):
+//!
+//! * **Guard markers** (Linux 6.13+): mapped writable (`MAP_NORESERVE`),
+//!   and opening a slot turns its guard page into a page-table marker
+//!   (`madvise(MADV_GUARD_INSTALL)`). The slab stays one VMA. If the kernel
+//!   refuses a marker (`EINVAL`: memory locked by `mlockall`), that guard
+//!   is made `PROT_NONE` with `mprotect` (a `split` slot, two more VMAs)
+//!   and the set maps its later slabs the other way.
+//! * **`PROT_NONE` guards**: mapped `PROT_NONE` (no memory, no overcommit
+//!   charge), and opening a slot makes its usable part writable
+//!   (`mprotect`). Slots are opened from the top down, so the guard of the
+//!   lowest opened slot merges with the unopened rest below it and a slab
+//!   with `p` open slots is exactly `2p` VMAs, what `p` separate stacks
+//!   cost.
+//!
+//! [`Slab::vmas`] counts either exactly (runs of equal protection); the
+//! map-count budget counts VMAs, and a slab's stay mapped until its
+//! `munmap`.
 //!
 //! A slot is in one of four states, in bit masks per slab:
 //!
 //! ```text
-//!            claim (mprotect, outside the lock)         free: madvise the pages
+//!       claim (guard or mprotect, outside the lock)     free: madvise the pages
 //!   raw ───────────────────────────────────► used ──────────────────────► ready
 //!   (PROT_NONE, free)                         ▲   (outside the lock,     (open, free)
 //!                                             │    then under it)           │
@@ -66,7 +77,7 @@ use std::sync::Arc;
 
 use crate::os::{self, MapFailure, MapStep};
 use crate::stack::{GuardedStack, StackError};
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::Mutex;
 
 /// The most stacks one slab holds: the seed's burst of 32 (DragonFly grew
@@ -117,6 +128,13 @@ fn highest(mask: Mask) -> u32 {
 struct Slab {
     base: NonNull<u8>,
     slots: u32,
+    /// Mapped writable whole, its guards page-table markers
+    /// (`MADV_GUARD_INSTALL`), so it stays one VMA; otherwise mapped
+    /// `PROT_NONE` and each stack opened with `mprotect`.
+    markers: bool,
+    /// In a `markers` slab: slots whose guard the kernel refused as a
+    /// marker and that were made `PROT_NONE` instead (each splits the VMA).
+    split: Mask,
     /// Slots whose usable part is writable.
     opened: Mask,
     /// Free slots never opened: all `PROT_NONE`.
@@ -135,14 +153,27 @@ impl Slab {
     }
 
     /// The VMAs the slab is now: runs of equal protection over
-    /// `guard 0, stack 0, guard 1, stack 1, ...`. Each open slot adds its
-    /// stack and splits off the guard above it, except the top slot, which
-    /// has no guard above. An upper bound: the kernel may merge an edge with
-    /// a neighbouring mapping.
+    /// `guard 0, stack 0, guard 1, stack 1, ...`. A `PROT_NONE` slab: each
+    /// open slot adds its stack and splits off the guard above it, except
+    /// the top slot, which has no guard above. A slab with guard markers:
+    /// one VMA (markers live in the page tables), plus the splits of any
+    /// guard that fell back to `mprotect`. An upper bound: the kernel may
+    /// merge an edge with a neighbouring mapping.
     fn vmas(&self) -> u64 {
-        let opened = u64::from(self.opened.count_ones());
-        let top_open = u64::from((self.opened >> (self.slots - 1)) & 1);
-        1 + 2 * opened - top_open
+        let writable = |seg: u32| {
+            let (slot, is_guard) = (seg / 2, seg % 2 == 0);
+            let bit = 1 << slot;
+            match (self.markers, is_guard) {
+                (true, true) => self.split & bit == 0,
+                (true, false) => true,
+                (false, true) => false,
+                (false, false) => self.opened & bit != 0,
+            }
+        };
+        let changes = (1..2 * self.slots)
+            .filter(|&seg| writable(seg) != writable(seg - 1))
+            .count();
+        1 + changes as u64
     }
 
     fn len(&self, stride: usize) -> usize {
@@ -197,6 +228,7 @@ impl State {
 struct Calls {
     mmap: AtomicU64,
     mprotect: AtomicU64,
+    guard: AtomicU64,
     madvise: AtomicU64,
     munmap: AtomicU64,
     release_failures: AtomicU64,
@@ -215,6 +247,7 @@ pub(crate) struct SlabCounts {
     pub(crate) vmas: u64,
     pub(crate) mmap: u64,
     pub(crate) mprotect: u64,
+    pub(crate) guard: u64,
     pub(crate) madvise: u64,
     pub(crate) munmap: u64,
     pub(crate) release_failures: u64,
@@ -232,6 +265,9 @@ pub(crate) struct Slabs {
     /// The pool's `max_live`: slots in all slabs stay within it, bar the
     /// one a `create` always gets.
     max_slots: Option<usize>,
+    /// New slabs get guard markers (see [`Slab::markers`]). Cleared, for
+    /// good, the first time the kernel refuses a marker.
+    markers: AtomicBool,
     state: Mutex<State>,
     calls: Calls,
 }
@@ -247,8 +283,14 @@ struct Piece {
 impl Slabs {
     /// A set for stacks of `usable` bytes above `guard` bytes (both whole
     /// pages; their sum was checked by the builder), at most `max_slots` of
-    /// them.
-    pub(crate) fn new(guard: usize, usable: usize, max_slots: Option<usize>) -> Self {
+    /// them; guards are page-table markers if `markers` (the kernel has
+    /// them: [`os::guard_markers_supported`]), `PROT_NONE` pages otherwise.
+    pub(crate) fn new(
+        guard: usize,
+        usable: usize,
+        max_slots: Option<usize>,
+        markers: bool,
+    ) -> Self {
         let stride = guard + usable;
         Self {
             guard,
@@ -256,10 +298,12 @@ impl Slabs {
             stride,
             per_slab: stacks_per_slab(stride),
             max_slots,
+            markers: AtomicBool::new(markers),
             state: Mutex::new(State::default()),
             calls: Calls {
                 mmap: AtomicU64::new(0),
                 mprotect: AtomicU64::new(0),
+                guard: AtomicU64::new(0),
                 madvise: AtomicU64::new(0),
                 munmap: AtomicU64::new(0),
                 release_failures: AtomicU64::new(0),
@@ -285,6 +329,11 @@ impl Slabs {
         self.per_slab
     }
 
+    /// Whether new slabs get guard markers (see [`Slab::markers`]).
+    pub(crate) fn markers(&self) -> bool {
+        self.markers.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn counts(&self) -> SlabCounts {
         let (slabs, slots, vmas) = {
             let st = self.state.lock();
@@ -299,6 +348,7 @@ impl Slabs {
             vmas,
             mmap: read(&c.mmap),
             mprotect: read(&c.mprotect),
+            guard: read(&c.guard),
             madvise: read(&c.madvise),
             munmap: read(&c.munmap),
             release_failures: read(&c.release_failures),
@@ -316,7 +366,7 @@ impl Slabs {
     /// open goes back to `raw`, and a slab left without stacks is unmapped.
     pub(crate) fn carve(self: &Arc<Self>, n: usize) -> Result<Vec<GuardedStack>, StackError> {
         let mut stacks = Vec::with_capacity(n.min(4 * MAX_STACKS_PER_SLAB));
-        let mut to_open: Vec<(usize, NonNull<u8>, u32)> = Vec::new();
+        let mut to_open: Vec<(usize, NonNull<u8>, u32, bool)> = Vec::new();
         let mut failure: Option<(MapFailure, usize)> = None;
         {
             let mut st = self.state.lock();
@@ -349,37 +399,43 @@ impl Slabs {
                 let slab = st.slab(key);
                 let slot = highest(slab.raw);
                 slab.raw &= !(1 << slot);
-                // Optimistic: undone below if the `mprotect` fails.
+                // Optimistic: undone below if opening fails.
                 slab.opened |= 1 << slot;
-                let base = slab.base;
+                let (base, markers) = (slab.base, slab.markers);
                 st.reindex(key);
-                to_open.push((key, base, slot));
+                to_open.push((key, base, slot, markers));
             }
         }
 
         let mut failed = Vec::new();
-        for (key, base, slot) in to_open {
+        let mut split = Vec::new();
+        for (key, base, slot, markers) in to_open {
             if failed.is_empty() {
-                // SAFETY: `slot < slots`, so the slot and its usable part
-                // lie inside the slab's mapping.
-                let usable = unsafe { base.add(slot as usize * self.stride + self.guard) };
-                bump(&self.calls.mprotect, 1);
                 // SAFETY: the slot is `used` (claimed above), so this thread
                 // alone touches it, and its slab stays mapped.
-                match unsafe { os::make_writable(usable, self.usable) } {
-                    Ok(()) => {
+                let opened = unsafe { self.open(base, slot, markers) };
+                match opened {
+                    Ok(fell_back) => {
+                        if fell_back {
+                            split.push((key, slot));
+                        }
                         stacks.push(self.stack(base, slot));
                         continue;
                     }
-                    Err(error) => {
-                        let step = MapStep::Protect;
-                        failure.get_or_insert((MapFailure { step, error }, self.stride));
+                    Err(f) => {
+                        failure.get_or_insert((f, self.stride));
                     }
                 }
             }
             // After one refusal (the map count, memory), the next would
             // fail the same way: give the slots back untried.
             failed.push((key, slot));
+        }
+        if !split.is_empty() {
+            let mut st = self.state.lock();
+            for (key, slot) in split {
+                st.slab(key).split |= 1 << slot;
+            }
         }
         if !failed.is_empty() {
             self.unclaim(&failed);
@@ -394,6 +450,66 @@ impl Slabs {
         }
     }
 
+    /// Opens claimed slot `slot` of the slab at `base`: installs its guard
+    /// marker (a `markers` slab) or makes its stack writable (`mprotect`).
+    /// `Ok(true)` if the kernel refused the marker and the guard was made
+    /// `PROT_NONE` instead; from then on new slabs of the set use
+    /// `mprotect` (an old kernel: `EINVAL`; or memory locked with
+    /// `mlockall`, which markers do not support).
+    ///
+    /// # Safety
+    ///
+    /// pre: the slot is claimed (`used`) by the calling thread, not yet
+    /// handed out, and its slab is mapped.
+    unsafe fn open(&self, base: NonNull<u8>, slot: u32, markers: bool) -> Result<bool, MapFailure> {
+        // SAFETY: `slot < slots`, so the slot lies inside the slab's mapping.
+        let start = unsafe { base.add(slot as usize * self.stride) };
+        if !markers {
+            // SAFETY: the guard is inside the slot.
+            let usable = unsafe { start.add(self.guard) };
+            bump(&self.calls.mprotect, 1);
+            // SAFETY: the slot is ours alone (caller's contract).
+            return unsafe { os::make_writable(usable, self.usable) }
+                .map(|()| false)
+                .map_err(|error| MapFailure {
+                    step: MapStep::Protect,
+                    error,
+                });
+        }
+        // A marker slab whose set has given up on markers (refused once)
+        // goes straight to `mprotect`.
+        if self.markers() {
+            bump(&self.calls.guard, 1);
+            // SAFETY: the slot is ours alone (caller's contract), in a slab
+            // mapped writable; its guard page holds nothing anyone needs.
+            match unsafe { os::install_guard(start, self.guard) } {
+                Ok(()) => return Ok(false),
+                Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
+                    if self.markers.swap(false, Ordering::Relaxed) {
+                        log::warn!(
+                            "tidepool: the kernel refused a guard marker ({error}); \
+                             this pool's guards use mprotect from now on"
+                        );
+                    }
+                }
+                Err(error) => {
+                    return Err(MapFailure {
+                        step: MapStep::Guard,
+                        error,
+                    })
+                }
+            }
+        }
+        bump(&self.calls.mprotect, 1);
+        // SAFETY: as above; nothing points into the guard page.
+        unsafe { os::make_inaccessible(start, self.guard) }
+            .map(|()| true)
+            .map_err(|error| MapFailure {
+                step: MapStep::Protect,
+                error,
+            })
+    }
+
     /// Maps a new slab into the set, all slots `raw`: as many as the budget
     /// leaves room for (at least one), at most `per_slab`. Under the lock,
     /// so no two threads map slabs past the budget; the kernel serialises
@@ -404,10 +520,16 @@ impl Slabs {
     /// belong to stacks the pool no longer counts (detached ones).
     fn reserve_slab(&self, st: &mut State) -> Result<(), (MapFailure, usize)> {
         let mut slots = self.per_slab.min(self.room(st)).max(1);
+        let markers = self.markers();
+        let access = if markers {
+            os::Access::ReadWrite
+        } else {
+            os::Access::None
+        };
         loop {
             let len = slots * self.stride;
             bump(&self.calls.mmap, 1);
-            match os::reserve(len) {
+            match os::reserve(len, access) {
                 Ok(base) => {
                     let key = base.as_ptr() as usize;
                     let slots = slots as u32;
@@ -416,6 +538,8 @@ impl Slabs {
                         Slab {
                             base,
                             slots,
+                            markers,
+                            split: 0,
                             opened: 0,
                             raw: all_slots(slots),
                             ready: 0,
@@ -450,6 +574,7 @@ impl Slabs {
             for &(key, slot) in failed {
                 let slab = st.slab(key);
                 slab.opened &= !(1 << slot);
+                slab.split &= !(1 << slot);
                 slab.raw |= 1 << slot;
                 if slab.used() == 0 {
                     dead.extend(st.remove(key));
@@ -594,9 +719,10 @@ impl Slabs {
             bump(&self.calls.madvise, 1);
             // SAFETY: the run covers the usable parts of stacks the caller
             // holds exclusively (being freed, or `&mut` for a purge) and,
-            // on Linux only, the guards between adjacent ones (PROT_NONE,
-            // holding nothing); no reference points into it; stacks carry
-            // nothing across reuse.
+            // on Linux only, the guards between adjacent ones (PROT_NONE
+            // or markers, holding nothing; MADV_DONTNEED keeps markers);
+            // no reference points into it; stacks carry nothing across
+            // reuse.
             if unsafe { os::release_pages(ptr, end - start) }.is_err() {
                 bump(&self.calls.release_failures, run.len() as u64);
             }
@@ -753,6 +879,8 @@ mod tests {
         Slab {
             base: NonNull::dangling(),
             slots,
+            markers: false,
+            split: 0,
             opened,
             raw: all_slots(slots) & !opened,
             ready: 0,
@@ -773,6 +901,26 @@ mod tests {
     }
 
     #[test]
+    fn a_slab_with_guard_markers_is_one_vma_but_for_refused_markers() {
+        let markers = |slots, opened, split| Slab {
+            markers: true,
+            split,
+            ..slab(slots, opened)
+        };
+        assert_eq!(markers(4, 0b0000, 0).vmas(), 1);
+        assert_eq!(markers(4, 0b1111, 0).vmas(), 1, "markers split nothing");
+        assert_eq!(markers(32, Mask::MAX, 0).vmas(), 1);
+        // Guards made PROT_NONE after a refusal: each splits the rest.
+        assert_eq!(markers(4, 0b1100, 0b1000).vmas(), 3);
+        assert_eq!(markers(4, 0b1100, 0b1100).vmas(), 5);
+        assert_eq!(
+            markers(4, 0b0001, 0b0001).vmas(),
+            2,
+            "bottom guard: one split"
+        );
+    }
+
+    #[test]
     fn masks() {
         assert_eq!(all_slots(32), u32::MAX);
         assert_eq!(all_slots(3), 0b111);
@@ -787,7 +935,7 @@ mod tests {
     #[test]
     fn a_failed_open_gives_the_slot_back_and_unmaps_an_empty_slab() {
         let page = os::page_size();
-        let slabs = Arc::new(Slabs::new(page, page, None));
+        let slabs = Arc::new(Slabs::new(page, page, None, false));
         let mut stacks = slabs.carve(3).unwrap();
         assert_eq!(stacks.len(), 3);
         // As if the third had failed to open: never handed out, its slot

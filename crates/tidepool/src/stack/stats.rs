@@ -19,7 +19,8 @@ pub struct StackStats {
     /// stacks belong to their owner and are not counted (their slots still
     /// are, in [`slots`](StackStats::slots)).
     pub mapped: u64,
-    /// VMAs the pool's slabs are now: two per opened slot (its guard and its
+    /// VMAs the pool's slabs are now. With guard markers, one per slab.
+    /// With `PROT_NONE` guards, two per opened slot (its guard and its
     /// stack), the top slot's guard merging with the unopened rest of its
     /// slab. Freed slots stay counted until their slab is unmapped. An upper
     /// bound: the kernel may merge a slab's edge with a neighbouring
@@ -55,8 +56,16 @@ pub struct StackStats {
     /// `mmap` calls made for this pool's stacks since it was built: one per
     /// slab (two if the first, for a whole slab, was refused).
     pub mmap_calls: u64,
-    /// `mprotect` calls: one per slot opened, the first time it is used.
+    /// `mprotect` calls: with `PROT_NONE` guards
+    /// ([`GuardMode::Protect`](super::GuardMode::Protect)), one per slot
+    /// opened, the first time it is used; with markers, one per guard the
+    /// kernel refused as a marker (0 normally).
     pub mprotect_calls: u64,
+    /// `madvise(MADV_GUARD_INSTALL)` calls: with guard markers
+    /// ([`GuardMode::Markers`](super::GuardMode::Markers)), one per slot
+    /// opened, the first time it is used. Not in
+    /// [`madvise_calls`](StackStats::madvise_calls).
+    pub guard_calls: u64,
     /// `madvise` calls: purges, and freed slots of slabs that stay mapped;
     /// one per run of adjacent stacks.
     pub madvise_calls: u64,
