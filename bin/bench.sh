@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Runs tidepool's criterion benchmarks (crates/tidepool-bench, benches/pools.rs)
-# and the stack refill comparison (src/bin/stack_refill.rs: a create_batch
-# refill against one-by-one mappings, rounds interleaved), and prints one
-# table: every performance target the bench crate can measure, as a ratio
-# of two medians from this run, the target beside it, and whether it holds.
-# A machine line comes first: timings on a shared machine are only as good
-# as its load.
+# Runs tidepool's criterion benchmarks (crates/tidepool-bench, benches/pools.rs
+# and benches/limits.rs) and the stack refill comparison
+# (src/bin/stack_refill.rs: a create_batch refill against one-by-one
+# mappings, rounds interleaved), and prints one table: every performance
+# target the bench crate can measure, as a ratio of two medians from this
+# run, the target beside it, and whether it holds. A machine line comes
+# first: timings on a shared machine are only as good as its load.
 #
 #   bin/bench.sh            full run (~3 minutes on 2 cores)
 #   bin/bench.sh --quick    shorter measurements (~1 minute), noisier
@@ -43,13 +43,14 @@ load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 refill_out="$target_dir/stack_refill.txt"
 if [[ $run == 1 ]]; then
     cargo build --release -p tidepool-bench --bin stack_refill
-    cargo bench -p tidepool-bench --bench pools --no-run
+    cargo bench -p tidepool-bench --bench pools --bench limits --no-run
     since="$(date +%s)"
     load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
     if [[ $quick == 1 ]]; then
         export TIDEPOOL_BENCH_QUICK=1
     fi
     cargo bench -p tidepool-bench --bench pools -- "${bench_args[@]}" >&2
+    cargo bench -p tidepool-bench --bench limits -- "${bench_args[@]}" >&2
     refill_args=()
     if [[ $quick == 1 ]]; then
         refill_args=(--quick)
@@ -69,7 +70,7 @@ import json, os, sys
 
 root, since, machine, ran = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
 refill_out = sys.argv[5]
-GROUPS = ["round_trip", "get_drop", "two_threads", "forward"]
+GROUPS = ["round_trip", "get_drop", "two_threads", "forward", "at_limit"]
 
 # median[(group, subject, threads or None)] = ns
 median = {}
@@ -85,7 +86,7 @@ for group in GROUPS:
             continue
         parts = os.path.relpath(os.path.dirname(dirpath), gdir).split(os.sep)
         subject = parts[0]
-        threads = int(parts[1]) if len(parts) > 1 else None
+        threads = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
         with open(path) as f:
             median[(group, subject, threads)] = json.load(f)["median"]["point_estimate"]
 
@@ -127,6 +128,9 @@ row("StackPool get+drop / core get+drop", (GD, "stack"), (GD, "core"), "<= 1.5x"
     "get_drop: stack / core (same shape)")
 row("get_owned+drop / get+drop", (GD, "core_owned"), (GD, "core"), "<= 1.3x", True,
     "get_drop: core_owned / core")
+AL = "at_limit"
+row("get+put at max_live / without a limit", (AL, "round_trip_at_limit"), (AL, "round_trip_unlimited"),
+    "<= 1.5x", True, "at_limit/round_trip: max_live 1, every get recycles the one object")
 
 # The stack refill rows: ratios of medians from stack_refill's own
 # interleaved rounds (µs per stack), written by this run (or the last).

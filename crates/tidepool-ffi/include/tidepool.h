@@ -160,6 +160,11 @@ enum tidepool_status
      * boundary; the message has it. The pool's counts stay exact.
      */
     TIDEPOOL_ERR_PANIC = -18,
+    /**
+     * A `*_get_timeout` waited its whole timeout at `max_live` and no
+     * object was given back to it (nor a place freed under the limit).
+     */
+    TIDEPOOL_ERR_TIMEOUT = -19,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -448,7 +453,7 @@ typedef struct tidepool_stack {
 /**
  * Every status, in declaration order.
  */
-#define tidepool_status_ALL { TIDEPOOL_OK, TIDEPOOL_EMPTY, TIDEPOOL_ERR_NULL, TIDEPOOL_ERR_INVALID_POOL, TIDEPOOL_ERR_WRONG_KIND, TIDEPOOL_ERR_STRUCT_SIZE, TIDEPOOL_ERR_CONFIG, TIDEPOOL_ERR_INVALID_ARGUMENT, TIDEPOOL_ERR_FOREIGN, TIDEPOOL_ERR_DOUBLE_PUT, TIDEPOOL_ERR_WRONG_POOL, TIDEPOOL_ERR_ALREADY_POOLED, TIDEPOOL_ERR_CREATE, TIDEPOOL_ERR_EXHAUSTED, TIDEPOOL_ERR_NO_MEMORY, TIDEPOOL_ERR_MAP_COUNT, TIDEPOOL_ERR_OS, TIDEPOOL_ERR_BUSY, TIDEPOOL_ERR_UNSUPPORTED, TIDEPOOL_ERR_PANIC, }
+#define tidepool_status_ALL { TIDEPOOL_OK, TIDEPOOL_EMPTY, TIDEPOOL_ERR_NULL, TIDEPOOL_ERR_INVALID_POOL, TIDEPOOL_ERR_WRONG_KIND, TIDEPOOL_ERR_STRUCT_SIZE, TIDEPOOL_ERR_CONFIG, TIDEPOOL_ERR_INVALID_ARGUMENT, TIDEPOOL_ERR_FOREIGN, TIDEPOOL_ERR_DOUBLE_PUT, TIDEPOOL_ERR_WRONG_POOL, TIDEPOOL_ERR_ALREADY_POOLED, TIDEPOOL_ERR_CREATE, TIDEPOOL_ERR_EXHAUSTED, TIDEPOOL_ERR_NO_MEMORY, TIDEPOOL_ERR_MAP_COUNT, TIDEPOOL_ERR_OS, TIDEPOOL_ERR_BUSY, TIDEPOOL_ERR_UNSUPPORTED, TIDEPOOL_ERR_PANIC, TIDEPOOL_ERR_TIMEOUT, }
 
 #ifdef __cplusplus
 extern "C" {
@@ -488,6 +493,34 @@ tidepool_status tidepool_buf_pool_new(const struct tidepool_config *config,
  * destroyed; `out` must be writable.
  */
 tidepool_status tidepool_buf_get(struct tidepool_pool *pool, void **out);
+
+/**
+ * As [`tidepool_buf_get`], but at `max_live` it waits up to `timeout_ns`
+ * nanoseconds for a buffer to be given back (or a place to free up under
+ * the limit), first come, first served: the oldest waiter is handed the
+ * next buffer put back on any thread, and one put wakes one waiter.
+ * `timeout_ns == 0` does not wait: `TIDEPOOL_ERR_TIMEOUT` at once when
+ * nothing is free (where `tidepool_buf_get` says `TIDEPOOL_ERR_EXHAUSTED`).
+ *
+ * ```c
+ * void *buf;
+ * tidepool_status s = tidepool_buf_get_timeout(pool, 50 * 1000 * 1000, &buf); // 50 ms
+ * if (s == TIDEPOOL_ERR_TIMEOUT) {
+ *     // still max_live buffers out after 50 ms
+ * }
+ * ```
+ *
+ * # Errors
+ *
+ * As [`tidepool_buf_get`], and `TIDEPOOL_ERR_TIMEOUT` if the wait ran out.
+ *
+ * # Safety
+ *
+ * As [`tidepool_buf_get`].
+ */
+tidepool_status tidepool_buf_get_timeout(struct tidepool_pool *pool,
+                                         uint64_t timeout_ns,
+                                         void **out);
 
 /**
  * Gives a buffer back to its pool (this thread's cache), on any thread.
@@ -555,6 +588,35 @@ tidepool_status tidepool_obj_pool_new(const struct tidepool_config *config,
  * destroyed; `out` must be writable.
  */
 tidepool_status tidepool_obj_get(struct tidepool_pool *pool, uint32_t flags, void **out);
+
+/**
+ * As [`tidepool_obj_get`], but at `max_live` it waits up to `timeout_ns`
+ * nanoseconds for an object to be given back (or a place to free up under
+ * the limit), first come, first served: the oldest waiter is handed the
+ * next object put back on any thread, and one put wakes one waiter.
+ * `timeout_ns == 0` does not wait: `TIDEPOOL_ERR_TIMEOUT` at once when
+ * nothing is free (where `tidepool_obj_get` says `TIDEPOOL_ERR_EXHAUSTED`).
+ *
+ * ```c
+ * void *conn;
+ * tidepool_status s = tidepool_obj_get_timeout(pool, 0, 2000000000ull, &conn); // 2 s
+ * if (s == TIDEPOOL_ERR_TIMEOUT) {
+ *     // every connection still out after 2 s
+ * }
+ * ```
+ *
+ * # Errors
+ *
+ * As [`tidepool_obj_get`], and `TIDEPOOL_ERR_TIMEOUT` if the wait ran out.
+ *
+ * # Safety
+ *
+ * As [`tidepool_obj_get`].
+ */
+tidepool_status tidepool_obj_get_timeout(struct tidepool_pool *pool,
+                                         uint32_t flags,
+                                         uint64_t timeout_ns,
+                                         void **out);
 
 /**
  * Hands an object the caller made itself to the pool: it is now one of the
@@ -793,6 +855,35 @@ tidepool_status tidepool_stack_pool_new(const struct tidepool_config *config,
  * destroyed; `out` must be writable.
  */
 tidepool_status tidepool_stack_get(struct tidepool_pool *pool, struct tidepool_stack *out);
+
+/**
+ * As [`tidepool_stack_get`], but at `max_live` it waits up to
+ * `timeout_ns` nanoseconds for a stack to be given back (or a place to
+ * free up under the limit), first come, first served: the oldest
+ * waiter is handed the next stack put back on any thread, and one put
+ * wakes one waiter. `timeout_ns == 0` does not wait:
+ * `TIDEPOOL_ERR_TIMEOUT` at once when nothing is free.
+ *
+ * ```c
+ * tidepool_stack st;
+ * tidepool_status s = tidepool_stack_get_timeout(pool, 10 * 1000 * 1000, &st); // 10 ms
+ * if (s == TIDEPOOL_ERR_TIMEOUT) {
+ *     // max_live stacks still out after 10 ms
+ * }
+ * ```
+ *
+ * # Errors
+ *
+ * As [`tidepool_stack_get`], and `TIDEPOOL_ERR_TIMEOUT` if the wait
+ * ran out.
+ *
+ * # Safety
+ *
+ * As [`tidepool_stack_get`].
+ */
+tidepool_status tidepool_stack_get_timeout(struct tidepool_pool *pool,
+                                           uint64_t timeout_ns,
+                                           struct tidepool_stack *out);
 
 /**
  * Gives a stack back to its pool (this thread's cache), on any thread.

@@ -21,6 +21,7 @@ use std::fmt;
 use std::mem::{size_of, MaybeUninit};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
 
 use tidepool::{Manage, Pool, Pooled};
 
@@ -170,10 +171,15 @@ impl BufKind {
         Ok(Self { pool, id })
     }
 
-    fn get(&'static self) -> Result<NonNull<c_void>> {
-        let guard = self.pool.get().map_err(|e| match e {
+    /// A buffer; at `max_live`, waiting up to `timeout` if there is one.
+    fn get(&'static self, timeout: Option<Duration>) -> Result<NonNull<c_void>> {
+        let got = match timeout {
+            None => self.pool.get(),
+            Some(t) => self.pool.get_timeout(t),
+        };
+        let guard = got.map_err(|e| match e {
             tidepool::Error::Create(e) => Error::new(TIDEPOOL_ERR_NO_MEMORY, e),
-            other => Error::new(TIDEPOOL_ERR_EXHAUSTED, other),
+            other => crate::status::limit_error(other),
         })?;
         let header = guard.0.as_ptr();
         // SAFETY: the buffer was handed to us alone; until its state says
@@ -300,7 +306,48 @@ pub unsafe extern "C" fn tidepool_buf_get(
         unsafe { out.write(std::ptr::null_mut()) };
         // SAFETY: the caller's promise.
         let pool = unsafe { handle::pool(pool) }?;
-        let buf = pool.buf()?.get()?;
+        let buf = pool.buf()?.get(None)?;
+        // SAFETY: as above.
+        unsafe { out.write(buf.as_ptr()) };
+        Ok(TIDEPOOL_OK)
+    })
+}
+
+/// As [`tidepool_buf_get`], but at `max_live` it waits up to `timeout_ns`
+/// nanoseconds for a buffer to be given back (or a place to free up under
+/// the limit), first come, first served: the oldest waiter is handed the
+/// next buffer put back on any thread, and one put wakes one waiter.
+/// `timeout_ns == 0` does not wait: `TIDEPOOL_ERR_TIMEOUT` at once when
+/// nothing is free (where `tidepool_buf_get` says `TIDEPOOL_ERR_EXHAUSTED`).
+///
+/// ```c
+/// void *buf;
+/// tidepool_status s = tidepool_buf_get_timeout(pool, 50 * 1000 * 1000, &buf); // 50 ms
+/// if (s == TIDEPOOL_ERR_TIMEOUT) {
+///     // still max_live buffers out after 50 ms
+/// }
+/// ```
+///
+/// # Errors
+///
+/// As [`tidepool_buf_get`], and `TIDEPOOL_ERR_TIMEOUT` if the wait ran out.
+///
+/// # Safety
+///
+/// As [`tidepool_buf_get`].
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_buf_get_timeout(
+    pool: *mut crate::tidepool_pool,
+    timeout_ns: u64,
+    out: *mut *mut c_void,
+) -> tidepool_status {
+    entry(|| {
+        let out = handle::out_ptr(out)?;
+        // SAFETY: checked non-null; the caller's promise.
+        unsafe { out.write(std::ptr::null_mut()) };
+        // SAFETY: the caller's promise.
+        let pool = unsafe { handle::pool(pool) }?;
+        let buf = pool.buf()?.get(Some(Duration::from_nanos(timeout_ns)))?;
         // SAFETY: as above.
         unsafe { out.write(buf.as_ptr()) };
         Ok(TIDEPOOL_OK)

@@ -37,6 +37,25 @@
 //!   and `tidepool_obj_adopt` let the caller build objects itself and still
 //!   pool them.
 //!
+//! # Waiting at `max_live`
+//!
+//! With `max_live` set, `tidepool_*_get` fails fast with
+//! `TIDEPOOL_ERR_EXHAUSTED` when every object is out (after looking for an
+//! idle one in every thread's cache and the depot). `tidepool_buf_get_timeout`,
+//! `tidepool_obj_get_timeout` and `tidepool_stack_get_timeout` wait instead,
+//! up to a timeout in nanoseconds, first come first served: a put on any
+//! thread hands its object straight to the oldest waiter, one put wakes one
+//! waiter. If the time runs out they return `TIDEPOOL_ERR_TIMEOUT`.
+//!
+//! ```c
+//! void *buf;
+//! switch (tidepool_buf_get_timeout(pool, 100 * 1000 * 1000, &buf)) { // 100 ms
+//! case TIDEPOOL_OK: break;
+//! case TIDEPOOL_ERR_TIMEOUT: // every buffer still out after 100 ms
+//! default: fprintf(stderr, "%s\n", tidepool_last_error());
+//! }
+//! ```
+//!
 //! # Errors
 //!
 //! Every call that can fail returns a [`tidepool_status`]: 0 for success,
@@ -73,15 +92,17 @@ mod stack;
 mod stats;
 mod status;
 
-pub use buf::{tidepool_buf_get, tidepool_buf_pool_new, tidepool_buf_put};
+pub use buf::{
+    tidepool_buf_get, tidepool_buf_get_timeout, tidepool_buf_pool_new, tidepool_buf_put,
+};
 pub use config::{
     tidepool_config, tidepool_create_fn, tidepool_destroy_fn, tidepool_purge_fn,
     TIDEPOOL_NO_BACKGROUND,
 };
 pub use handle::tidepool_pool;
 pub use obj::{
-    tidepool_obj_adopt, tidepool_obj_get, tidepool_obj_pool_new, tidepool_obj_put,
-    TIDEPOOL_GET_NO_CREATE,
+    tidepool_obj_adopt, tidepool_obj_get, tidepool_obj_get_timeout, tidepool_obj_pool_new,
+    tidepool_obj_put, TIDEPOOL_GET_NO_CREATE,
 };
 pub use pool::{
     tidepool_pool_destroy, tidepool_pool_drain, tidepool_pool_prefill, tidepool_pool_pressure,
@@ -89,7 +110,10 @@ pub use pool::{
     tidepool_pressure_notify, tidepool_thread_exit, tidepool_version, TIDEPOOL_PRESSURE_CRITICAL,
     TIDEPOOL_PRESSURE_MEDIUM,
 };
-pub use stack::{tidepool_stack, tidepool_stack_get, tidepool_stack_pool_new, tidepool_stack_put};
+pub use stack::{
+    tidepool_stack, tidepool_stack_get, tidepool_stack_get_timeout, tidepool_stack_pool_new,
+    tidepool_stack_put,
+};
 pub use stats::tidepool_stats;
 pub use status::{
     tidepool_last_error, tidepool_last_error_copy, tidepool_status, tidepool_status_name,

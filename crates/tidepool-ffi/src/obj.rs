@@ -22,6 +22,7 @@ use std::ffi::{c_int, c_void};
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tidepool::pressure::Level;
@@ -232,7 +233,8 @@ impl ObjKind {
         self.pool.manager()
     }
 
-    fn get(&'static self, flags: u32) -> Result<*mut c_void> {
+    /// An object; at `max_live`, waiting up to `timeout` if there is one.
+    fn get(&'static self, flags: u32, timeout: Option<Duration>) -> Result<*mut c_void> {
         if flags & !KNOWN_GET_FLAGS != 0 {
             return Err(Error::new(
                 TIDEPOOL_ERR_INVALID_ARGUMENT,
@@ -242,13 +244,16 @@ impl ObjKind {
         let no_create = flags & TIDEPOOL_GET_NO_CREATE != 0;
         let got = {
             let _scope = NoCreateScope(NO_CREATE.with(|c| c.replace(no_create)));
-            self.pool.get()
+            match timeout {
+                None => self.pool.get(),
+                Some(t) => self.pool.get_timeout(t),
+            }
         };
         let guard = match got {
             Ok(guard) => guard,
             Err(tidepool::Error::Create(ObjError::NoCreate)) => return Ok(std::ptr::null_mut()),
             Err(tidepool::Error::Create(e)) => return Err(Error::new(TIDEPOOL_ERR_CREATE, e)),
-            Err(e) => return Err(Error::new(TIDEPOOL_ERR_EXHAUSTED, e)),
+            Err(e) => return Err(crate::status::limit_error(e)),
         };
         let obj = guard.0;
         if let Err(guard) = live::lend(obj, self.id, guard) {
@@ -428,7 +433,55 @@ pub unsafe extern "C" fn tidepool_obj_get(
         unsafe { out.write(std::ptr::null_mut()) };
         // SAFETY: the caller's promise.
         let pool = unsafe { handle::pool(pool) }?;
-        let obj = pool.obj()?.get(flags)?;
+        let obj = pool.obj()?.get(flags, None)?;
+        // SAFETY: as above.
+        unsafe { out.write(obj) };
+        Ok(if obj.is_null() {
+            TIDEPOOL_EMPTY
+        } else {
+            TIDEPOOL_OK
+        })
+    })
+}
+
+/// As [`tidepool_obj_get`], but at `max_live` it waits up to `timeout_ns`
+/// nanoseconds for an object to be given back (or a place to free up under
+/// the limit), first come, first served: the oldest waiter is handed the
+/// next object put back on any thread, and one put wakes one waiter.
+/// `timeout_ns == 0` does not wait: `TIDEPOOL_ERR_TIMEOUT` at once when
+/// nothing is free (where `tidepool_obj_get` says `TIDEPOOL_ERR_EXHAUSTED`).
+///
+/// ```c
+/// void *conn;
+/// tidepool_status s = tidepool_obj_get_timeout(pool, 0, 2000000000ull, &conn); // 2 s
+/// if (s == TIDEPOOL_ERR_TIMEOUT) {
+///     // every connection still out after 2 s
+/// }
+/// ```
+///
+/// # Errors
+///
+/// As [`tidepool_obj_get`], and `TIDEPOOL_ERR_TIMEOUT` if the wait ran out.
+///
+/// # Safety
+///
+/// As [`tidepool_obj_get`].
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_obj_get_timeout(
+    pool: *mut crate::tidepool_pool,
+    flags: u32,
+    timeout_ns: u64,
+    out: *mut *mut c_void,
+) -> tidepool_status {
+    entry(|| {
+        let out = handle::out_ptr(out)?;
+        // SAFETY: checked non-null; the caller's promise.
+        unsafe { out.write(std::ptr::null_mut()) };
+        // SAFETY: the caller's promise.
+        let pool = unsafe { handle::pool(pool) }?;
+        let obj = pool
+            .obj()?
+            .get(flags, Some(Duration::from_nanos(timeout_ns)))?;
         // SAFETY: as above.
         unsafe { out.write(obj) };
         Ok(if obj.is_null() {

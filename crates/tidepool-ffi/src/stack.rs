@@ -52,6 +52,7 @@ mod unix {
     use std::mem::{size_of, MaybeUninit};
     use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
     use std::sync::OnceLock;
+    use std::time::Duration;
 
     use tidepool::stack::{PooledStack, StackError, StackPool};
 
@@ -112,6 +113,7 @@ mod unix {
             StackError::MapCountReached { .. } => TIDEPOOL_ERR_MAP_COUNT,
             StackError::OutOfMemory { .. } => TIDEPOOL_ERR_NO_MEMORY,
             StackError::Exhausted { .. } => TIDEPOOL_ERR_EXHAUSTED,
+            StackError::Timeout { .. } => TIDEPOOL_ERR_TIMEOUT,
             _ => TIDEPOOL_ERR_OS,
         };
         Error::new(status, e)
@@ -136,8 +138,13 @@ mod unix {
             Ok(Self { pool, id })
         }
 
-        pub(crate) fn get(&self) -> Result<tidepool_stack> {
-            let stack = self.pool.get().map_err(stack_error)?;
+        /// A stack; at `max_live`, waiting up to `timeout` if there is one.
+        pub(crate) fn get(&self, timeout: Option<Duration>) -> Result<tidepool_stack> {
+            let stack = match timeout {
+                None => self.pool.get(),
+                Some(t) => self.pool.get_timeout(t),
+            }
+            .map_err(stack_error)?;
             let base = stack.bottom().as_ptr();
             // The usable part is at least one page, so the header fits.
             let top = stack.top().as_ptr().wrapping_sub(HEADER);
@@ -299,6 +306,8 @@ mod tests {
 }
 
 mod api {
+    use std::time::Duration;
+
     use super::tidepool_stack;
     use crate::config::{self, tidepool_config};
     use crate::handle;
@@ -372,6 +381,53 @@ mod api {
         pool: *mut crate::tidepool_pool,
         out: *mut tidepool_stack,
     ) -> tidepool_status {
+        // SAFETY: the caller's promise.
+        unsafe { get_into(pool, out, None) }
+    }
+
+    /// As [`tidepool_stack_get`], but at `max_live` it waits up to
+    /// `timeout_ns` nanoseconds for a stack to be given back (or a place to
+    /// free up under the limit), first come, first served: the oldest
+    /// waiter is handed the next stack put back on any thread, and one put
+    /// wakes one waiter. `timeout_ns == 0` does not wait:
+    /// `TIDEPOOL_ERR_TIMEOUT` at once when nothing is free.
+    ///
+    /// ```c
+    /// tidepool_stack st;
+    /// tidepool_status s = tidepool_stack_get_timeout(pool, 10 * 1000 * 1000, &st); // 10 ms
+    /// if (s == TIDEPOOL_ERR_TIMEOUT) {
+    ///     // max_live stacks still out after 10 ms
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`tidepool_stack_get`], and `TIDEPOOL_ERR_TIMEOUT` if the wait
+    /// ran out.
+    ///
+    /// # Safety
+    ///
+    /// As [`tidepool_stack_get`].
+    #[no_mangle]
+    pub unsafe extern "C" fn tidepool_stack_get_timeout(
+        pool: *mut crate::tidepool_pool,
+        timeout_ns: u64,
+        out: *mut tidepool_stack,
+    ) -> tidepool_status {
+        // SAFETY: the caller's promise.
+        unsafe { get_into(pool, out, Some(Duration::from_nanos(timeout_ns))) }
+    }
+
+    /// The body of both stack gets.
+    ///
+    /// # Safety
+    ///
+    /// As [`tidepool_stack_get`].
+    unsafe fn get_into(
+        pool: *mut crate::tidepool_pool,
+        out: *mut tidepool_stack,
+        timeout: Option<Duration>,
+    ) -> tidepool_status {
         entry(|| {
             let out = handle::out_ptr(out)?;
             // SAFETY: checked non-null; the caller's promise.
@@ -389,14 +445,14 @@ mod api {
             let pool = unsafe { handle::pool(pool) }?;
             #[cfg(unix)]
             {
-                let lent = pool.stack()?.get()?;
+                let lent = pool.stack()?.get(timeout)?;
                 // SAFETY: as above.
                 unsafe { out.write(lent) };
                 Ok(TIDEPOOL_OK)
             }
             #[cfg(not(unix))]
             {
-                let _ = pool;
+                let _ = (pool, timeout);
                 Err(Error::new(
                     TIDEPOOL_ERR_UNSUPPORTED,
                     "stack pools need a Unix (mmap with a guard page)",

@@ -70,6 +70,9 @@ pub enum tidepool_status {
     /// A bug in tidepool: Rust code panicked. The panic was caught at the
     /// boundary; the message has it. The pool's counts stay exact.
     TIDEPOOL_ERR_PANIC = -18,
+    /// A `*_get_timeout` waited its whole timeout at `max_live` and no
+    /// object was given back to it (nor a place freed under the limit).
+    TIDEPOOL_ERR_TIMEOUT = -19,
 }
 
 use tidepool_status::*;
@@ -98,11 +101,12 @@ impl tidepool_status {
             TIDEPOOL_ERR_BUSY => c"TIDEPOOL_ERR_BUSY",
             TIDEPOOL_ERR_UNSUPPORTED => c"TIDEPOOL_ERR_UNSUPPORTED",
             TIDEPOOL_ERR_PANIC => c"TIDEPOOL_ERR_PANIC",
+            TIDEPOOL_ERR_TIMEOUT => c"TIDEPOOL_ERR_TIMEOUT",
         }
     }
 
     /// Every status, in declaration order.
-    pub const ALL: [tidepool_status; 20] = [
+    pub const ALL: [tidepool_status; 21] = [
         TIDEPOOL_OK,
         TIDEPOOL_EMPTY,
         TIDEPOOL_ERR_NULL,
@@ -123,6 +127,7 @@ impl tidepool_status {
         TIDEPOOL_ERR_BUSY,
         TIDEPOOL_ERR_UNSUPPORTED,
         TIDEPOOL_ERR_PANIC,
+        TIDEPOOL_ERR_TIMEOUT,
     ];
 }
 
@@ -145,6 +150,16 @@ impl Error {
 }
 
 pub(crate) type Result<T = tidepool_status> = std::result::Result<T, Error>;
+
+/// The status of a core error that is not the manager's own: `max_live`
+/// reached (at once, or after a `*_get_timeout`'s whole wait).
+pub(crate) fn limit_error<E: fmt::Display>(e: tidepool::Error<E>) -> Error {
+    let status = match e {
+        tidepool::Error::Timeout { .. } => TIDEPOOL_ERR_TIMEOUT,
+        _ => TIDEPOOL_ERR_EXHAUSTED,
+    };
+    Error::new(status, e)
+}
 
 std::thread_local! {
     /// The last failure on this thread, as a C string.

@@ -172,6 +172,7 @@ const API_CASES: &[&str] = &[
     "errors_put",
     "errors_create",
     "errors_exhausted_and_busy",
+    "get_timeout",
     "error_no_memory",
     "error_map_count",
     "last_error",
@@ -203,6 +204,7 @@ api_cases!(
     errors_put,
     errors_create,
     errors_exhausted_and_busy,
+    get_timeout,
     error_no_memory,
     error_map_count,
     last_error,
@@ -283,7 +285,12 @@ fn readme_c_snippet_compiles_and_runs() {
         "#include <stdio.h>\n#include \"tidepool.h\"\n\nint main(void) {{\n{snippet}\
          \n    return tidepool_pool_destroy(stacks) == TIDEPOOL_OK ? 0 : 1;\n}}\n"
     );
-    let source = Path::new(env!("CARGO_TARGET_TMPDIR")).join("readme_snippet.c");
+    // In a directory of its own: `#include "tidepool.h"` looks beside the
+    // source first, and the header test leaves a fresh (maybe broken) copy
+    // in CARGO_TARGET_TMPDIR when it fails.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("readme_source");
+    std::fs::create_dir_all(&dir).expect("create the snippet's directory");
+    let source = dir.join("readme_snippet.c");
     std::fs::write(&source, program).expect("write the snippet");
     let exe = compile_path(&source, "readme_snippet");
     let r = run(&exe, &[]);

@@ -91,5 +91,5 @@ pub use config::{
 pub use error::Error;
 pub use guard::{OwnedPooled, Pooled};
 pub use manage::Manage;
-pub use pool::Pool;
+pub use pool::{GetAsync, Pool};
 pub use stats::Stats;

@@ -233,6 +233,58 @@ impl<M: Manage> Pool<M> {
         Ok(Pooled::new(self, item))
     }
 
+    /// An object, waiting for one asynchronously at `max_live`: a future
+    /// that does what [`get_timeout`](Pool::get_timeout) does, but instead
+    /// of sleeping it queues its task's waker in the same first-come,
+    /// first-served queue and returns `Pending`; an object given back on
+    /// any thread is handed to the oldest waiter, thread or task, and wakes
+    /// it alone. It works with any executor (it needs nothing but the
+    /// `Waker`). Below the limit it is ready at its first poll.
+    ///
+    /// Cancel-safe: dropping the future (a timeout of the caller's runtime,
+    /// a `select!` that went the other way) takes it out of the queue, and
+    /// an object handed to it in the meantime goes on to the next waiter,
+    /// or back to the pool. Polling it again after it completed starts a
+    /// new get.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Create`] if the manager fails (below the limit, or with a
+    /// place freed for it). No timeout: compose it with your runtime's.
+    ///
+    /// ```
+    /// use std::future::Future;
+    /// use std::pin::pin;
+    /// use std::sync::Arc;
+    /// use std::task::{Context, Poll, Wake, Waker};
+    ///
+    /// struct Flag(std::sync::atomic::AtomicBool);
+    /// impl Wake for Flag {
+    ///     fn wake(self: Arc<Self>) {
+    ///         self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    ///     }
+    /// }
+    ///
+    /// let pool = tidepool::Pool::builder(|| vec![0u8; 64]).max_live(1).build()?;
+    /// let only = pool.get()?;
+    /// let flag = Arc::new(Flag(Default::default()));
+    /// let waker = Waker::from(Arc::clone(&flag));
+    /// let mut cx = Context::from_waker(&waker);
+    /// let mut fut = pin!(pool.get_async());
+    /// assert!(fut.as_mut().poll(&mut cx).is_pending()); // queued at the limit
+    /// drop(only);                                         // handed to the future
+    /// assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst)); // and woken
+    /// let Poll::Ready(buf) = fut.as_mut().poll(&mut cx) else { unreachable!() };
+    /// assert_eq!(buf?.len(), 64);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get_async(&self) -> GetAsync<'_, M> {
+        GetAsync {
+            pool: self,
+            ticket: None,
+        }
+    }
+
     /// [`get_timeout`](Pool::get_timeout) with an owned guard, as
     /// [`get_owned`](Pool::get_owned).
     ///
@@ -415,5 +467,44 @@ impl<M: Manage> fmt::Debug for Pool<M> {
             .field("config", self.config())
             .field("stats", &self.stats())
             .finish_non_exhaustive()
+    }
+}
+
+/// The future of [`Pool::get_async`].
+#[must_use = "a future does nothing unless polled"]
+pub struct GetAsync<'a, M: Manage> {
+    pool: &'a Pool<M>,
+    /// Its place in the waiters' queue, once it has one.
+    ticket: Option<crate::shared::waiters::TaskTicket>,
+}
+
+impl<M: Manage> std::fmt::Debug for GetAsync<'_, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GetAsync")
+            .field("queued", &self.ticket.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, M: Manage> std::future::Future for GetAsync<'a, M> {
+    type Output = Result<Pooled<'a, M>, Error<M::Error>>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        // `GetAsync` is `Unpin`: a reference and an id.
+        let this = self.get_mut();
+        let pool = this.pool;
+        Shared::poll_get(&pool.shared, &mut this.ticket, cx)
+            .map(|got| got.map(|item| Pooled::new(pool, item)))
+    }
+}
+
+impl<M: Manage> Drop for GetAsync<'_, M> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            self.pool.shared.cancel_get(ticket);
+        }
     }
 }

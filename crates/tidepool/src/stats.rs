@@ -71,6 +71,12 @@ pub struct Stats {
     /// [`get_timeout`](crate::Pool::get_timeout) callers waiting at
     /// `max_live` right now.
     pub waiting: u64,
+    /// Writes (read-modify-writes) of the pool's one global `max_live`
+    /// count, the only cache line every thread's creates and destroys
+    /// share: a chunk of places taken or given back, a single place near
+    /// the limit, credits recalled. Creates and destroys in between spend
+    /// and refill their thread's own credits. 0 without `max_live`. Exact.
+    pub limit_folds: u64,
 }
 
 impl Stats {

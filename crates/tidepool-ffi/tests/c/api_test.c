@@ -662,6 +662,92 @@ static void errors_exhausted_and_busy(void) {
     OK(tidepool_pool_destroy(stacks));
 }
 
+/* get_timeout at max_live 1, for each kind: with nothing given back the
+ * wait runs out (TIMEOUT, out cleared); with a put on another thread 20 ms
+ * into a 10 s wait, the waiter is handed that very object. */
+struct late_put {
+    tidepool_pool *pool;
+    enum { LATE_BUF, LATE_OBJ, LATE_STACK } kind;
+    void *ptr;
+    tidepool_stack stack;
+};
+
+static void *put_later(void *arg) {
+    struct late_put *p = arg;
+    struct timespec ms20 = {0, 20 * 1000 * 1000};
+    nanosleep(&ms20, NULL);
+    switch (p->kind) {
+    case LATE_BUF: OK(tidepool_buf_put(p->pool, p->ptr)); break;
+    case LATE_OBJ: OK(tidepool_obj_put(p->pool, p->ptr)); break;
+    case LATE_STACK: OK(tidepool_stack_put(p->pool, &p->stack)); break;
+    }
+    return NULL;
+}
+
+static const uint64_t MS = 1000 * 1000;
+
+static void get_timeout(void) {
+    pthread_t t;
+
+    tidepool_config cfg = buf_config(64, 0);
+    cfg.max_live = 1;
+    cfg.batch_size = 1;
+    tidepool_pool *bufs = NULL;
+    OK(tidepool_buf_pool_new(&cfg, &bufs));
+    void *a = NULL, *b = (void *)1;
+    OK(tidepool_buf_get_timeout(bufs, 10 * MS, &a)); /* free: no wait */
+    EXPECT(tidepool_buf_get_timeout(bufs, 5 * MS, &b), TIDEPOOL_ERR_TIMEOUT);
+    CHECK(b == NULL);
+    EXPECT_MESSAGE("max_live");
+    EXPECT(tidepool_buf_get_timeout(bufs, 0, &b), TIDEPOOL_ERR_TIMEOUT);
+    EXPECT(tidepool_buf_get(bufs, &b), TIDEPOOL_ERR_EXHAUSTED); /* plain get fails fast */
+    struct late_put lb = {bufs, LATE_BUF, a, {0}};
+    CHECK(pthread_create(&t, NULL, put_later, &lb) == 0);
+    OK(tidepool_buf_get_timeout(bufs, 10000 * MS, &b));
+    CHECK(b == a); /* handed straight to the waiter */
+    CHECK(pthread_join(t, NULL) == 0);
+    OK(tidepool_buf_put(bufs, b));
+    OK(tidepool_pool_destroy(bufs));
+
+    struct counter c = {0};
+    tidepool_config ocfg = obj_config(&c);
+    ocfg.max_live = 1;
+    ocfg.batch_size = 1;
+    tidepool_pool *objs = NULL;
+    OK(tidepool_obj_pool_new(&ocfg, &objs));
+    void *o = NULL, *o2 = (void *)1;
+    OK(tidepool_obj_get_timeout(objs, 0, 10 * MS, &o));
+    EXPECT(tidepool_obj_get_timeout(objs, 0, 5 * MS, &o2), TIDEPOOL_ERR_TIMEOUT);
+    CHECK(o2 == NULL);
+    EXPECT(tidepool_obj_get_timeout(objs, 0x80, 5 * MS, &o2), TIDEPOOL_ERR_INVALID_ARGUMENT);
+    struct late_put lo = {objs, LATE_OBJ, o, {0}};
+    CHECK(pthread_create(&t, NULL, put_later, &lo) == 0);
+    OK(tidepool_obj_get_timeout(objs, 0, 10000 * MS, &o2));
+    CHECK(o2 == o && c.created == 1);
+    CHECK(pthread_join(t, NULL) == 0);
+    OK(tidepool_obj_put(objs, o2));
+    check_counts(objs);
+    OK(tidepool_pool_destroy(objs));
+    check_all_destroyed(&c);
+
+    tidepool_config scfg = stack_config(4096);
+    scfg.max_live = 1;
+    scfg.batch_size = 1;
+    tidepool_pool *stacks = NULL;
+    OK(tidepool_stack_pool_new(&scfg, &stacks));
+    tidepool_stack s1, s2;
+    OK(tidepool_stack_get_timeout(stacks, 10 * MS, &s1));
+    EXPECT(tidepool_stack_get_timeout(stacks, 5 * MS, &s2), TIDEPOOL_ERR_TIMEOUT);
+    CHECK(s2.top == NULL);
+    struct late_put ls = {stacks, LATE_STACK, NULL, s1};
+    CHECK(pthread_create(&t, NULL, put_later, &ls) == 0);
+    OK(tidepool_stack_get_timeout(stacks, 10000 * MS, &s2));
+    CHECK(s2.base == s1.base);
+    CHECK(pthread_join(t, NULL) == 0);
+    OK(tidepool_stack_put(stacks, &s2));
+    OK(tidepool_pool_destroy(stacks));
+}
+
 /* Memory runs out: a 4 GiB address-space limit, then a buffer and a stack
  * bigger than that. */
 static void error_no_memory(void) {
@@ -756,7 +842,8 @@ static void last_error(void) {
     CHECK(strcmp(tidepool_status_name(TIDEPOOL_ERR_DOUBLE_PUT), "TIDEPOOL_ERR_DOUBLE_PUT") == 0);
     CHECK(strcmp(tidepool_status_name(TIDEPOOL_OK), "TIDEPOOL_OK") == 0);
     CHECK(strcmp(tidepool_status_name(12345), "unknown") == 0);
-    for (int s = TIDEPOOL_ERR_PANIC; s <= TIDEPOOL_EMPTY; s++)
+    CHECK(strcmp(tidepool_status_name(TIDEPOOL_ERR_TIMEOUT), "TIDEPOOL_ERR_TIMEOUT") == 0);
+    for (int s = TIDEPOOL_ERR_TIMEOUT; s <= TIDEPOOL_EMPTY; s++)
         CHECK(strcmp(tidepool_status_name(s), "unknown") != 0);
     CHECK(strcmp(tidepool_version(), "0.1.0") == 0);
     OK(tidepool_pool_destroy(pool));
@@ -897,6 +984,7 @@ int main(int argc, char **argv) {
         {"errors_put", errors_put},
         {"errors_create", errors_create},
         {"errors_exhausted_and_busy", errors_exhausted_and_busy},
+        {"get_timeout", get_timeout},
         {"error_no_memory", error_no_memory},
         {"error_map_count", error_map_count},
         {"last_error", last_error},

@@ -79,7 +79,7 @@ pub fn plot(s: &ScenarioReport, threads: &[usize]) -> Result<String, String> {
     let _ = write!(
         svg,
         "<text class=\"axis-label x\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" \
-         text-anchor=\"middle\">threads, producer + consumer pairs (count)</text>\
+         text-anchor=\"middle\">threads (count)</text>\
          <text class=\"axis-label y\" x=\"14\" y=\"{:.1}\" font-size=\"12\" \
          text-anchor=\"middle\" transform=\"rotate(-90 14 {:.1})\">run time (ms)</text>",
         ax + aw / 2.0,

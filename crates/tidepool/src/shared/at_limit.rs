@@ -19,11 +19,15 @@
 //!
 //! `get_timeout` does the same, then joins the FIFO queue of `waiters.rs`
 //! and sleeps until it is handed an object or a place, or time runs out.
+//! `get_async` joins the same queue with its task's waker and returns
+//! `Pending`; dropped while queued, it leaves the queue and passes on what
+//! it was handed meanwhile (to the next waiter, else the depot).
 
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::waiters::Handoff;
+use super::waiters::{Handoff, TaskTicket};
 use super::Shared;
 use crate::callbacks::Site;
 use crate::{Error, Manage};
@@ -94,6 +98,52 @@ impl<M: Manage> Shared<M> {
         match this.waiters.wait(ticket, deadline) {
             Some(handoff) => this.redeem(handoff),
             None => Err(Error::Timeout { limit }),
+        }
+    }
+
+    /// One poll of a `get_async` future whose place in the queue is
+    /// `ticket` (`None`: not queued yet). As `get_timeout`, without the
+    /// sleep: `Pending` with the task's waker queued.
+    pub(crate) fn poll_get(
+        this: &Arc<Self>,
+        ticket: &mut Option<TaskTicket>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<M::Item, Error<M::Error>>> {
+        if let Some(t) = ticket {
+            return match this.waiters.poll_served(t, cx.waker()) {
+                Some(handoff) => {
+                    *ticket = None;
+                    Poll::Ready(this.redeem(handoff))
+                }
+                None => Poll::Pending,
+            };
+        }
+        if !this.waiters.any() {
+            match Self::get(this) {
+                Err(Error::Exhausted { .. }) => {}
+                done => return Poll::Ready(done),
+            }
+        }
+        let (t, first) = this.waiters.enqueue_task(cx.waker());
+        if first {
+            // The gap `get_timeout` closes the same way.
+            match Self::get(this) {
+                Err(Error::Exhausted { .. }) => {}
+                done => {
+                    this.cancel_get(t);
+                    return Poll::Ready(done);
+                }
+            }
+        }
+        *ticket = Some(t);
+        Poll::Pending
+    }
+
+    /// A `get_async` future dropped while queued: leaves the queue, and
+    /// what it was handed meanwhile goes to the next waiter or the pool.
+    pub(crate) fn cancel_get(&self, ticket: TaskTicket) {
+        if let Some(handoff) = self.waiters.cancel_task(ticket) {
+            self.pass_on(handoff);
         }
     }
 

@@ -38,7 +38,7 @@ mod destroy;
 mod pass;
 pub(crate) mod places;
 pub(crate) mod teardown;
-mod waiters;
+pub(crate) mod waiters;
 
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Weak};
@@ -751,6 +751,7 @@ impl<M: Manage> Shared<M> {
             working_set: existing.saturating_sub(depot.idle_unused as u64),
             callback_panics: self.panics.count(),
             waiting: self.waiters.len() as u64,
+            limit_folds: self.places.as_ref().map_or(0, Places::folds),
             created,
             destroyed,
             detached,

@@ -31,7 +31,7 @@
 use crossbeam_utils::CachePadded;
 
 use crate::cache::credit::Credit;
-use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crate::sync::yield_now;
 
 /// Within `NEAR * chunk` places of the limit, places move one at a time.
@@ -48,7 +48,19 @@ pub(crate) struct Places {
     /// Places left below which they move one at a time: `NEAR * chunk`.
     near: usize,
     /// See the module docs: never above `limit`.
-    reserved: CachePadded<AtomicUsize>,
+    global: CachePadded<Global>,
+}
+
+/// The shared line: the count, and how often it was written.
+#[derive(Debug, Default)]
+struct Global {
+    reserved: AtomicUsize,
+    /// Read-modify-writes of `reserved` (chunks and single places taken,
+    /// places and recalled credits given back): the cross-thread writes
+    /// `max_live` costs, [`Stats::limit_folds`](crate::Stats::limit_folds).
+    /// On `reserved`'s own line, written right after it (the line is held
+    /// already): counting adds no traffic of its own.
+    folds: AtomicU64,
 }
 
 /// A reservation found no place: every credit recalled, `reserved` full.
@@ -69,7 +81,7 @@ impl Places {
             limit,
             chunk: chunk.max(1),
             near,
-            reserved: CachePadded::new(AtomicUsize::new(0)),
+            global: CachePadded::default(),
         }
     }
 
@@ -111,7 +123,7 @@ impl Places {
     /// Takes places from the global count: one for the caller, and (far
     /// from the limit) the rest of a chunk for `local`.
     fn take_global(&self, local: Option<&Credit>) -> bool {
-        let mut r = self.reserved.load(Ordering::Relaxed);
+        let mut r = self.global.reserved.load(Ordering::Relaxed);
         loop {
             let free = self.limit - r;
             if free == 0 {
@@ -123,13 +135,14 @@ impl Places {
             };
             // `Acquire`: a place given back with `Release` by a destroy is
             // free before it is reused.
-            match self.reserved.compare_exchange_weak(
+            match self.global.reserved.compare_exchange_weak(
                 r,
                 r + k,
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
+                    self.global.folds.fetch_add(1, Ordering::Relaxed);
                     if let (Some(local), true) = (local, k > 1) {
                         local.give(k - 1);
                     }
@@ -146,13 +159,14 @@ impl Places {
     pub(crate) fn release(&self, local: Option<&Credit>) {
         if let Some(local) = local {
             if local.held() < 2 * self.chunk
-                && self.limit - self.reserved.load(Ordering::Relaxed) >= self.near
+                && self.limit - self.global.reserved.load(Ordering::Relaxed) >= self.near
             {
                 local.give(1);
                 return;
             }
         }
-        self.reserved.fetch_sub(1, Ordering::Release);
+        self.global.reserved.fetch_sub(1, Ordering::Release);
+        self.global.folds.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Returns every slot's credits to the global count (trim, drain, a
@@ -167,8 +181,14 @@ impl Places {
     /// Returns `n` recalled credits (a thread's, at its exit).
     pub(crate) fn return_credits(&self, n: usize) {
         if n > 0 {
-            self.reserved.fetch_sub(n, Ordering::Release);
+            self.global.reserved.fetch_sub(n, Ordering::Release);
+            self.global.folds.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Writes of the global count so far (`Stats::limit_folds`).
+    pub(crate) fn folds(&self) -> u64 {
+        self.global.folds.load(Ordering::Relaxed)
     }
 
     /// The limit, `max_live`.
@@ -179,7 +199,7 @@ impl Places {
     /// Places reserved now: objects, credits and places in flight.
     #[cfg(any(test, loom))]
     pub(crate) fn reserved(&self) -> usize {
-        self.reserved.load(Ordering::Relaxed)
+        self.global.reserved.load(Ordering::Relaxed)
     }
 }
 
@@ -213,6 +233,11 @@ mod tests {
         assert_eq!(credits[1].held(), 0);
         assert_eq!(p.reserve(Some(&credits[1]), each(&credits)), Err(Full));
         assert_eq!(p.reserved(), 64, "never past the limit");
+        // One write of the shared count per chunk or single place, none
+        // per credit spent: thread 0's chunk, thread 1's chunks while 16 or
+        // more places were left (reserved 4 → 52: 12 chunks), then the
+        // last 12 places one by one.
+        assert_eq!(p.folds(), 1 + 12 + 12);
     }
 
     #[test]

@@ -22,9 +22,16 @@
 //!
 //! `count` is read with one `Relaxed` load on every `put` (and destroy):
 //! a cache line that is written only when a waiter comes or goes.
+//!
+//! `get_async` futures queue in the same line with a `Waker` instead of a
+//! condvar ([`Wake`]). A served task's waker is woken after the queue lock
+//! is dropped (it is the executor's code). A future dropped while queued
+//! leaves the queue under the lock, and passes on whatever it was served
+//! with meanwhile (`at_limit.rs`): cancelling loses nothing.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::Instant;
 
 use crate::sync::atomic::{AtomicUsize, Ordering};
@@ -48,11 +55,20 @@ pub(crate) struct Waiters<T> {
     queue: Mutex<Queue<T>>,
 }
 
+/// How a queued waiter is woken.
+#[derive(Debug)]
+enum Wake {
+    /// A thread in `get_timeout`, asleep on its own condvar.
+    Thread(Arc<Condvar>),
+    /// A `get_async` future: its task's latest waker.
+    Task(Waker),
+}
+
 #[derive(Debug)]
 struct Queue<T> {
     next_ticket: u64,
-    /// Oldest first: each waiter's ticket and the condvar it sleeps on.
-    waiting: VecDeque<(u64, Arc<Condvar>)>,
+    /// Oldest first: each waiter's ticket and how to wake it.
+    waiting: VecDeque<(u64, Wake)>,
     /// Served and not yet picked up (at most a few: a served waiter picks
     /// its hand-off up as soon as it runs).
     served: Vec<(u64, Handoff<T>)>,
@@ -63,6 +79,13 @@ struct Queue<T> {
 pub(crate) struct Ticket {
     id: u64,
     wake: Arc<Condvar>,
+}
+
+/// A `get_async` future's place in the queue; redeemed with
+/// [`Waiters::poll_served`], given up with [`Waiters::cancel_task`].
+#[derive(Debug)]
+pub(crate) struct TaskTicket {
+    id: u64,
 }
 
 impl<T> Waiters<T> {
@@ -91,16 +114,27 @@ impl<T> Waiters<T> {
 
     /// Joins the tail of the queue; `true` if nobody was queued before.
     pub(crate) fn enqueue(&self) -> (Ticket, bool) {
+        let wake = Arc::new(Condvar::new());
+        let (id, first) = self.push(Wake::Thread(Arc::clone(&wake)));
+        (Ticket { id, wake }, first)
+    }
+
+    /// As [`enqueue`](Waiters::enqueue), for a task woken by `waker`.
+    pub(crate) fn enqueue_task(&self, waker: &Waker) -> (TaskTicket, bool) {
+        let (id, first) = self.push(Wake::Task(waker.clone()));
+        (TaskTicket { id }, first)
+    }
+
+    fn push(&self, wake: Wake) -> (u64, bool) {
         let mut q = self.queue.lock();
         let id = q.next_ticket;
         q.next_ticket += 1;
-        let wake = Arc::new(Condvar::new());
-        q.waiting.push_back((id, Arc::clone(&wake)));
+        q.waiting.push_back((id, wake));
         // `SeqCst`, then the caller looks at the pool once more: a put that
         // read `count == 0` before this put its object where that look
         // finds it.
         let before = self.count.fetch_add(1, Ordering::SeqCst);
-        (Ticket { id, wake }, before == 0)
+        (id, before == 0)
     }
 
     /// Serves the oldest waiter with `handoff` and wakes it (only it).
@@ -112,8 +146,41 @@ impl<T> Waiters<T> {
         };
         self.count.fetch_sub(1, Ordering::Relaxed);
         q.served.push((id, handoff));
-        wake.notify_one();
+        match wake {
+            Wake::Thread(cv) => {
+                cv.notify_one();
+            }
+            Wake::Task(waker) => {
+                // The executor's code: not under our lock.
+                drop(q);
+                waker.wake();
+            }
+        }
         Ok(())
+    }
+
+    /// What the task's ticket was served with, if it was; else keeps
+    /// `waker` as the one to wake (the task may have moved).
+    pub(crate) fn poll_served(&self, ticket: &TaskTicket, waker: &Waker) -> Option<Handoff<T>> {
+        let mut q = self.queue.lock();
+        if let Some(i) = q.served.iter().position(|(id, _)| *id == ticket.id) {
+            return Some(q.served.swap_remove(i).1);
+        }
+        if let Some((_, Wake::Task(w))) = q.waiting.iter_mut().find(|(id, _)| *id == ticket.id) {
+            if !w.will_wake(waker) {
+                // The old waker is dropped under the lock: a waker's drop
+                // is a reference count, not a wake.
+                *w = waker.clone();
+            }
+        }
+        None
+    }
+
+    /// A dropped future leaves the queue: `None` if it was still waiting;
+    /// what it was served with if a server got there first.
+    pub(crate) fn cancel_task(&self, ticket: TaskTicket) -> Option<Handoff<T>> {
+        let mut q = self.queue.lock();
+        Self::leave(&self.count, &mut q, ticket.id)
     }
 
     /// Waits until the ticket is served or `deadline` passes (`None`: no
@@ -127,7 +194,7 @@ impl<T> Waiters<T> {
             let timed_out;
             (q, timed_out) = ticket.wake.wait_until(q, deadline);
             if timed_out {
-                return Self::leave(&self.count, &mut q, &ticket);
+                return Self::leave(&self.count, &mut q, ticket.id);
             }
         }
     }
@@ -136,14 +203,14 @@ impl<T> Waiters<T> {
     /// was served with if a server got there first.
     pub(crate) fn cancel(&self, ticket: Ticket) -> Option<Handoff<T>> {
         let mut q = self.queue.lock();
-        Self::leave(&self.count, &mut q, &ticket)
+        Self::leave(&self.count, &mut q, ticket.id)
     }
 
-    fn leave(count: &AtomicUsize, q: &mut Queue<T>, ticket: &Ticket) -> Option<Handoff<T>> {
-        if let Some(i) = q.served.iter().position(|(id, _)| *id == ticket.id) {
+    fn leave(count: &AtomicUsize, q: &mut Queue<T>, ticket: u64) -> Option<Handoff<T>> {
+        if let Some(i) = q.served.iter().position(|(id, _)| *id == ticket) {
             return Some(q.served.swap_remove(i).1);
         }
-        if let Some(i) = q.waiting.iter().position(|(id, _)| *id == ticket.id) {
+        if let Some(i) = q.waiting.iter().position(|(id, _)| *id == ticket) {
             q.waiting.remove(i);
             count.fetch_sub(1, Ordering::Relaxed);
         }

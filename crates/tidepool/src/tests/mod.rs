@@ -10,3 +10,5 @@ mod loom_lifetime;
 mod loom_places;
 #[cfg(loom)]
 mod loom_teardown;
+#[cfg(loom)]
+mod loom_waiters;

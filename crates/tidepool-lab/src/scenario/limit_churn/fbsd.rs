@@ -13,7 +13,8 @@
 //!   fetch_add(numvnodes)          fast path, always
 //!   fetch_sub(numvnodes)          back off: over the limit
 //!   lock(list); load(numvnodes)   the hot counter read under the lock
-//!   cyclecount = 0                written every time, read by every alloc
+//!   [fits: cyclecount = 0;        the write the patch removed, made when
+//!    unlock; fetch_add; done]     the count fits after all (see below)
 //!   pop oldest; fetch_sub         recycle (destroy one)
 //!   unlock; fetch_add(numvnodes)  count the new one again
 //! 2023:
@@ -21,6 +22,20 @@
 //!   lock(list); pop; fetch_sub    recycle; cyclecount only read
 //!   unlock
 //! ```
+//!
+//! As in the kernel, `vn_alloc_cyclecount` is written only on the "fits"
+//! branch (`numvnodes + 1 < desiredvnodes` under the lock). The kernel
+//! enters `vn_alloc_hard` near the limit (`vnlru_under(.., vlowat)`) while
+//! its `vnlru` daemon keeps the count just below it, so there that branch
+//! was the usual one; this model has no daemon and enters only over the
+//! limit, so the branch is taken only when another thread's back-off or
+//! recycle left room — the model is, if anything, kind to "before".
+//!
+//! Every write to a shared line is counted per thread (plain local adds,
+//! which cost the run nothing shared): [`Local::counter_writes`] (each
+//! read-modify-write or store to `numvnodes` or `vn_alloc_cyclecount`)
+//! and [`Local::locks`] (list-lock acquisitions: each writes the lock's
+//! line twice, to take and to release it).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -84,6 +99,8 @@ impl Vnodes {
             batch: Vec::with_capacity(VDBATCH_SIZE),
             created: 0,
             recycled: 0,
+            counter_writes: 0,
+            locks: 0,
         }
     }
 }
@@ -100,6 +117,11 @@ pub struct Local<'a> {
     pub created: u64,
     /// Objects this thread recycled off the free list.
     pub recycled: u64,
+    /// Read-modify-writes and stores to `numvnodes` and
+    /// `vn_alloc_cyclecount` made by this thread.
+    pub counter_writes: u64,
+    /// List-lock acquisitions by this thread.
+    pub locks: u64,
 }
 
 impl Local<'_> {
@@ -110,10 +132,12 @@ impl Local<'_> {
             return self.alloc_hard(key, 0, false);
         }
         let r = s.numvnodes.fetch_add(1, Ordering::Relaxed) + 1;
+        self.counter_writes += 1;
         if r > s.limit {
             return match s.version {
                 Version::Before => {
                     s.numvnodes.fetch_sub(1, Ordering::Relaxed);
+                    self.counter_writes += 1;
                     self.alloc_hard(key, r, false)
                 }
                 Version::Slop2023 => self.alloc_hard(key, r, true),
@@ -128,9 +152,11 @@ impl Local<'_> {
         let s = self.shared;
         if bumped && r > s.limit + VNLRU_COUNT_SLOP {
             s.numvnodes.fetch_sub(1, Ordering::Relaxed);
+            self.counter_writes += 1;
             bumped = false;
         }
         let mut free = s.free.lock().unwrap_or_else(|e| e.into_inner());
+        self.locks += 1;
         let check = match s.version {
             Version::Before => true,
             Version::Slop2023 => s.cyclecount.load(Ordering::Relaxed) != 0,
@@ -138,14 +164,12 @@ impl Local<'_> {
         if check {
             let rnum = s.numvnodes.load(Ordering::Relaxed);
             if rnum + 1 < s.limit {
+                // The write the patch removed from the common case: read
+                // by every allocation on every CPU.
                 s.cyclecount.store(0, Ordering::Relaxed);
+                self.counter_writes += 1;
                 drop(free);
                 return self.alloc_fresh(key, bumped);
-            }
-            if s.version == Version::Before {
-                // The write the patch removed: made on every pass, read by
-                // every allocation on every CPU.
-                s.cyclecount.store(0, Ordering::Relaxed);
             }
         }
         let old = free.pop_front();
@@ -155,8 +179,10 @@ impl Local<'_> {
                 // vnlru_free_locked: the oldest free object loses its
                 // identity (and its count); the allocation reuses it.
                 s.numvnodes.fetch_sub(1, Ordering::Relaxed);
+                self.counter_writes += 1;
                 if !bumped {
                     s.numvnodes.fetch_add(1, Ordering::Relaxed);
+                    self.counter_writes += 1;
                 }
                 self.recycled += 1;
                 obj.reset(key);
@@ -168,8 +194,10 @@ impl Local<'_> {
                 // one, as FreeBSD does after its wait.
                 if let Some(mut obj) = self.batch.pop() {
                     s.numvnodes.fetch_sub(1, Ordering::Relaxed);
+                    self.counter_writes += 1;
                     if !bumped {
                         s.numvnodes.fetch_add(1, Ordering::Relaxed);
+                        self.counter_writes += 1;
                     }
                     self.recycled += 1;
                     obj.reset(key);
@@ -184,6 +212,7 @@ impl Local<'_> {
     fn alloc_fresh(&mut self, key: u64, bumped: bool) -> Box<Obj> {
         if !bumped {
             self.shared.numvnodes.fetch_add(1, Ordering::Relaxed);
+            self.counter_writes += 1;
         }
         self.created += 1;
         Obj::boxed(key)
@@ -203,6 +232,7 @@ impl Local<'_> {
             return;
         }
         let mut free = self.shared.free.lock().unwrap_or_else(|e| e.into_inner());
+        self.locks += 1;
         free.extend(self.batch.drain(..));
     }
 }
@@ -244,6 +274,27 @@ mod tests {
             );
             assert!(created >= 100, "{version:?} {created}");
             assert_eq!(v.existing(), v.free.lock().unwrap().len() as u64);
+        }
+    }
+
+    #[test]
+    fn shared_writes_are_counted_per_version() {
+        // One thread, limit 100, 1000 keys, released at once: 100 creates
+        // (one write each), then 900 recycles at the limit: before moves
+        // numvnodes 4 times each (inc, dec to back off, dec for the
+        // recycled one, inc), 2023 twice (inc kept within the slop, dec),
+        // and neither writes vn_alloc_cyclecount (the count never fits).
+        // Locks: one per recycle, one per batch of 8 releases.
+        for (version, per_recycle) in [(Version::Before, 4), (Version::Slop2023, 2)] {
+            let v = Vnodes::new(version, 100);
+            let mut l = v.local();
+            for k in 0..1000 {
+                let o = l.alloc(k);
+                l.release(o);
+            }
+            assert_eq!((l.created, l.recycled), (100, 900), "{version:?}");
+            assert_eq!(l.counter_writes, 100 + 900 * per_recycle, "{version:?}");
+            assert_eq!(l.locks, 900 + 1000 / VDBATCH_SIZE as u64, "{version:?}");
         }
     }
 
