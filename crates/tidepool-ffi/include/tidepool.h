@@ -192,7 +192,7 @@ typedef int (*tidepool_create_fn)(void *ctx, void **out);
 
 /**
  * Unmakes one object the pool no longer keeps. May run on any thread:
- * the one calling `put`, `trim`, `reclaim`, `drain` or `destroy`, a thread
+ * the one calling `put`, `reclaim_unused`, `reclaim`, `drain` or `destroy`, a thread
  * that is exiting, or tidepool's reclaimer thread (unless the pool was
  * built with `TIDEPOOL_NO_BACKGROUND`). Never while tidepool holds a lock.
  */
@@ -359,7 +359,7 @@ typedef struct tidepool_stats {
      */
     uint64_t depot_exchanges;
     /**
-     * Idle objects destroyed to fit the working set (reclaim, trim,
+     * Idle objects destroyed to fit the working set (reclaim, reclaim_unused,
      * pressure; not drain).
      */
     uint64_t reclaimed;
@@ -538,7 +538,7 @@ tidepool_status tidepool_buf_get_timeout(struct tidepool_pool *pool,
  * `pool` as for [`tidepool_buf_get`]. `buf` must be `NULL` or a pointer
  * whose 32 bytes below are readable (true of any buffer from a buffer
  * pool, put back or not, as long as its pool has not freed it); a buffer
- * put back and then freed by its pool (trim, reclaim, drain) must not be
+ * put back and then freed by its pool (reclaim, reclaim_unused, drain) must not be
  * put again, as with `free`.
  */
 tidepool_status tidepool_buf_put(struct tidepool_pool *pool, void *buf);
@@ -693,8 +693,8 @@ tidepool_status tidepool_pool_destroy(struct tidepool_pool *pool);
 tidepool_status tidepool_pool_stats(const struct tidepool_pool *pool, struct tidepool_stats *out);
 
 /**
- * *Trim*: destroys the idle objects in the shared depot that sat unused
- * since the previous trim (never below `min_idle`). The pool does this on
+ * Reclaims what sat unused: destroys the idle objects in the shared depot
+ * that sat unused since the previous call (never below `min_idle`). The pool does this on
  * its own every reclaim interval; call it if you know better when. `*n`
  * (if not `NULL`) is how many were destroyed.
  *
@@ -706,7 +706,7 @@ tidepool_status tidepool_pool_stats(const struct tidepool_pool *pool, struct tid
  *
  * `pool` as for [`tidepool_pool_stats`]; `n` must be `NULL` or writable.
  */
-tidepool_status tidepool_pool_trim(struct tidepool_pool *pool, size_t *n);
+tidepool_status tidepool_pool_reclaim_unused(struct tidepool_pool *pool, size_t *n);
 
 /**
  * *Reclaim*: runs the pool's reclaim pass if one is due by its clock (what
@@ -717,11 +717,11 @@ tidepool_status tidepool_pool_trim(struct tidepool_pool *pool, size_t *n);
  *
  * # Errors
  *
- * As for [`tidepool_pool_trim`].
+ * As for [`tidepool_pool_reclaim_unused`].
  *
  * # Safety
  *
- * As for [`tidepool_pool_trim`].
+ * As for [`tidepool_pool_reclaim_unused`].
  */
 tidepool_status tidepool_pool_reclaim(struct tidepool_pool *pool, size_t *n);
 
@@ -733,11 +733,11 @@ tidepool_status tidepool_pool_reclaim(struct tidepool_pool *pool, size_t *n);
  *
  * # Errors
  *
- * As for [`tidepool_pool_trim`].
+ * As for [`tidepool_pool_reclaim_unused`].
  *
  * # Safety
  *
- * As for [`tidepool_pool_trim`].
+ * As for [`tidepool_pool_reclaim_unused`].
  */
 tidepool_status tidepool_pool_purge(struct tidepool_pool *pool, size_t *n);
 
@@ -749,11 +749,11 @@ tidepool_status tidepool_pool_purge(struct tidepool_pool *pool, size_t *n);
  *
  * # Errors
  *
- * As for [`tidepool_pool_trim`].
+ * As for [`tidepool_pool_reclaim_unused`].
  *
  * # Safety
  *
- * As for [`tidepool_pool_trim`].
+ * As for [`tidepool_pool_reclaim_unused`].
  */
 tidepool_status tidepool_pool_drain(struct tidepool_pool *pool, size_t *n);
 
@@ -764,12 +764,12 @@ tidepool_status tidepool_pool_drain(struct tidepool_pool *pool, size_t *n);
  *
  * # Errors
  *
- * As for [`tidepool_pool_trim`], and `TIDEPOOL_ERR_INVALID_ARGUMENT` for
+ * As for [`tidepool_pool_reclaim_unused`], and `TIDEPOOL_ERR_INVALID_ARGUMENT` for
  * another level.
  *
  * # Safety
  *
- * As for [`tidepool_pool_trim`].
+ * As for [`tidepool_pool_reclaim_unused`].
  */
 tidepool_status tidepool_pool_pressure(struct tidepool_pool *pool, int32_t level, size_t *n);
 
@@ -780,11 +780,11 @@ tidepool_status tidepool_pool_pressure(struct tidepool_pool *pool, int32_t level
  *
  * # Errors
  *
- * As for [`tidepool_pool_trim`], and as the kind's `get` for making one.
+ * As for [`tidepool_pool_reclaim_unused`], and as the kind's `get` for making one.
  *
  * # Safety
  *
- * As for [`tidepool_pool_trim`].
+ * As for [`tidepool_pool_reclaim_unused`].
  */
 tidepool_status tidepool_pool_prefill(struct tidepool_pool *pool, size_t *n);
 
@@ -902,7 +902,7 @@ tidepool_status tidepool_stack_get_timeout(struct tidepool_pool *pool,
  * # Safety
  *
  * `pool` as for [`tidepool_stack_get`]; `stack` must be `NULL` or
- * readable. A stack put back and then unmapped by its pool (trim,
+ * readable. A stack put back and then unmapped by its pool (reclaim_unused,
  * reclaim, drain) must not be put again, as with `free`.
  */
 tidepool_status tidepool_stack_put(struct tidepool_pool *pool, const struct tidepool_stack *stack);

@@ -369,7 +369,7 @@ pub unsafe extern "C" fn tidepool_buf_get_timeout(
 /// `pool` as for [`tidepool_buf_get`]. `buf` must be `NULL` or a pointer
 /// whose 32 bytes below are readable (true of any buffer from a buffer
 /// pool, put back or not, as long as its pool has not freed it); a buffer
-/// put back and then freed by its pool (trim, reclaim, drain) must not be
+/// put back and then freed by its pool (reclaim, reclaim_unused, drain) must not be
 /// put again, as with `free`.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_buf_put(

@@ -216,12 +216,12 @@ impl Kind {
         self.stats().live
     }
 
-    pub(crate) fn trim(&self) -> usize {
+    pub(crate) fn reclaim_unused(&self) -> usize {
         match self {
             #[cfg(unix)]
-            Kind::Stack(s) => s.pool.trim(),
-            Kind::Buf(b) => b.pool.trim(),
-            Kind::Obj(o) => o.pool.trim(),
+            Kind::Stack(s) => s.pool.reclaim_unused(),
+            Kind::Buf(b) => b.pool.reclaim_unused(),
+            Kind::Obj(o) => o.pool.reclaim_unused(),
         }
     }
 

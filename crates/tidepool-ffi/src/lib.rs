@@ -106,7 +106,7 @@ pub use obj::{
 };
 pub use pool::{
     tidepool_pool_destroy, tidepool_pool_drain, tidepool_pool_prefill, tidepool_pool_pressure,
-    tidepool_pool_purge, tidepool_pool_reclaim, tidepool_pool_stats, tidepool_pool_trim,
+    tidepool_pool_purge, tidepool_pool_reclaim, tidepool_pool_reclaim_unused, tidepool_pool_stats,
     tidepool_pressure_notify, tidepool_thread_exit, tidepool_version, TIDEPOOL_PRESSURE_CRITICAL,
     TIDEPOOL_PRESSURE_MEDIUM,
 };

@@ -1,5 +1,5 @@
 //! The calls every kind of pool answers: stats, the three tiers of giving
-//! back (trim, purge, reclaim), drain, pressure, prefill, destroy; and the
+//! back (purge, reclaim, reclaim_unused), drain, pressure, prefill, destroy; and the
 //! process-wide ones: pressure notification and thread exit.
 
 use std::ffi::c_char;
@@ -112,8 +112,8 @@ pub unsafe extern "C" fn tidepool_pool_stats(
     })
 }
 
-/// *Trim*: destroys the idle objects in the shared depot that sat unused
-/// since the previous trim (never below `min_idle`). The pool does this on
+/// Reclaims what sat unused: destroys the idle objects in the shared depot
+/// that sat unused since the previous call (never below `min_idle`). The pool does this on
 /// its own every reclaim interval; call it if you know better when. `*n`
 /// (if not `NULL`) is how many were destroyed.
 ///
@@ -125,12 +125,12 @@ pub unsafe extern "C" fn tidepool_pool_stats(
 ///
 /// `pool` as for [`tidepool_pool_stats`]; `n` must be `NULL` or writable.
 #[no_mangle]
-pub unsafe extern "C" fn tidepool_pool_trim(
+pub unsafe extern "C" fn tidepool_pool_reclaim_unused(
     pool: *mut tidepool_pool,
     n: *mut usize,
 ) -> tidepool_status {
     // SAFETY: the caller's promise.
-    unsafe { counted(pool, n, |k| Ok(k.trim())) }
+    unsafe { counted(pool, n, |k| Ok(k.reclaim_unused())) }
 }
 
 /// *Reclaim*: runs the pool's reclaim pass if one is due by its clock (what
@@ -141,11 +141,11 @@ pub unsafe extern "C" fn tidepool_pool_trim(
 ///
 /// # Errors
 ///
-/// As for [`tidepool_pool_trim`].
+/// As for [`tidepool_pool_reclaim_unused`].
 ///
 /// # Safety
 ///
-/// As for [`tidepool_pool_trim`].
+/// As for [`tidepool_pool_reclaim_unused`].
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_pool_reclaim(
     pool: *mut tidepool_pool,
@@ -162,11 +162,11 @@ pub unsafe extern "C" fn tidepool_pool_reclaim(
 ///
 /// # Errors
 ///
-/// As for [`tidepool_pool_trim`].
+/// As for [`tidepool_pool_reclaim_unused`].
 ///
 /// # Safety
 ///
-/// As for [`tidepool_pool_trim`].
+/// As for [`tidepool_pool_reclaim_unused`].
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_pool_purge(
     pool: *mut tidepool_pool,
@@ -183,11 +183,11 @@ pub unsafe extern "C" fn tidepool_pool_purge(
 ///
 /// # Errors
 ///
-/// As for [`tidepool_pool_trim`].
+/// As for [`tidepool_pool_reclaim_unused`].
 ///
 /// # Safety
 ///
-/// As for [`tidepool_pool_trim`].
+/// As for [`tidepool_pool_reclaim_unused`].
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_pool_drain(
     pool: *mut tidepool_pool,
@@ -203,12 +203,12 @@ pub unsafe extern "C" fn tidepool_pool_drain(
 ///
 /// # Errors
 ///
-/// As for [`tidepool_pool_trim`], and `TIDEPOOL_ERR_INVALID_ARGUMENT` for
+/// As for [`tidepool_pool_reclaim_unused`], and `TIDEPOOL_ERR_INVALID_ARGUMENT` for
 /// another level.
 ///
 /// # Safety
 ///
-/// As for [`tidepool_pool_trim`].
+/// As for [`tidepool_pool_reclaim_unused`].
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_pool_pressure(
     pool: *mut tidepool_pool,
@@ -225,11 +225,11 @@ pub unsafe extern "C" fn tidepool_pool_pressure(
 ///
 /// # Errors
 ///
-/// As for [`tidepool_pool_trim`], and as the kind's `get` for making one.
+/// As for [`tidepool_pool_reclaim_unused`], and as the kind's `get` for making one.
 ///
 /// # Safety
 ///
-/// As for [`tidepool_pool_trim`].
+/// As for [`tidepool_pool_reclaim_unused`].
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_pool_prefill(
     pool: *mut tidepool_pool,

@@ -477,7 +477,7 @@ mod api {
     /// # Safety
     ///
     /// `pool` as for [`tidepool_stack_get`]; `stack` must be `NULL` or
-    /// readable. A stack put back and then unmapped by its pool (trim,
+    /// readable. A stack put back and then unmapped by its pool (reclaim_unused,
     /// reclaim, drain) must not be put again, as with `free`.
     #[no_mangle]
     pub unsafe extern "C" fn tidepool_stack_put(

@@ -43,7 +43,7 @@ pub struct tidepool_stats {
     pub misses: u64,
     /// Batches moved between thread caches and the depot.
     pub depot_exchanges: u64,
-    /// Idle objects destroyed to fit the working set (reclaim, trim,
+    /// Idle objects destroyed to fit the working set (reclaim, reclaim_unused,
     /// pressure; not drain).
     pub reclaimed: u64,
     /// Reclaim passes run.

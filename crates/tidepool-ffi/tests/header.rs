@@ -60,7 +60,7 @@ fn header_declares_every_exported_function() {
         "tidepool_obj_adopt",
         "tidepool_obj_put",
         "tidepool_pool_stats",
-        "tidepool_pool_trim",
+        "tidepool_pool_reclaim_unused",
         "tidepool_pool_reclaim",
         "tidepool_pool_purge",
         "tidepool_pool_drain",

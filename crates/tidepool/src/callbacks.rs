@@ -16,7 +16,7 @@
 //!    [`Caught`], and the operation carries on to its end (every object
 //!    destroyed or put back, every count exact). What then becomes of the
 //!    first panic depends on the [`Site`]:
-//!    * [`Site::Caller`] (the caller's own `get`, guard drop, `trim`,
+//!    * [`Site::Caller`] (the caller's own `get`, guard drop, `reclaim_unused`,
 //!      `drain`, `purge`, `reclaim`, `pressure`, `prefill`): it is resumed
 //!      on the caller, unless that thread is already unwinding;
 //!    * every other site (the reclaimer thread, a lazy reclaim pass on a

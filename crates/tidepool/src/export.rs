@@ -110,7 +110,7 @@ fn describe() {
     describe_counter!(
         "tidepool_reclaimed_total",
         objects,
-        "idle objects destroyed to fit the working set (reclaim, trim, pressure)"
+        "idle objects destroyed to fit the working set (reclaim passes, reclaim_unused, pressure)"
     );
     describe_counter!(
         "tidepool_hits_total",

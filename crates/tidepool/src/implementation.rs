@@ -223,7 +223,7 @@
 //! served in order). A `get` at `max_live` that finds the queue empty while
 //! other runners still destroy the objects holding its places sleeps until
 //! a chunk is done. Operations that return how many objects they destroyed
-//! (`trim`, `reclaim`, `pressure` called by the user) destroy on the
+//! (`reclaim_unused`, `reclaim`, `pressure` called by the user) destroy on the
 //! caller's thread. Refills with a `burst` make a batch with one
 //! `create_batch`.
 //!
@@ -392,7 +392,7 @@
 //! touches only the slot's own cache line. Within `4 * chunk` places of the
 //! limit places move one at a time; a reservation that finds `reserved` full
 //! recalls every slot's credits (three rounds, yielding between) before it
-//! says no; `trim`, `drain` and thread exit give credits back too. The loom
+//! says no; `reclaim_unused`, `drain` and thread exit give credits back too. The loom
 //! model `src/tests/loom_places.rs` checks the hand-off.
 //!
 //! ```text
@@ -487,7 +487,7 @@
 //! * `recycle`, `purge` and `destroy` run under `catch_unwind`, and the
 //!   operation carries on to its end: every object it took out is destroyed
 //!   or back in the depot, every count exact. Then the first panic is
-//!   **resumed** on the caller's own path (`get`, a guard's drop, `trim`,
+//!   **resumed** on the caller's own path (`get`, a guard's drop, `reclaim_unused`,
 //!   `drain`, `purge`, `reclaim`, `pressure`, `prefill`; not while that
 //!   thread is unwinding already), and **contained** everywhere else: on the
 //!   reclaimer thread, in a reclaim pass run lazily on a `get` or `put`, at

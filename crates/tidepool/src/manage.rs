@@ -11,7 +11,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 /// process-wide registry) and never while it has a thread cache borrowed:
 /// it collects the work under the lock, releases it, then calls. So a
 /// manager may itself use the pool (or other pools) freely from any method:
-/// `get` and `put`, `trim` or `drain`, drop the last handle of its own pool,
+/// `get` and `put`, `reclaim_unused` or `drain`, drop the last handle of its own pool,
 /// or build new pools. Every call site is in one file of the crate,
 /// `callbacks.rs`.
 ///
@@ -36,7 +36,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 ///   way it is never handed out again, and the panic is counted in
 ///   [`Stats::callback_panics`](crate::Stats::callback_panics).
 /// * Then the first panic is **resumed** where the caller can take it: from
-///   the guard's drop, [`Pool::trim`](crate::Pool::trim),
+///   the guard's drop, [`Pool::reclaim_unused`](crate::Pool::reclaim_unused),
 ///   [`drain`](crate::Pool::drain), [`purge`](crate::Pool::purge),
 ///   [`reclaim`](crate::Pool::reclaim), [`pressure`](crate::Pool::pressure),
 ///   [`prefill`](crate::Pool::prefill) (unless that thread is already

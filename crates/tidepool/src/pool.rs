@@ -309,16 +309,19 @@ impl<M: Manage> Pool<M> {
     }
 
     /// Destroys the idle objects the depot does not need: those that sat in
-    /// it, unused, since the previous `trim` (its low-water mark), never
+    /// it, unused, since the previous call (its low-water mark), never
     /// going below `min_idle`. Returns how many objects were destroyed.
     ///
     /// The pool already does this on its own every
     /// [`reclaim_interval`](crate::Builder::reclaim_interval), more gently
-    /// (two intervals unused); `trim` is for callers that know better when
-    /// to look. Call [`drain`](Pool::drain) to drop everything now.
-    pub fn trim(&self) -> usize {
+    /// (two intervals unused); `reclaim_unused` is for callers that know
+    /// better when to look. Call [`drain`](Pool::drain) to drop everything
+    /// now. (In tidepool's words this *reclaims*: objects are destroyed.
+    /// Handing a thread's cache back to the depot, a *trim*, is
+    /// [`release_local`](Pool::release_local).)
+    pub fn reclaim_unused(&self) -> usize {
         self.shared.supervise();
-        self.shared.trim()
+        self.shared.reclaim_unused()
     }
 
     /// Hands the calling thread's cached objects back to the depot now,

@@ -46,7 +46,7 @@ pub struct Stats {
     /// when idle objects go unused ([`Config::max_batch_size`](crate::Config::max_batch_size)).
     pub batch_size: usize,
     /// Idle objects destroyed to fit the working set: by reclaim passes,
-    /// [`trim`](crate::Pool::trim) and memory pressure (not by
+    /// [`reclaim_unused`](crate::Pool::reclaim_unused) and memory pressure (not by
     /// [`drain`](crate::Pool::drain)).
     pub reclaimed: u64,
     /// Reclaim passes run (one per interval boundary).

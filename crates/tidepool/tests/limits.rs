@@ -306,7 +306,7 @@ fn places_parked_in_another_threads_credits_are_recalled_at_the_limit() {
     other.join().unwrap();
     drop(mine);
     // Trim returns parked credits; counts stay exact.
-    pool.trim();
+    pool.reclaim_unused();
     let s = pool.stats();
     assert_eq!(s.live + s.idle, s.existing());
     drop(pool);

@@ -1,8 +1,8 @@
 //! Model-based tests: random operation sequences run against a pool and
 //! against a reference model of the documented design (two batches per
 //! thread cache, Bonwick-style; a LIFO depot of whole batches capped at
-//! `max_idle`, donations past the cap refused whole; `trim` destroying the
-//! oldest batches that sat unused since the previous trim; `drain` destroying
+//! `max_idle`, donations past the cap refused whole; `reclaim_unused` destroying the
+//! oldest batches that sat unused since the previous call; `drain` destroying
 //! the depot and every thread cache whose owner is not inside an operation,
 //! which here means all of them, since operations run one at a time; thread
 //! exit donating the cache; a `get` at `max_live` taking the other thread's
@@ -280,7 +280,7 @@ impl Model {
         self.detached += 1;
     }
 
-    fn trim(&mut self) -> usize {
+    fn reclaim_unused(&mut self) -> usize {
         let mut budget = self.low_water;
         let mut n = 0;
         while let Some(shelf) = self.depot.get(n) {
@@ -413,7 +413,7 @@ enum Op {
     PutRefused(Index, On),
     Discard(Index, On),
     Detach(Index, On),
-    Trim(On),
+    ReclaimUnused(On),
     Drain(On),
     Purge(On),
     Stats,
@@ -442,7 +442,7 @@ fn ops(two_threads: bool, purge: bool) -> impl Strategy<Value = Vec<Op>> {
         ),
         (1, (i(), t()).prop_map(|(i, t)| Op::Discard(i, t)).boxed()),
         (1, (i(), t()).prop_map(|(i, t)| Op::Detach(i, t)).boxed()),
-        (1, t().prop_map(Op::Trim).boxed()),
+        (1, t().prop_map(Op::ReclaimUnused).boxed()),
         (1, t().prop_map(Op::Drain).boxed()),
         (1, Just(Op::Stats).boxed()),
     ];
@@ -538,10 +538,10 @@ fn run_single(cfg: Cfg, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     let obj = g.detach();
                     prop_assert_eq!(obj.id(), id);
                 }
-                Op::Trim(_) => {
-                    let want = model.trim();
-                    let n = pool.trim();
-                    prop_assert_eq!(n, want, "trim()");
+                Op::ReclaimUnused(_) => {
+                    let want = model.reclaim_unused();
+                    let n = pool.reclaim_unused();
+                    prop_assert_eq!(n, want, "reclaim_unused()");
                     let after = pool.stats();
                     prop_assert_eq!(before.idle - after.idle, n as u64);
                     prop_assert_eq!(after.destroyed - before.destroyed, n as u64);
@@ -611,7 +611,7 @@ enum Cmd {
     Put(G),
     Discard(G),
     Detach(G),
-    Trim,
+    ReclaimUnused,
     Drain,
     Purge,
 }
@@ -650,7 +650,7 @@ impl Helper {
                         Reply::Done
                     }
                     Cmd::Detach(g) => Reply::Detached(g.detach()),
-                    Cmd::Trim => Reply::Count(pool.trim()),
+                    Cmd::ReclaimUnused => Reply::Count(pool.reclaim_unused()),
                     Cmd::Drain => Reply::Count(pool.drain()),
                     Cmd::Purge => Reply::Count(pool.purge()),
                 };
@@ -758,13 +758,13 @@ fn run_two(cfg: Cfg, ops: Vec<Op>, drop_pool_first: bool) -> Result<(), TestCase
                 };
                 prop_assert_eq!(obj.id(), id);
             }
-            Op::Trim(t) => {
-                let want = model.trim();
+            Op::ReclaimUnused(t) => {
+                let want = model.reclaim_unused();
                 let n = match t {
-                    On::Main => pool.trim(),
-                    On::Helper => count(helper!().call(Cmd::Trim)),
+                    On::Main => pool.reclaim_unused(),
+                    On::Helper => count(helper!().call(Cmd::ReclaimUnused)),
                 };
-                prop_assert_eq!(n, want, "trim()");
+                prop_assert_eq!(n, want, "reclaim_unused()");
                 prop_assert_eq!(before.idle - pool.stats().idle, n as u64);
             }
             Op::Drain(t) => {
@@ -917,19 +917,19 @@ fn trim_destroys_only_batches_unused_since_the_previous_trim() {
     };
     let (pool, ledger) = cfg.build();
     fill(&pool, 8); // depot: 2 batches
-    assert_eq!(pool.trim(), 0, "no full period has passed yet");
+    assert_eq!(pool.reclaim_unused(), 0, "no full period has passed yet");
     assert_eq!(pool.stats().idle_depot, 4);
     // Take one batch out of the depot (and give it back): the other one sat
     // unused for the whole period.
     fill(&pool, 6);
     assert_eq!(pool.stats().idle_depot, 4);
-    assert_eq!(pool.trim(), 2);
+    assert_eq!(pool.reclaim_unused(), 2);
     assert_eq!(pool.stats().idle_depot, 2);
     // Nothing touched the depot since: all of it goes.
-    assert_eq!(pool.trim(), 2);
+    assert_eq!(pool.reclaim_unused(), 2);
     let s = pool.stats();
     assert_eq!((s.idle_depot, s.idle, s.destroyed), (0, 4, 4));
-    assert_eq!(pool.trim(), 0);
+    assert_eq!(pool.reclaim_unused(), 0);
     assert_eq!(pool.drain(), 4, "the thread's own cache");
     assert_eq!(pool.stats().idle, 0);
     drop(pool);
@@ -937,7 +937,7 @@ fn trim_destroys_only_batches_unused_since_the_previous_trim() {
 }
 
 /// `purge` keeps objects pooled and does not use them, so it must not hide
-/// them from the next `trim`.
+/// them from the next `reclaim_unused`.
 #[test]
 fn purge_does_not_shield_idle_batches_from_trim() {
     let cfg = Cfg {
@@ -947,15 +947,19 @@ fn purge_does_not_shield_idle_batches_from_trim() {
     };
     let (pool, ledger) = cfg.build();
     fill(&pool, 8); // depot: 2 batches, cache: 2 batches
-    assert_eq!(pool.trim(), 0, "first period: nothing sat idle yet");
+    assert_eq!(
+        pool.reclaim_unused(),
+        0,
+        "first period: nothing sat idle yet"
+    );
     assert_eq!(pool.purge(), 4);
     let s = pool.stats();
     assert_eq!((s.idle_depot, s.idle_purged, s.idle), (4, 4, 8));
     assert_eq!(pool.purge(), 0, "purged objects are not purged twice");
-    // No thread used the depot since the previous trim: both batches sat
+    // No thread used the depot since the previous call: both batches sat
     // unused the whole period.
     assert_eq!(
-        pool.trim(),
+        pool.reclaim_unused(),
         4,
         "trim after purge must still destroy the batches that sat unused"
     );

@@ -230,13 +230,16 @@ fn depot_and_cache() -> (P, Arc<Ledger>) {
 #[test]
 fn panicking_destroy_during_trim_still_destroys_every_batch() {
     let (pool, ledger) = depot_and_cache();
-    assert_eq!(pool.trim(), 0);
+    assert_eq!(pool.reclaim_unused(), 0);
     ledger.panic_destroy.arm(2); // the first and second of four
-    expect_injected(catch_unwind(AssertUnwindSafe(|| pool.trim())), "destroy");
+    expect_injected(
+        catch_unwind(AssertUnwindSafe(|| pool.reclaim_unused())),
+        "destroy",
+    );
     let s = consistent(&pool, &ledger);
     assert_eq!((s.destroyed, s.idle_depot, s.idle), (4, 0, 4), "{s:?}");
     assert_eq!(ledger.counts().destroyed, 4);
-    assert_eq!(pool.trim(), 0);
+    assert_eq!(pool.reclaim_unused(), 0);
     drop(pool);
     ledger.assert_all_accounted();
 }

@@ -355,8 +355,8 @@ fn min_idle_floor_holds_for_passes_trim_pressure_and_prefill() {
     for _ in 0..5 {
         assert_eq!(r.end_interval(), 0);
     }
-    assert_eq!(r.pool.trim(), 0);
-    assert_eq!(r.pool.trim(), 0);
+    assert_eq!(r.pool.reclaim_unused(), 0);
+    assert_eq!(r.pool.reclaim_unused(), 0);
     assert_eq!(r.pool.pressure(Level::Medium), 0);
     assert_eq!(r.pool.pressure(Level::Critical), 0);
     let s = r.stats();
@@ -384,8 +384,12 @@ fn min_idle_floor_holds_for_passes_trim_pressure_and_prefill() {
 
     // Trim and pressure respect the floor too.
     r.use_n(60); // 40 created; cache 8, depot 52
-    r.pool.trim(); // starts a trim period
-    assert_eq!(r.pool.trim(), 32, "trim stops at the floor");
+    r.pool.reclaim_unused(); // starts a period
+    assert_eq!(
+        r.pool.reclaim_unused(),
+        32,
+        "reclaim_unused stops at the floor"
+    );
     assert_eq!(r.stats().idle_depot, 20);
     r.use_n(60); // depot 52 again: 20 + 32 donated
     assert_eq!(r.pool.pressure(Level::Critical), 40, "32 depot + 8 cached");
@@ -472,7 +476,7 @@ fn steady_load_recreates_nothing_after_medium_pressure() {
     r.finish();
 }
 
-/// The same for `trim`: objects it leaves were used since the previous trim,
+/// The same for `reclaim_unused`: objects it leaves were used since the previous call,
 /// and the next reclaim pass must not count them as unused.
 #[test]
 fn steady_load_recreates_nothing_after_trim() {
@@ -483,18 +487,18 @@ fn steady_load_recreates_nothing_after_trim() {
     assert_eq!(r.end_interval(), 0);
     r.use_n(16);
     assert_eq!(r.end_interval(), 0);
-    r.pool.trim(); // starts a trim period
+    r.pool.reclaim_unused(); // starts a period
     r.use_n(16);
     assert_eq!(
-        r.pool.trim(),
+        r.pool.reclaim_unused(),
         200,
-        "the spike objects sat unused since the last trim"
+        "the spike objects sat unused since the last call"
     );
     for i in 0..4 {
         assert_eq!(
             r.end_interval(),
             0,
-            "pass {i} after the trim destroys nothing"
+            "pass {i} after reclaim_unused destroys nothing"
         );
         r.use_n(16);
     }

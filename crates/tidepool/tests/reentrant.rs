@@ -70,7 +70,7 @@ impl Reentrant {
         }
         drop(a);
         b.discard();
-        pool.trim();
+        pool.reclaim_unused();
         DEPTH.with(|d| d.set(0));
         // Dropping the upgraded `Arc` may drop the pool here, if the test
         // let go of it meanwhile: fine, nothing else is borrowed.
@@ -153,7 +153,7 @@ fn a_manager_may_use_its_own_pool_on_every_path() {
             pool.get().unwrap().discard();
         }
         if round % 4 == 0 {
-            pool.trim();
+            pool.reclaim_unused();
         }
         if round % 7 == 0 {
             pool.drain();

@@ -501,7 +501,7 @@ fn reclaim_pressure_trim_and_prefill_reach_the_stacks() {
     assert_eq!(pool.stats().mapped, 2);
     assert_eq!(pool.stats().pool.pressure_critical, 1);
     // Everything left is the reserve: trim keeps it.
-    assert_eq!(pool.trim(), 0);
+    assert_eq!(pool.reclaim_unused(), 0);
     assert_eq!(pool.stats().mapped, 2);
 }
 

@@ -354,7 +354,7 @@ fn every_stack_is_destroyed_exactly_once_and_every_slab_unmapped_once() {
                     }
                     if round % 5 == 4 {
                         pool.purge();
-                        pool.trim();
+                        pool.reclaim_unused();
                     }
                 }
                 // Exits with a full cache: handed to the depot.

@@ -95,7 +95,7 @@ fn worker(
                 detached.push(held.swap_remove(i).detach());
             }
             78 => {
-                pool.trim();
+                pool.reclaim_unused();
             }
             79 => {
                 pool.drain();

@@ -172,10 +172,10 @@ static void obj_adopt(void) {
     check_all_destroyed(&c);
 }
 
-/* --- trim, reclaim, purge, drain, pressure, prefill ---------------------- */
+/* --- reclaim_unused, reclaim, purge, drain, pressure, prefill ------------ */
 
 static void maintenance(void) {
-    /* prefill and trim respect min_idle; drain ignores it. */
+    /* prefill and reclaim_unused respect min_idle; drain ignores it. */
     tidepool_config cfg = buf_config(256, 0);
     cfg.batch_size = 2;
     cfg.max_idle = 8;
@@ -185,9 +185,9 @@ static void maintenance(void) {
     size_t n = 99;
     OK(tidepool_pool_prefill(bufs, &n));
     CHECK(n == 4 && stats_of(bufs).idle_depot == 4);
-    OK(tidepool_pool_trim(bufs, &n));
+    OK(tidepool_pool_reclaim_unused(bufs, &n));
     CHECK(n == 0 && stats_of(bufs).idle_depot == 4);
-    OK(tidepool_pool_trim(bufs, NULL)); /* the count is optional */
+    OK(tidepool_pool_reclaim_unused(bufs, NULL)); /* the count is optional */
     OK(tidepool_pool_purge(bufs, &n)); /* buffers have nothing to release */
     OK(tidepool_pool_drain(bufs, &n));
     CHECK(n == 4 && stats_of(bufs).idle == 0);
@@ -380,7 +380,7 @@ static void errors_null_and_handles(void) {
     EXPECT(tidepool_obj_adopt(objs, NULL), TIDEPOOL_ERR_NULL);
     EXPECT(tidepool_pool_stats(NULL, &s), TIDEPOOL_ERR_NULL);
     EXPECT(tidepool_pool_stats(bufs, NULL), TIDEPOOL_ERR_NULL);
-    EXPECT(tidepool_pool_trim(NULL, NULL), TIDEPOOL_ERR_NULL);
+    EXPECT(tidepool_pool_reclaim_unused(NULL, NULL), TIDEPOOL_ERR_NULL);
     EXPECT(tidepool_pool_destroy(NULL), TIDEPOOL_ERR_NULL);
 
     /* Not a pool: readable memory without the magic. */

@@ -8,7 +8,7 @@
 use crate::sync::atomic::{AtomicUsize, Ordering};
 
 /// Places under `max_live` held by one slot, unused. Any thread may recall
-/// them (a `get` at the limit, `trim`, thread exit); so the owner spends and
+/// them (a `get` at the limit, `reclaim_unused`, thread exit); so the owner spends and
 /// adds them with read-modify-writes on its own slot's line, never a plain
 /// store that could bring back what was recalled.
 #[derive(Debug, Default)]

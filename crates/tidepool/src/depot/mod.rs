@@ -81,8 +81,8 @@ struct Shelves<T> {
     in_purge: usize,
     /// `max_idle`, or `min_idle` while a critical-pressure hold lasts.
     cap: usize,
-    /// The fewest objects held since the last [`Depot::trim`].
-    lw_trim: usize,
+    /// The fewest objects held since the last [`Depot::take_unused_since_mark`].
+    lw_mark: usize,
     /// The fewest objects held since the current reclaim interval began.
     lw_cur: usize,
     /// The fewest held during the previous interval, less what was reclaimed.
@@ -129,7 +129,7 @@ impl<T> Depot<T> {
                 purged: 0,
                 in_purge: 0,
                 cap: max_idle,
-                lw_trim: 0,
+                lw_mark: 0,
                 lw_cur: 0,
                 lw_prev: 0,
                 exchanges: 0,
@@ -250,15 +250,15 @@ impl<T> Depot<T> {
         Ok(())
     }
 
-    /// Removes the objects that sat unused since the previous trim (its
-    /// low-water mark), oldest first, and starts a new trim period. The
+    /// Removes the objects that sat unused since the previous mark (its
+    /// low-water mark), oldest first, and starts a new period. The
     /// caller destroys what is returned.
-    pub(crate) fn trim(&self, floor: usize) -> Vec<Vec<T>> {
+    pub(crate) fn take_unused_since_mark(&self, floor: usize) -> Vec<Vec<T>> {
         let mut shelves = self.lock();
-        let limit = shelves.lw_trim.min(shelves.objects.saturating_sub(floor));
+        let limit = shelves.lw_mark.min(shelves.objects.saturating_sub(floor));
         let taken = shelves.take_oldest(limit, |_| true);
         shelves.forget_reclaimed(taken.iter().map(Vec::len).sum());
-        shelves.lw_trim = shelves.objects;
+        shelves.lw_mark = shelves.objects;
         taken
     }
 
@@ -283,8 +283,8 @@ impl<T> Depot<T> {
         let idle_all_interval = last - reclaimed;
         shelves.lw_prev = idle_all_interval;
         shelves.lw_cur = shelves.objects;
-        shelves.lw_trim = shelves
-            .lw_trim
+        shelves.lw_mark = shelves
+            .lw_mark
             .saturating_sub(reclaimed)
             .min(shelves.objects);
         // Purged batches are the oldest, so the oldest `idle_all_interval`
@@ -386,7 +386,7 @@ impl<T> Shelves<T> {
     /// A thread took objects: lower the low-water marks.
     fn note_demand(&mut self) {
         let idle = self.objects + self.in_purge;
-        self.lw_trim = self.lw_trim.min(idle);
+        self.lw_mark = self.lw_mark.min(idle);
         self.lw_cur = self.lw_cur.min(idle);
     }
 
@@ -400,7 +400,7 @@ impl<T> Shelves<T> {
     /// by as much (the objects left were used, and must not be counted as
     /// unused in their place).
     fn forget_reclaimed(&mut self, removed: usize) {
-        for mark in [&mut self.lw_trim, &mut self.lw_cur, &mut self.lw_prev] {
+        for mark in [&mut self.lw_mark, &mut self.lw_cur, &mut self.lw_prev] {
             *mark = mark.saturating_sub(removed).min(self.objects);
         }
     }
@@ -493,11 +493,11 @@ mod tests {
         }
         // Low water is still 0 (the depot started empty): nothing sat idle
         // for a whole period yet.
-        assert!(depot.trim(0).is_empty());
+        assert!(depot.take_unused_since_mark(0).is_empty());
         // One batch is used during the next period: 3 batches sat idle.
         let mut mine = Vec::with_capacity(2);
         assert!(refill(&depot, &mut mine));
-        let trimmed = depot.trim(0);
+        let trimmed = depot.take_unused_since_mark(0);
         assert_eq!(trimmed.len(), 3);
         assert_eq!(trimmed[0], batch(0..2), "oldest first");
         assert_eq!(depot.counts().idle, 0);
@@ -611,7 +611,7 @@ mod tests {
         for i in 0..3 {
             depot.donate(batch(i * 2..i * 2 + 2)).unwrap();
         }
-        assert!(depot.trim(0).is_empty());
+        assert!(depot.take_unused_since_mark(0).is_empty());
         let out = depot.take_unpurged(4);
         // A thread takes the newest batch while the oldest two are out
         // being purged, and gives it back.
@@ -619,8 +619,11 @@ mod tests {
         assert!(refill(&depot, &mut mine));
         depot.donate(mine).unwrap();
         assert!(depot.restore_purged(out).is_empty());
-        // The two purged batches sat unused since the last trim.
-        assert_eq!(depot.trim(0), vec![batch(0..2), batch(2..4)]);
+        // The two purged batches sat unused since the last mark.
+        assert_eq!(
+            depot.take_unused_since_mark(0),
+            vec![batch(0..2), batch(2..4)]
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //!   works: `get`, `put` and the rest;
 //! * the reclaimer runs again: the child's first registration, `notify`,
 //!   or operation on a background pool other than a thread-cache hit (an
-//!   object created, a depot visit, `stats`, `trim`, ...) starts a fresh
+//!   object created, a depot visit, `stats`, `reclaim_unused`, ...) starts a fresh
 //!   reclaimer thread with a fresh wake-up descriptor of its own, which
 //!   looks after the inherited background pools and the new ones, on their
 //!   intervals, and delivers `notify`;

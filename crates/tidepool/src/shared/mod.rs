@@ -26,7 +26,7 @@
 //! * this one: the shared state, `get`, `put`, `stats`, thread exit, drop;
 //! * `destroy.rs`: the one path by which objects end, with its accounting;
 //! * `pass.rs`: everything reclaim does to this pool (interval passes,
-//!   pressure, holds, taking caches back, trim, drain, purge), and the tick
+//!   pressure, holds, taking caches back, reclaim_unused, drain, purge), and the tick
 //!   the process-wide reclaimer calls;
 //! * `at_limit.rs`: what `get` does at `max_live` before it fails (recycle:
 //!   depot, other threads' caches, pending destroys), and `get_timeout`;
@@ -475,7 +475,7 @@ impl<M: Manage> Shared<M> {
     }
 
     /// Returns every thread's unused places under `max_live` to the global
-    /// count (`trim`, `drain`).
+    /// count (`reclaim_unused`, `drain`).
     pub(crate) fn recall_credits(&self) {
         if let Some(places) = &self.places {
             places.recall(|visit| self.slots.for_each(|_, slot| visit(slot.credit())));

@@ -1,5 +1,5 @@
 //! Everything reclaim does to one pool: interval passes, pressure
-//! responses, holds, taking back idle thread caches, `trim`, `drain`,
+//! responses, holds, taking back idle thread caches, `reclaim_unused`, `drain`,
 //! `purge`; and the tick the process-wide reclaimer calls. The policy is
 //! described in the [`reclaim`](crate::reclaim) module docs.
 //!
@@ -415,11 +415,11 @@ impl<M: Manage> Shared<M> {
 
     // === what users call directly ===
 
-    /// Destroys the depot's objects that sat unused since the previous trim
+    /// Destroys the depot's objects that sat unused since the previous call
     /// (never below `min_idle`).
-    pub(crate) fn trim(&self) -> usize {
+    pub(crate) fn reclaim_unused(&self) -> usize {
         self.recall_credits();
-        let trimmed = self.depot.trim(self.config.min_idle);
+        let trimmed = self.depot.take_unused_since_mark(self.config.min_idle);
         let mut caught = Caught::default();
         let n = self.destroy_all(trimmed, &mut caught);
         self.reclaim.reclaimed.add(n as u64);

@@ -24,7 +24,7 @@
 //! Near the limit (fewer than `NEAR * chunk` places left) nobody takes or
 //! keeps more than one place, so the count is as exact as a single counter
 //! there; and a reservation that finds `reserved` full recalls every
-//! slot's credits before it says no. Credits also come back at `trim`,
+//! slot's credits before it says no. Credits also come back at `reclaim_unused`,
 //! `drain` and thread exit. Stats do not read any of this: they sum the
 //! per-slot `created` and `destroyed` counts, which are exact.
 
@@ -169,7 +169,7 @@ impl Places {
         self.global.folds.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Returns every slot's credits to the global count (trim, drain, a
+    /// Returns every slot's credits to the global count (reclaim_unused, drain, a
     /// reservation at the limit). Returns how many.
     pub(crate) fn recall(&self, all: impl Fn(&mut dyn FnMut(&Credit))) -> usize {
         let mut n = 0;

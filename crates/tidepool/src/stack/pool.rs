@@ -191,9 +191,9 @@ impl StackPool {
     }
 
     /// Destroys the idle stacks the depot did not need since the last
-    /// `trim` ([`Pool::trim`]). Returns how many.
-    pub fn trim(&self) -> usize {
-        self.pool.trim()
+    /// call ([`Pool::reclaim_unused`]). Returns how many.
+    pub fn reclaim_unused(&self) -> usize {
+        self.pool.reclaim_unused()
     }
 
     /// Applies a memory-pressure level to this pool now ([`Pool::pressure`]).

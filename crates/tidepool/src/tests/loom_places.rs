@@ -68,7 +68,7 @@ fn credits_never_pass_the_limit_and_balance() {
             w.destroy(1);
             w.destroy(1);
         });
-        // A third thread recalls (a trim, a get at the limit elsewhere).
+        // A third thread recalls (a reclaim_unused, a get at the limit elsewhere).
         let w = Arc::clone(&world);
         let three = thread::spawn(move || {
             w.places.recall(|visit| w.credits.iter().for_each(visit));
