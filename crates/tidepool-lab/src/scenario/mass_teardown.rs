@@ -200,6 +200,8 @@ struct Run {
     peak_vmas: u64,
     hold_rss_kib: u64,
     munmaps: u64,
+    /// `madvise` calls releasing freed stacks' pages (slabs that stayed).
+    madvises: u64,
     torn_down: u64,
     left_live: u64,
     error: Option<String>,
@@ -322,6 +324,11 @@ fn run_once(kind: PolicyKind, size: Size) -> Result<Run, String> {
         // Bursts may have made a few more than were held; `max_idle` stay.
         _ => (stats.munmap_calls, stats.pool.destroyed),
     };
+    // dfly-before's stacks are each a whole mapping: nothing to release.
+    let madvises = match kind {
+        PolicyKind::DflyBefore => 0,
+        _ => stats.madvise_calls,
+    };
     let error = failed.lock().unwrap_or_else(|p| p.into_inner()).take();
     Ok(Run {
         samples,
@@ -329,6 +336,7 @@ fn run_once(kind: PolicyKind, size: Size) -> Result<Run, String> {
         peak_vmas,
         hold_rss_kib,
         munmaps,
+        madvises,
         torn_down,
         left_live: stats.pool.live,
         error,
@@ -393,6 +401,10 @@ fn record(run: &Run) -> RunRecord {
     m.insert(
         "munmap_per_1000".into(),
         run.munmaps as f64 * 1000.0 / run.torn_down.max(1) as f64,
+    );
+    m.insert(
+        "madvise_per_1000".into(),
+        run.madvises as f64 * 1000.0 / run.torn_down.max(1) as f64,
     );
     m.insert("torn_down".into(), run.torn_down as f64);
     m.insert("left_live".into(), run.left_live as f64);
@@ -482,7 +494,9 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
          its teardown (the count is in the JSON)"
             .to_owned(),
         "munmap per 1000 stacks is counted: StackStats::munmap_calls for dfly-2017 and \
-         tidepool; one per stack for dfly-before, whose every stack is its own mapping"
+         tidepool; one per stack for dfly-before, whose every stack is its own mapping; \
+         madvise per 1000 (StackStats::madvise_calls) counts the page releases of stacks \
+         freed from slabs that stayed mapped (0 for dfly-before)"
             .to_owned(),
         "the plots start when every stack is held (the end of phase 1, whose creation \
          differs by policy), so that every run's release comes after the same rest; the \
@@ -553,6 +567,7 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
             Column::new("peak_vmas", "VMAs held", Format::Count).terminal("VMAs"),
             Column::new("munmap_per_1000", "munmap per 1000 stacks", Format::Count)
                 .terminal("munmap/1k"),
+            Column::new("madvise_per_1000", "madvise per 1000 stacks", Format::Count),
         ],
         phases: PHASES.iter().map(|p| (*p).to_owned()).collect(),
         results,
