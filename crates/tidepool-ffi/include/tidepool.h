@@ -41,13 +41,15 @@
 #define TIDEPOOL_GET_NO_CREATE 1
 
 /**
- * Memory-pressure level: reclaim down to the working set now.
+ * Memory-pressure level: reclaim down to the working set now, then purge
+ * what the depot keeps.
  */
 #define TIDEPOOL_PRESSURE_MEDIUM 1
 
 /**
  * Memory-pressure level: drain to `min_idle`, thread caches included, and
- * hold there for `pressure_hold_ms`.
+ * hold there for `pressure_hold_ms` (by default only while critical
+ * signals persist).
  */
 #define TIDEPOOL_PRESSURE_CRITICAL 2
 
@@ -269,7 +271,8 @@ typedef struct tidepool_config {
     uint64_t reclaim_interval_ms;
     /**
      * How long critical memory pressure holds the pool at `min_idle`, in
-     * ms (default 2000).
+     * ms, after every critical signal (default 0: none for a single
+     * signal, 2/15 of the reclaim interval while signals persist).
      */
     uint64_t pressure_hold_ms;
     /**

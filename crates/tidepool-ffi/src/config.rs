@@ -88,7 +88,8 @@ pub struct tidepool_config {
     /// at least 1).
     pub reclaim_interval_ms: u64,
     /// How long critical memory pressure holds the pool at `min_idle`, in
-    /// ms (default 2000).
+    /// ms, after every critical signal (default 0: none for a single
+    /// signal, 2/15 of the reclaim interval while signals persist).
     pub pressure_hold_ms: u64,
     /// Object pools: passed to every callback. tidepool never reads it.
     pub ctx: *mut c_void,

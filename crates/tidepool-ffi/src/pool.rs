@@ -11,10 +11,12 @@ use crate::stats::tidepool_stats;
 use crate::status::tidepool_status::{self, *};
 use crate::status::{entry, Error, Result};
 
-/// Memory-pressure level: reclaim down to the working set now.
+/// Memory-pressure level: reclaim down to the working set now, then purge
+/// what the depot keeps.
 pub const TIDEPOOL_PRESSURE_MEDIUM: i32 = 1;
 /// Memory-pressure level: drain to `min_idle`, thread caches included, and
-/// hold there for `pressure_hold_ms`.
+/// hold there for `pressure_hold_ms` (by default only while critical
+/// signals persist).
 pub const TIDEPOOL_PRESSURE_CRITICAL: i32 = 2;
 
 fn level(level: i32) -> Result<Level> {

@@ -44,6 +44,23 @@ pub struct Memory {
     pub vsz_kib: u64,
 }
 
+/// Minor page faults of this process so far, all threads (`minflt`, the
+/// 10th field of `/proc/self/stat`): each first touch of a fresh or purged
+/// stack page is one.
+pub fn minor_faults() -> io::Result<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // The command name (2nd field) is in parentheses and may hold spaces:
+    // count fields after its closing one (state is field 3).
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| io::Error::other("no ')' in /proc/self/stat"))?;
+    rest.split_whitespace()
+        .nth(7)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| io::Error::other("no minflt in /proc/self/stat"))
+}
+
 /// Reads `VmRSS` and `VmSize` from `/proc/self/status`.
 ///
 /// # Errors
@@ -81,6 +98,22 @@ fn leading_number(text: &[u8]) -> u64 {
         .skip_while(|b| !b.is_ascii_digit())
         .take_while(|b| b.is_ascii_digit())
         .fold(0u64, |n, &b| n * 10 + u64::from(b - b'0'))
+}
+
+/// CPU time this process has used, every thread's (exited ones too), user
+/// and system, in milliseconds: `utime + stime` of `/proc/self/stat`, in
+/// clock ticks of 10 ms (`USER_HZ`, 100 on Linux whatever the kernel's HZ).
+pub fn cpu_ms() -> Option<f64> {
+    parse_cpu_ms(&std::fs::read_to_string("/proc/self/stat").ok()?)
+}
+
+fn parse_cpu_ms(stat: &str) -> Option<f64> {
+    // The command name may hold spaces and parentheses: fields start after
+    // the last ')'. Field 3 (state) is the first; utime and stime are 14, 15.
+    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 * 10.0)
 }
 
 /// `vm.max_map_count`, if it can be read.
@@ -166,6 +199,15 @@ pub fn psi_memory() -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_time_is_utime_plus_stime_after_the_command_name() {
+        // A command name with spaces and a ')' of its own.
+        let stat = "4242 (lab (x) y) R 1 2 3 4 5 6 7 8 9 10 123 45 0 0 20 0 5";
+        assert_eq!(parse_cpu_ms(stat), Some((123.0 + 45.0) * 10.0));
+        assert_eq!(parse_cpu_ms("4242 (lab) R 1 2"), None);
+        assert!(cpu_ms().is_some(), "/proc/self/stat is readable here");
+    }
 
     #[test]
     fn status_lines_are_parsed() {

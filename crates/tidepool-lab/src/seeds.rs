@@ -49,7 +49,7 @@ pub const SEEDS: [Seed; 5] = [
         short: "Xen blkback",
         subject: "xen/blkback: Aggressively shrink page pools if a memory pressure is detected",
         origin: "Linux patch v2, SeongJae Park, December 2019",
-        scenarios: &["pressure"],
+        scenarios: &["pressure", "fio-pressure"],
     },
     Seed {
         id: "004",

@@ -25,6 +25,7 @@ fn report() -> &'static Report {
             scenarios: vec![
                 ScenarioKind::Fio,
                 ScenarioKind::FioCrossThread,
+                ScenarioKind::FioPressure,
                 ScenarioKind::SpikeThenIdle,
                 ScenarioKind::Pressure,
                 ScenarioKind::MassTeardown,
@@ -204,6 +205,53 @@ fn fio_cross_thread_breaks_the_2021_bookkeeping() {
             );
         }
     }
+}
+
+/// fio-pressure: every policy gets the same load and the same signal;
+/// tidepool alone receives it, and its idle stacks' resident memory (the
+/// pool's slabs by `mincore`, less the live requests' share) is measured at
+/// every sample, before and after. Rates depend on the machine: only their
+/// presence is checked, and that the signal freed tidepool's idle memory.
+#[test]
+fn fio_pressure_measures_throughput_and_idle_resident_memory_around_the_signal() {
+    let s = scenario("fio-pressure");
+    let policies: Vec<PolicyKind> = s.results.iter().map(|r| r.policy).collect();
+    assert_eq!(policies, PolicyKind::ALL);
+    for r in &s.results {
+        for key in [
+            "rate_steady",
+            "rate_window",
+            "window_ratio",
+            "created_window",
+        ] {
+            let v = r.metric(key);
+            assert!(v.is_finite() && v >= 0.0, "{} {key}: {v}", r.policy);
+        }
+        for run in &r.runs {
+            let ser = &run.series;
+            assert_eq!(ser.cpu_ms.len(), ser.t_ms.len());
+            assert_eq!(ser.minor_faults.len(), ser.t_ms.len());
+            let resident = !ser.idle_resident_kib.is_empty();
+            assert_eq!(resident, r.policy == PolicyKind::Tidepool, "{}", r.policy);
+            if resident {
+                assert_eq!(ser.idle_resident_kib.len(), ser.t_ms.len());
+            }
+            let received = run.metrics["pressure_received"];
+            let expected = if r.policy == PolicyKind::Tidepool {
+                1.0
+            } else {
+                0.0
+            };
+            assert_eq!(received, expected, "{}", r.policy);
+        }
+    }
+    let t = result(s, PolicyKind::Tidepool);
+    // The burst left idle stacks beyond the working set: resident before,
+    // and the signal took their memory back (Critical drains to min_idle).
+    assert!(t.metric("idle_resident_steady") > 0.0, "{:?}", t.metrics);
+    assert!(t.metric("resident_drop") > 0.5, "{:?}", t.metrics);
+    assert_eq!(s.claims.len(), 1);
+    assert_eq!(s.claims[0].seed, "003");
 }
 
 #[test]

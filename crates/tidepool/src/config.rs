@@ -23,12 +23,14 @@ pub const DEFAULT_MAX_IDLE: usize = 1024;
 pub const DEFAULT_RECLAIM_INTERVAL: Duration = Duration::from_secs(15);
 
 /// How long idle objects are held at `min_idle` after critical memory
-/// pressure. Linux PSI triggers opened without `CAP_SYS_RESOURCE` use windows
-/// that are multiples of 2 s and fire at most once per window, so a hold of
-/// one window is renewed for as long as the pressure lasts, and a single
-/// spike costs at most 2 s of reduced caching. (Xen's blkback picked 10 ms
-/// for a signal that comes every 100 ms; the rule is the same: about one
-/// signal period.)
+/// pressure that persists, at the default reclaim interval: by default the
+/// hold is proportional to the interval (2/15 of it, this at 15 s), and only
+/// a critical signal that follows another within one interval starts it
+/// (see [`Builder::pressure_hold`]). Linux PSI triggers opened without
+/// `CAP_SYS_RESOURCE` use windows that are multiples of 2 s and fire at most
+/// once per window, so a hold of one window is renewed for as long as the
+/// pressure lasts. (Xen's blkback picked 10 ms for a signal that comes every
+/// 100 ms; the rule is the same: about one signal period.)
 pub const DEFAULT_PRESSURE_HOLD: Duration = Duration::from_secs(2);
 
 /// How far a pool's batch may grow on its own, as a multiple of the batch
@@ -120,7 +122,8 @@ pub struct Config {
     pub(crate) max_live: Option<usize>,
     pub(crate) min_idle: usize,
     pub(crate) reclaim_interval: Duration,
-    pub(crate) pressure_hold: Duration,
+    /// `None`: proportional to the signal (see [`Builder::pressure_hold`]).
+    pub(crate) pressure_hold: Option<Duration>,
     pub(crate) background: bool,
     /// Objects a miss creates at once (`create_batch`), `1..=batch_size`.
     pub(crate) burst: usize,
@@ -139,7 +142,7 @@ impl Default for Config {
             max_live: None,
             min_idle: 0,
             reclaim_interval: DEFAULT_RECLAIM_INTERVAL,
-            pressure_hold: DEFAULT_PRESSURE_HOLD,
+            pressure_hold: None,
             background: true,
             burst: 1,
             teardown_threads: DEFAULT_TEARDOWN_THREADS,
@@ -174,8 +177,21 @@ impl Config {
         self.reclaim_interval
     }
 
-    /// How long critical pressure holds idle objects at `min_idle`.
+    /// How long critical pressure holds idle objects at `min_idle`: the
+    /// hold set with [`Builder::pressure_hold`], or by default the hold that
+    /// persisting pressure gets, [`DEFAULT_PRESSURE_HOLD`] per
+    /// [`DEFAULT_RECLAIM_INTERVAL`] of the reclaim interval (a single
+    /// critical signal gets none; see [`Builder::pressure_hold`]).
     pub fn pressure_hold(&self) -> Duration {
+        self.pressure_hold.unwrap_or_else(|| {
+            self.reclaim_interval.mul_f64(
+                DEFAULT_PRESSURE_HOLD.as_secs_f64() / DEFAULT_RECLAIM_INTERVAL.as_secs_f64(),
+            )
+        })
+    }
+
+    /// The hold set with [`Builder::pressure_hold`], if one was.
+    pub(crate) fn fixed_pressure_hold(&self) -> Option<Duration> {
         self.pressure_hold
     }
 
@@ -298,13 +314,10 @@ impl Config {
                 ),
             ));
         }
-        if self.pressure_hold > MAX_PRESSURE_HOLD {
+        if let Some(hold) = self.pressure_hold.filter(|&h| h > MAX_PRESSURE_HOLD) {
             return Err(ConfigError::new(
                 "pressure_hold",
-                format!(
-                    "is {:?}, the longest allowed is {MAX_PRESSURE_HOLD:?}",
-                    self.pressure_hold
-                ),
+                format!("is {hold:?}, the longest allowed is {MAX_PRESSURE_HOLD:?}"),
             ));
         }
         if let Some(limit) = self.max_live {
@@ -421,10 +434,22 @@ impl<M: Manage> Builder<M> {
     }
 
     /// How long critical memory pressure holds the depot at `min_idle`
-    /// (default [`DEFAULT_PRESSURE_HOLD`], at most [`MAX_PRESSURE_HOLD`]);
-    /// thread caches keep working, at most two batches each.
+    /// after each critical signal (at most [`MAX_PRESSURE_HOLD`]); thread
+    /// caches keep working, at most two batches each.
+    ///
+    /// Unset (the default), the hold is proportional to the signal: a
+    /// critical signal with no other in the reclaim interval before it
+    /// drains the pool and holds nothing (the load re-creates its working
+    /// set once, and the pool does not grow back beyond it: reclaim trims
+    /// the rest); one that follows another within an interval, i.e. pressure
+    /// that persists, holds for [`DEFAULT_PRESSURE_HOLD`] per
+    /// [`DEFAULT_RECLAIM_INTERVAL`] of the interval (2 s at 15 s), renewed by
+    /// each further signal. A hold makes every batch returned to the depot
+    /// beyond `min_idle` a destroy, and every refill a create: measured in
+    /// the lab's `fio-pressure`, a one-off signal with a hold re-created
+    /// about five times as many stacks as one without.
     pub fn pressure_hold(mut self, hold: Duration) -> Self {
-        self.config.pressure_hold = hold;
+        self.config.pressure_hold = Some(hold);
         self
     }
 
@@ -661,13 +686,13 @@ mod tests {
         };
         assert_eq!(build(long).unwrap_err().field(), "reclaim_interval");
         let hold = Config {
-            pressure_hold: Duration::MAX,
+            pressure_hold: Some(Duration::MAX),
             ..Config::default()
         };
         assert_eq!(build(hold).unwrap_err().field(), "pressure_hold");
         let edge = Config {
             reclaim_interval: MAX_RECLAIM_INTERVAL,
-            pressure_hold: MAX_PRESSURE_HOLD,
+            pressure_hold: Some(MAX_PRESSURE_HOLD),
             ..Config::default()
         };
         assert!(build(edge).is_ok());

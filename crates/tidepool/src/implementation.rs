@@ -164,10 +164,23 @@
 //! two, never below `min_idle`; thread caches untouched for a whole interval
 //! are taken back. Memory pressure (PSI triggers, cgroup v1 notifications,
 //! `pressure::notify`) reaches pools through the reclaimer thread: `Medium`
-//! reclaims to the working set now, `Critical` drains to `min_idle`, caches
-//! included, and holds the depot's cap at `min_idle` for `pressure_hold`.
-//! See the [`reclaim`](crate::reclaim) and [`pressure`](crate::pressure)
-//! module docs.
+//! reclaims to the working set now and purges what the depot keeps (thread
+//! caches untouched), `Critical` drains to `min_idle`, caches included, and
+//! holds the depot's cap at `min_idle` for `pressure_hold` when one is set,
+//! or by default only when the pressure persists:
+//!
+//! ```text
+//! hold(signal at t) = pressure_hold                      if set explicitly
+//!                   = interval · 2/15                    if t − last_critical < interval
+//!                   = 0                                  otherwise (a single signal)
+//! ```
+//!
+//! Why: a hold frees no memory the drain did not already free, and makes
+//! every batch beyond `min_idle` a destroy and every refill a create (the
+//! lab's `fio-pressure`: 5x the creates for a one-off signal); see the
+//! [`pressure`](crate::pressure) module docs for the measurements. See the
+//! [`reclaim`](crate::reclaim) and [`pressure`](crate::pressure) module
+//! docs.
 //!
 //! The reclaimer sleeps until the earliest deadline of all its pools:
 //!
@@ -310,14 +323,18 @@
 //!
 //! # Batch size
 //!
-//! The batch size is per pool and adapts (`Shared::batch`, changed only by a
-//! reclaim pass in `shared/pass.rs`, `adapt_batch`), as the kmem magazine
-//! layer resizes its magazines:
+//! The batch size is per pool and adapts (`Shared::batch`, changed only under
+//! the reclaim lock in `shared/pass.rs`, `adapt_batch`), as the kmem magazine
+//! layer resizes its magazines. It looks at traffic windows: each ends at a
+//! reclaim pass, or early, after `WINDOW_EXCHANGES` (64) depot exchanges by
+//! `get` and `put`, so heavy traffic grows the batch within milliseconds
+//! rather than one interval per doubling:
 //!
 //! ```text
-//! share = depot exchanges * batch / cache ops        (over the interval)
+//! share = objects get and put moved through the depot / cache ops  (over the window)
 //! two_way = sum over caches of min(gets, returns) * 4 >= cache ops
 //! share > 1/8 and two_way  ->  batch = min(2 * batch, max_batch)
+//!                             (not in the window right after a doubling)
 //! idle objects unused through two intervals  ->  batch = max(batch / 2, batch_size)
 //! batch_size <= batch <= max_batch
 //! ```

@@ -1,8 +1,9 @@
 //! The batch size adapts to depot traffic: a pool whose threads go to the
-//! depot for a large share of their gets and puts doubles its batch at each
-//! reclaim pass, up to `Config::max_batch_size`, and halves it when idle
-//! objects sit unused; an explicit `batch_size` stays fixed. Driven by a
-//! `ManualClock`, no reclaimer thread.
+//! depot for a large share of their gets and puts doubles its batch at the
+//! end of a traffic window (a reclaim pass, or 64 depot exchanges), up to
+//! `Config::max_batch_size` and no further than the traffic needs, and
+//! halves it when idle objects sit unused; an explicit `batch_size` stays
+//! fixed. Driven by a `ManualClock`, no reclaimer thread.
 
 mod common;
 
@@ -46,32 +47,57 @@ fn end_interval(pool: &Pool<Counting>, clock: &ManualClock) {
 }
 
 #[test]
-fn bursts_past_the_cache_grow_the_batch_to_its_bound_and_cut_depot_trips() {
-    let (pool, clock, ledger) = pool(None);
+fn bursts_past_the_cache_grow_the_batch_to_its_bound_without_waiting_for_a_pass() {
+    let (pool, _clock, ledger) = pool(None);
     let max = pool.config().max_batch_size();
     assert_eq!(pool.stats().batch_size, DEFAULT_BATCH_SIZE);
     assert_eq!(max, 8 * DEFAULT_BATCH_SIZE);
     // 512 in flight: far past a cache of two batches of 32.
     let first = bursts(&pool, 512, 4);
+    // The clock never moves: no reclaim pass runs. Windows of depot
+    // traffic alone double the batch (each doubling followed by a window
+    // that only settles), up to the bound a cache of 512 needs.
     let mut sizes = vec![pool.stats().batch_size];
-    for _ in 0..5 {
-        end_interval(&pool, &clock);
-        bursts(&pool, 512, 4);
+    for _ in 0..8 {
+        bursts(&pool, 512, 8);
         sizes.push(pool.stats().batch_size);
     }
+    assert_eq!(pool.stats().reclaim_passes, 0);
     assert_eq!(
-        sizes,
-        [32, 64, 128, 256, 256, 256],
-        "doubles per pass, then stays at the bound"
+        *sizes.last().unwrap(),
+        max,
+        "sizes after each 8 rounds: {sizes:?}"
+    );
+    assert!(
+        sizes.windows(2).all(|w| w[0] <= w[1]),
+        "never shrinks under steady bursts: {sizes:?}"
     );
     let last = bursts(&pool, 512, 4);
     assert!(
         last * 4 <= first,
-        "depot exchanges per 4 rounds: {first} at batch 32, {last} at 256"
+        "depot exchanges per 4 rounds: {first} at batch 32, {last} at {max}"
     );
     let s = pool.stats();
     assert_eq!(s.live, 0);
     assert_eq!(s.created, 512, "no object made twice");
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn the_batch_grows_to_what_the_bursts_need_and_no_further() {
+    // Bursts of 128: a cache of two batches of 64 holds them all. The
+    // exchanges of batches still of the old size, right after a doubling,
+    // must not double it again (to 128: twice the idle objects per thread).
+    let (pool, clock, ledger) = pool(None);
+    for _ in 0..3 {
+        bursts(&pool, 128, 100);
+        end_interval(&pool, &clock);
+    }
+    bursts(&pool, 128, 100);
+    let s = pool.stats();
+    assert_eq!(s.batch_size, 64);
+    assert_eq!(bursts(&pool, 128, 10), 0, "the cache holds every burst");
     drop(pool);
     ledger.assert_all_accounted();
 }

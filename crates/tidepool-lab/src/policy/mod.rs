@@ -159,8 +159,8 @@ impl PolicyKind {
             }
             PolicyKind::Qemu2024 => "seed 000: QEMU 2024 'cap per-thread local pool size'",
             PolicyKind::Tidepool => {
-                "tidepool::stack::StackPool: library defaults; reclaim interval and pressure hold \
-                 scaled like QEMU 2021's period"
+                "tidepool::stack::StackPool: library defaults; reclaim interval scaled like QEMU \
+                 2021's period (the default pressure hold follows it)"
             }
             PolicyKind::FbsdBefore => {
                 "seed 002 before: FreeBSD vn_alloc (stable/14 before cc2d62daa339): a global \
@@ -225,10 +225,15 @@ pub struct PolicyEnv {
     /// The period of periodic policies (QEMU 2021's resize timer,
     /// tidepool's reclaim interval), after time scaling.
     pub reclaim_interval: Duration,
-    /// tidepool's pressure hold, scaled like the period.
+    /// The hold tidepool's default gives persisting critical pressure at
+    /// this period (for the reports: the lab does not set it).
     pub pressure_hold: Duration,
     /// `vm.max_map_count`, for QEMU 2024's global cap.
     pub max_map_count: u64,
+    /// Measure the resident memory of idle stacks at every sample, for
+    /// requests that touch this much of their stack (`fio-pressure`); `None`
+    /// elsewhere (a `mincore` per slab per sample is not free).
+    pub resident_touch: Option<crate::stack::Touch>,
 }
 
 /// Why a policy had no stack to give: the kernel refused a mapping, or the
@@ -286,6 +291,14 @@ pub trait Policy: Send + Sync {
     /// without a pressure response (every seed policy).
     fn pressure_signals(&self) -> u64 {
         0
+    }
+
+    /// Bytes of the policy's idle stacks that are in RAM now, when `live`
+    /// stacks are in use by requests; `None` when the policy cannot tell or
+    /// was not asked to ([`PolicyEnv::resident_touch`]).
+    fn idle_resident_bytes(&self, live: u64) -> Option<u64> {
+        let _ = live;
+        None
     }
 }
 

@@ -156,6 +156,7 @@ mod tests {
             reclaim_interval: Duration::from_secs(3600),
             pressure_hold: Duration::from_secs(2),
             max_map_count: 65530,
+            resident_touch: None,
         }
     }
 

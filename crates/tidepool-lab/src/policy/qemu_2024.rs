@@ -225,6 +225,7 @@ mod tests {
             reclaim_interval: Duration::from_secs(15),
             pressure_hold: Duration::from_secs(2),
             max_map_count: 65530,
+            resident_touch: None,
         };
         let policy = Qemu2024::new(&env);
         let mut local = policy.local();

@@ -5,10 +5,11 @@
 //! of 15 s, scaled like every other period in the lab), and the response to
 //! memory pressure of `tidepool::pressure` (seed 003's aggressive shrink).
 //!
-//! The only settings the lab makes are time: the reclaim interval, scaled
-//! by `--time-scale` exactly as QEMU 2021's resize period is, and the
-//! pressure hold, scaled by the same factor (so it stays the same fraction
-//! of the interval as in the library's defaults).
+//! The only setting the lab makes is time: the reclaim interval, scaled by
+//! `--time-scale` exactly as QEMU 2021's resize period is. The pressure hold
+//! is the library's default, which follows the interval by itself (none
+//! for a single critical signal, 2/15 of the interval while critical
+//! signals keep coming).
 
 use tidepool::stack::StackPool;
 
@@ -19,13 +20,16 @@ use crate::stack::LabStack;
 #[derive(Debug)]
 pub struct Tidepool {
     pool: StackPool,
+    /// Bytes a request leaves resident on its stack (measured with
+    /// `mincore` on a stack of a throwaway pool), when asked to measure
+    /// idle resident memory ([`PolicyEnv::resident_touch`]).
+    per_request: Option<u64>,
 }
 
 impl Tidepool {
     /// A stack pool of `env.stack_size`-byte stacks reclaiming every
-    /// `env.reclaim_interval` and holding `env.pressure_hold` after critical
-    /// pressure; every other setting is the library's default (caps from
-    /// this process's map-count budget).
+    /// `env.reclaim_interval`; every other setting is the library's default
+    /// (caps from this process's map-count budget, the pressure hold).
     ///
     /// # Errors
     ///
@@ -33,10 +37,13 @@ impl Tidepool {
     pub fn new(env: &PolicyEnv) -> Result<Self, String> {
         let pool = StackPool::builder(env.stack_size)
             .reclaim_interval(env.reclaim_interval)
-            .pressure_hold(env.pressure_hold)
             .build()
             .map_err(|e| e.to_string())?;
-        Ok(Tidepool { pool })
+        let per_request = match env.resident_touch {
+            Some(touch) => Some(request_resident(env.stack_size, touch)?),
+            None => None,
+        };
+        Ok(Tidepool { pool, per_request })
     }
 
     /// The pool, for its own statistics.
@@ -67,6 +74,36 @@ impl Policy for Tidepool {
     fn pressure_signals(&self) -> u64 {
         let stats = self.pool.stats().pool;
         stats.pressure_medium + stats.pressure_critical
+    }
+
+    /// `mincore` over every slab of the pool (stacks in use, idle, free
+    /// slots), less what the `live` requests keep resident on theirs: each
+    /// request touches the same pages of its stack, measured once
+    /// (`request_resident`). Free slots hold nothing (their pages were
+    /// released when their stacks were destroyed).
+    fn idle_resident_bytes(&self, live: u64) -> Option<u64> {
+        let per_request = self.per_request?;
+        let all = self.pool.resident_bytes().ok()?;
+        Some(all.saturating_sub(live.saturating_mul(per_request)))
+    }
+}
+
+/// The bytes one request leaves resident on a stack of `stack_size` bytes:
+/// a request with `touch` runs to its end on a fresh stack of a pool of its
+/// own (no reclaimer), and `mincore` counts its pages.
+fn request_resident(stack_size: usize, touch: crate::stack::Touch) -> Result<u64, String> {
+    let pool = StackPool::builder(stack_size)
+        .background(false)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let stack = pool.get().map_err(|e| e.to_string())?;
+    let (_, stack) = crate::stack::start(LabStack::Pooled(stack), 1, touch).complete();
+    match &stack {
+        LabStack::Pooled(s) => s
+            .resident_bytes()
+            .map(|b| b as u64)
+            .map_err(|e| e.to_string()),
+        LabStack::Fresh(_) => Err("a pooled stack came back fresh".to_owned()),
     }
 }
 

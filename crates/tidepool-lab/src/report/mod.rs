@@ -217,6 +217,21 @@ pub struct Series {
     /// `mprotect` + `munmap`, ms, one per sample (empty elsewhere).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probe_map_ms: Vec<f64>,
+    /// Resident memory of the policy's idle stacks, KiB, one per sample,
+    /// where the scenario measures it (`fio-pressure`, tidepool only:
+    /// `mincore` over the pool's slabs less what live requests touched).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idle_resident_kib: Vec<f64>,
+    /// CPU time of the whole process by each sample, ms (every thread:
+    /// workers, sampler, the policy's own): with `completed`, the CPU a
+    /// request costs, which load from other processes on the machine does
+    /// not change the way it changes wall-clock rates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_ms: Vec<f64>,
+    /// Minor page faults of the whole process by each sample (first
+    /// touches of fresh or purged stack pages among them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub minor_faults: Vec<u64>,
     /// When each phase started.
     pub events: Vec<Event>,
 }

@@ -78,6 +78,8 @@ pub enum Metric {
     Vmas,
     /// Process RSS.
     Rss,
+    /// Resident memory of idle stacks (`fio-pressure`, tidepool).
+    IdleResident,
     /// Completed requests per second.
     Throughput,
     /// mass-teardown's probe: get + put on another pool.
@@ -93,12 +95,23 @@ impl Metric {
     /// The mass-teardown scenario's plots, in order.
     pub const TEARDOWN: [Metric; 3] = [Metric::ProbeMap, Metric::ProbeGetPut, Metric::Rss];
 
+    /// The fio-pressure scenario's plots, in order: throughput and idle
+    /// resident memory first, the two the pressure window is judged by.
+    pub const FIO_PRESSURE: [Metric; 4] = [
+        Metric::Throughput,
+        Metric::IdleResident,
+        Metric::Idle,
+        Metric::Rss,
+    ];
+
     /// The plots of the scenario `id`, in order: [`Metric::ALL`], or
     /// mass-teardown's own ([`Metric::TEARDOWN`]: it has a probe, not
     /// requests or idle stacks).
     pub fn of_scenario(id: &str) -> &'static [Metric] {
         if id == "mass-teardown" {
             &Metric::TEARDOWN
+        } else if id == crate::scenario::fio_pressure::ID {
+            &Metric::FIO_PRESSURE
         } else if id == crate::scenario::limit_churn::ID {
             // Its one plot is run time against threads (`threads_plot`).
             &[]
@@ -113,6 +126,7 @@ impl Metric {
             Metric::Idle => "Idle stacks (pooled, not in use)",
             Metric::Vmas => "VMAs of the whole process",
             Metric::Rss => "Resident memory of the whole process",
+            Metric::IdleResident => "Idle stacks' resident memory (tidepool, mincore)",
             Metric::Throughput => "Throughput",
             Metric::ProbeGetPut => "Probe: get + put on another pool",
             Metric::ProbeMap => "Probe: map + unmap a 64 KiB stack",
@@ -125,6 +139,7 @@ impl Metric {
             Metric::Idle => "idle stacks (count)",
             Metric::Vmas => "VMAs (count)",
             Metric::Rss => "RSS (MiB)",
+            Metric::IdleResident => "idle resident (MiB)",
             Metric::Throughput => "requests completed (per s)",
             Metric::ProbeGetPut => "latency (µs)",
             Metric::ProbeMap => "latency (ms)",
@@ -136,6 +151,7 @@ impl Metric {
             Metric::Idle => s.idle.iter().map(|&v| v as f64).collect(),
             Metric::Vmas => s.vmas.iter().map(|&v| v as f64).collect(),
             Metric::Rss => s.rss_kib.iter().map(|&v| v as f64 / 1024.0).collect(),
+            Metric::IdleResident => s.idle_resident_kib.iter().map(|&v| v / 1024.0).collect(),
             Metric::Throughput => s.throughput.clone(),
             Metric::ProbeGetPut => s.probe_get_put_us.clone(),
             Metric::ProbeMap => s.probe_map_ms.clone(),
@@ -144,7 +160,7 @@ impl Metric {
 
     fn tick(self, v: f64) -> String {
         match self {
-            Metric::Rss => format::mib(v),
+            Metric::Rss | Metric::IdleResident => format::mib(v),
             _ => format::si(v),
         }
     }

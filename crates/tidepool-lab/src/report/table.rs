@@ -5,7 +5,9 @@
 
 use std::fmt::Write as _;
 
+use crate::policy::PolicyKind;
 use crate::report::format;
+use crate::report::summary::Ratio;
 use crate::report::{Format, Report, ScenarioReport, SeedStatus};
 
 /// The widest line printed.
@@ -136,6 +138,51 @@ pub fn summary(report: &Report) -> String {
     out
 }
 
+/// For a scenario measured in requests per second (fio, fio-cross-thread):
+/// tidepool against the best seed pool there, every repeat shown (repeat
+/// `i` of each policy ran in the same rotation round), the ratio of their
+/// CPU time per request (medians), and the idle stacks each left at the end
+/// (the range over repeats).
+fn against_best_seed(s: &ScenarioReport) -> Option<String> {
+    const RATE: &str = "req_per_s";
+    let ours = s.result(PolicyKind::Tidepool)?;
+    let best = [
+        PolicyKind::QemuFixed,
+        PolicyKind::Qemu2021,
+        PolicyKind::Qemu2024,
+    ]
+    .into_iter()
+    .filter_map(|p| s.result(p))
+    .filter(|r| r.metric(RATE).is_finite())
+    .max_by(|a, b| a.metric(RATE).total_cmp(&b.metric(RATE)))?;
+    let ratio = Ratio::of(ours, best, RATE)?;
+    let per: Vec<String> = ours
+        .per_run(RATE)
+        .iter()
+        .zip(best.per_run(RATE))
+        .map(|(a, b)| format!("{:.2}", a / b))
+        .collect();
+    let idle = |r: &crate::report::PolicyResult| {
+        let v = r.per_run("final_idle");
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if lo == hi {
+            format::count(lo)
+        } else {
+            format!("{}–{}", format::count(lo), format::count(hi))
+        }
+    };
+    let cpu = Ratio::of(ours, best, "cpu_us_per_req").map_or_else(|| "–".to_owned(), |r| r.short());
+    Some(format!(
+        "  tidepool/{}: {} req/s ({}), {cpu} CPU/req; idle {} vs {}",
+        best.policy,
+        ratio.short(),
+        per.join(" "),
+        idle(ours),
+        idle(best)
+    ))
+}
+
 /// Everything the terminal shows after the progress bars.
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
@@ -208,6 +255,9 @@ pub fn render(report: &Report) -> String {
             "  signals: received by the policy, all runs; machine: {raised} raised, {withheld} \
              withheld by the gate"
         );
+        if let Some(line) = against_best_seed(s) {
+            let _ = writeln!(out, "{}", fit(&line, MAX_COLUMNS));
+        }
         for r in &s.results {
             if let Some(f) = r.first_failure() {
                 let _ = writeln!(

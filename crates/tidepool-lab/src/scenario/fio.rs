@@ -186,6 +186,8 @@ pub(crate) fn spec(settings: &Settings, completion: Completion) -> Spec<'static>
         params,
         columns: vec![
             Column::new("req_per_s", "req/s", Format::KiloPerSec).terminal("req/s"),
+            Column::new("cpu_us_per_req", "CPU per request (µs)", Format::Micros)
+                .terminal("CPU µs/req"),
             Column::new("created", "stacks created", Format::Count).terminal("created"),
             Column::new("stacks_per_request", "stacks per request", Format::Ratio),
             Column::new("peak_idle", "peak idle", Format::Count).terminal("peak idle"),

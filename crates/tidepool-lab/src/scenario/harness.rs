@@ -330,6 +330,13 @@ struct Sample {
     vmas: u64,
     rss_kib: u64,
     vsz_kib: u64,
+    /// Resident memory of the policy's idle stacks, bytes, where measured
+    /// ([`Policy::idle_resident_bytes`]).
+    idle_resident: Option<u64>,
+    /// CPU time of the whole process so far, ms.
+    cpu_ms: f64,
+    /// Minor page faults of the whole process so far.
+    minflt: u64,
 }
 
 impl Sample {
@@ -339,7 +346,15 @@ impl Sample {
     }
 }
 
-fn take_sample(h: &Harness, policy: &dyn Policy) -> Sample {
+/// Every how many samples the idle stacks' resident memory is measured
+/// (a `mincore` walk over every slab takes about a millisecond per
+/// thousand 1 MiB stacks on the 2-core machine: every sample would make
+/// the sampler a load of its own). The samples between repeat the last
+/// measurement.
+const RESIDENT_EVERY: usize = 3;
+
+/// A sample; `resident`: measure the idle stacks' resident memory too.
+fn take_sample(h: &Harness, policy: &dyn Policy, resident: bool) -> Sample {
     let counts = policy.counts();
     let live = h.cells.iter().map(|c| c.live.load(Ordering::Relaxed)).sum();
     let completed = h
@@ -348,6 +363,11 @@ fn take_sample(h: &Harness, policy: &dyn Policy) -> Sample {
         .map(|c| c.completed.load(Ordering::Relaxed))
         .sum();
     let mem = procfs::memory().unwrap_or_default();
+    let idle_resident = if resident {
+        policy.idle_resident_bytes(u64::try_from(live).unwrap_or(0))
+    } else {
+        None
+    };
     Sample {
         t_ms: h.elapsed_ms(),
         created: counts.created,
@@ -357,7 +377,17 @@ fn take_sample(h: &Harness, policy: &dyn Policy) -> Sample {
         vmas: procfs::vmas().unwrap_or(0),
         rss_kib: mem.rss_kib,
         vsz_kib: mem.vsz_kib,
+        idle_resident,
+        cpu_ms: process_cpu_ms(),
+        minflt: procfs::minor_faults().unwrap_or(0),
     }
+}
+
+/// CPU time the process has used so far, all threads (workers, sampler,
+/// the policy's own threads), ms.
+fn process_cpu_ms() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
 }
 
 /// What one run of one policy produced.
@@ -389,6 +419,10 @@ pub struct RunOutput {
     pub completed_series: Vec<u64>,
     /// Memory-pressure signals during the run.
     pub pressure: PressureCounts,
+    /// CPU time the process used from the run's start to the moment every
+    /// request had completed, ms (every thread: workers, sampler, and a
+    /// policy's own, such as tidepool's reclaimer); NaN if unreadable.
+    pub cpu_ms: f64,
 }
 
 impl RunOutput {
@@ -434,6 +468,8 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
     let mut aborted = false;
     let mut quiescent = Sample::default();
     let signals_before = psi::totals();
+    let cpu_before = procfs::cpu_ms();
+    let mut cpu_after = None;
 
     std::thread::scope(|s| {
         for idx in 0..threads {
@@ -475,7 +511,8 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
                 thin(&mut samples);
                 every *= 2;
             }
-            samples.push(take_sample(&h, policy));
+            let resident = samples.len() % RESIDENT_EVERY == 0;
+            samples.push(take_sample(&h, policy, resident));
             if plan.abort_on_failure && h.failures() > 0 {
                 aborted = true;
                 break;
@@ -502,7 +539,8 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         }
         h.stop.store(true, Ordering::Release);
         h.quiesce.wait();
-        quiescent = take_sample(&h, policy);
+        quiescent = take_sample(&h, policy, true);
+        cpu_after = procfs::cpu_ms();
         samples.push(quiescent);
         h.exit.wait();
     });
@@ -532,6 +570,11 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
     // show as a spike and a dip that no policy caused.
     let window_ms = plan.sample_every.as_secs_f64() * 1e3 * 4.0;
     let mut from = 0;
+    // One value per sample or none: a policy that does not measure leaves
+    // the series empty; a sample without a measurement of its own repeats
+    // the last one.
+    let resident_measured = samples.iter().any(|s| s.idle_resident.is_some());
+    let mut last_resident = 0;
     for (i, s) in samples.iter().enumerate() {
         series.t_ms.push(s.t_ms);
         series.idle.push(s.idle());
@@ -540,6 +583,12 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         series.vmas.push(s.vmas);
         series.rss_kib.push(s.rss_kib);
         series.vsz_kib.push(s.vsz_kib);
+        series.cpu_ms.push(s.cpu_ms);
+        series.minor_faults.push(s.minflt);
+        if resident_measured {
+            last_resident = s.idle_resident.unwrap_or(last_resident);
+            series.idle_resident_kib.push(last_resident as f64 / 1024.0);
+        }
         while from + 1 < i && samples[from + 1].t_ms <= s.t_ms - window_ms {
             from += 1;
         }
@@ -569,6 +618,10 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         completed_series: completed,
         series,
         pressure,
+        cpu_ms: match (cpu_before, cpu_after) {
+            (Some(a), Some(b)) => b - a,
+            _ => f64::NAN,
+        },
     }
 }
 

@@ -14,6 +14,7 @@ use crate::seeds::StaticQuote;
 use crate::source::PressureSource;
 
 pub mod fio;
+pub mod fio_pressure;
 pub mod harness;
 pub mod limit_churn;
 pub mod map_count;
@@ -46,6 +47,10 @@ pub enum ScenarioKind {
     #[serde(rename = "fio-cross-thread")]
     #[value(name = "fio-cross-thread")]
     FioCrossThread,
+    /// Seed 003 on seed 001's load: fio with a pressure signal mid-run.
+    #[serde(rename = "fio-pressure")]
+    #[value(name = "fio-pressure")]
+    FioPressure,
     /// Seed 000: uneven per-thread spikes against `vm.max_map_count`.
     #[serde(rename = "map-count")]
     #[value(name = "map-count")]
@@ -70,9 +75,10 @@ pub enum ScenarioKind {
 
 impl ScenarioKind {
     /// Every scenario, in report order.
-    pub const ALL: [ScenarioKind; 7] = [
+    pub const ALL: [ScenarioKind; 8] = [
         ScenarioKind::Fio,
         ScenarioKind::FioCrossThread,
+        ScenarioKind::FioPressure,
         ScenarioKind::MapCount,
         ScenarioKind::SpikeThenIdle,
         ScenarioKind::Pressure,
@@ -85,6 +91,7 @@ impl ScenarioKind {
         match self {
             ScenarioKind::Fio => "fio",
             ScenarioKind::FioCrossThread => "fio-cross-thread",
+            ScenarioKind::FioPressure => fio_pressure::ID,
             ScenarioKind::MapCount => "map-count",
             ScenarioKind::SpikeThenIdle => "spike-then-idle",
             ScenarioKind::Pressure => "pressure",
@@ -112,6 +119,7 @@ impl ScenarioKind {
                 settings,
                 progress,
             ),
+            ScenarioKind::FioPressure => fio_pressure::run(settings, progress),
             ScenarioKind::MapCount => run_spec(&map_count::spec(settings), settings, progress),
             ScenarioKind::SpikeThenIdle => run_spec(&spike::spec(settings), settings, progress),
             ScenarioKind::Pressure => pressure::run(settings, progress),
@@ -129,6 +137,7 @@ impl ScenarioKind {
         match self {
             ScenarioKind::Fio => fio::claims(report, fio::Completion::SameThread),
             ScenarioKind::FioCrossThread => fio::claims(report, fio::Completion::OtherThread),
+            ScenarioKind::FioPressure => fio_pressure::claims(report),
             ScenarioKind::MapCount => map_count::claims(report, settings),
             ScenarioKind::SpikeThenIdle => spike::claims(report),
             ScenarioKind::Pressure => pressure::claims(report),
@@ -194,6 +203,7 @@ impl Settings {
             reclaim_interval: interval,
             pressure_hold: scaled_pressure_hold(interval),
             max_map_count: self.max_map_count,
+            resident_touch: None,
         }
     }
 }
@@ -407,6 +417,14 @@ pub(crate) fn base_metrics(out: &RunOutput) -> BTreeMap<String, f64> {
         );
     }
     m.insert("completed".into(), out.completed as f64);
+    if out.completed > 0 && out.cpu_ms.is_finite() {
+        // Less sensitive than req/s to other work on the machine: what
+        // the process spent per request, not how much CPU it was given.
+        m.insert(
+            "cpu_us_per_req".into(),
+            out.cpu_ms * 1e3 / out.completed as f64,
+        );
+    }
     m.insert("final_live".into(), out.quiescent_live as f64);
     m.insert("left_after_exit".into(), out.after_exit_existing as f64);
     m.insert("aborted".into(), if out.aborted { 1.0 } else { 0.0 });

@@ -370,9 +370,11 @@ pub(crate) unsafe fn release_pages(start: NonNull<u8>, len: usize) -> io::Result
 ///
 /// # Safety
 ///
-/// pre: the region is part of a mapping made by [`reserve`], not yet
-/// unmapped. (`mincore` only reads page tables; it never touches the
-/// memory.)
+/// pre: the region is part of a mapping made by [`reserve`]. (`mincore`
+/// only reads page tables; it never touches the memory. A region unmapped
+/// since makes it fail with `ENOMEM`, and one mapped again by someone else
+/// is counted as it is now: wrong numbers, never undefined behaviour; the
+/// slab census relies on that.)
 #[allow(clippy::disallowed_methods)] // the audited call site
 pub(crate) unsafe fn resident_bytes(start: NonNull<u8>, len: usize) -> io::Result<usize> {
     check_region(start.as_ptr() as usize, len)?;

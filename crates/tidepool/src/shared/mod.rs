@@ -80,7 +80,8 @@ pub(crate) struct Shared<M: Manage> {
     /// Reclaim intervals, pressure holds and their counts (`pass.rs`).
     pub(crate) reclaim: CachePadded<ReclaimShared>,
     /// The batch size now: `config.batch_size <= batch <= config.max_batch`,
-    /// changed only by a reclaim pass (`pass.rs`, `adapt_batch`) and read
+    /// changed only under the reclaim lock (`pass.rs`, `adapt_batch`: at a
+    /// reclaim pass, or when depot traffic ends a window early) and read
     /// on every put, so it sits with the read-mostly fields.
     batch: AtomicUsize,
     /// How owned guards keep this alive past the handle (`lifetime.rs`);
@@ -276,6 +277,7 @@ impl<M: Manage> Shared<M> {
                 continue; // revoked meanwhile: claim again
             }
             if let Some(mut batch) = this.depot.take_full() {
+                this.note_exchange(batch.len());
                 // Room for a whole batch, made here, outside the bracket (a
                 // batch split by reclaim may be short of it).
                 batch.reserve_exact(batch_size.saturating_sub(batch.len()));
@@ -661,8 +663,12 @@ impl<M: Manage> Shared<M> {
             let Ok(full) = slot.take_spare() else {
                 continue;
             };
+            let moved = full.len();
             let mut empty = match this.depot.donate(full) {
-                Ok(empty) => empty,
+                Ok(empty) => {
+                    this.note_exchange(moved);
+                    empty
+                }
                 Err(full) => {
                     refused.push(full);
                     Vec::new()

@@ -32,6 +32,10 @@ pub(crate) struct ReclaimShared {
     /// Until when critical pressure holds the depot at `min_idle`, in clock
     /// nanoseconds; 0 when there is no hold.
     hold_until: AtomicU64,
+    /// When the last critical signal came, in clock nanoseconds; `u64::MAX`
+    /// before the first. A default (unset) hold starts only for a signal that
+    /// follows another within an interval: pressure that persists.
+    last_critical: AtomicU64,
     /// The reclaimer counts this pool in its next deadline. Cleared by the
     /// reclaimer's tick when the pool has nothing to reclaim; set again
     /// (waking the reclaimer) when it creates an object or is put under a
@@ -45,6 +49,12 @@ pub(crate) struct ReclaimShared {
     pub(crate) pressure_medium: SharedCounter,
     pub(crate) pressure_critical: SharedCounter,
     pub(crate) caches_taken: SharedCounter,
+    /// Depot exchanges by `get` and `put` (counted on their slow paths):
+    /// every [`WINDOW_EXCHANGES`] of them end a traffic window.
+    window_exchanges: AtomicU64,
+    /// Objects those exchanges moved (a batch each, whatever its size
+    /// was then).
+    moved: AtomicU64,
 }
 
 /// What the passes remember about each thread cache, indexed by thread id.
@@ -55,16 +65,31 @@ struct PassState {
     /// The operation count at which the cache was last taken back: a cache
     /// still at that count is empty, and is left alone.
     taken_at: Vec<u64>,
-    /// The depot's exchanges at the last pass: the batch size adapts to
-    /// their share of the interval's operations.
-    exchanges: u64,
-    /// Each cache's gets at the last pass (with `seen_ops`, its returns).
-    seen_gets: Vec<u64>,
+    /// Objects `get` and `put` had moved through the depot when the current
+    /// traffic window began: the batch size adapts to their share of the
+    /// window's operations.
+    moved: u64,
+    /// The batch grew at the end of the last window: caches pick the new
+    /// size up only at their next depot visit, so the window after a
+    /// growth still carries exchanges of the old size. It only settles
+    /// (never grows the batch).
+    settling: bool,
+    /// Each cache's `(gets, returns)` when the current traffic window
+    /// began (`u64::MAX` gets: a cache new since then, counted from zero).
+    window: Vec<(u64, u64)>,
 }
 
-/// The batch grows when more than one in `GROW_SHARE` of the interval's
-/// gets and puts went through the depot (each exchange moves a batch).
+/// The batch grows when more than one in `GROW_SHARE` of a traffic
+/// window's gets and puts went through the depot (each exchange moves a
+/// batch).
 const GROW_SHARE: u64 = 8;
+
+/// A traffic window also ends after this many depot exchanges (not only at
+/// a reclaim pass): a pool under heavy depot traffic grows its batch within
+/// milliseconds, not one interval per doubling. At the default batch, 64
+/// exchanges move 2,048 objects; a pool that rarely visits the depot never
+/// gets here between passes.
+const WINDOW_EXCHANGES: u64 = 64;
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -77,6 +102,7 @@ impl ReclaimShared {
             clock,
             next_pass: AtomicU64::new(first),
             hold_until: AtomicU64::new(0),
+            last_critical: AtomicU64::new(u64::MAX),
             armed: AtomicBool::new(false),
             lock: Mutex::new(PassState::default()),
             reclaimed: SharedCounter::default(),
@@ -84,6 +110,8 @@ impl ReclaimShared {
             pressure_medium: SharedCounter::default(),
             pressure_critical: SharedCounter::default(),
             caches_taken: SharedCounter::default(),
+            window_exchanges: AtomicU64::new(0),
+            moved: AtomicU64::new(0),
         }
     }
 
@@ -151,12 +179,10 @@ impl<M: Manage> Shared<M> {
             // Thread caches untouched since the last pass, a whole interval
             // ago.
             let mut quiet = Vec::new();
-            let (mut total_ops, mut balanced) = (0, 0);
             self.slots.for_each(|tid, slot| {
                 if state.seen_ops.len() <= tid {
                     state.seen_ops.resize(tid + 1, u64::MAX);
                     state.taken_at.resize(tid + 1, u64::MAX);
-                    state.seen_gets.resize(tid + 1, 0);
                 }
                 let (gets, returns) = slot.counts();
                 let ops = gets + returns;
@@ -164,26 +190,12 @@ impl<M: Manage> Shared<M> {
                     quiet.push(slot);
                     state.taken_at[tid] = ops;
                 }
-                // Gets and returns this interval, for `adapt_batch`.
-                // (A cache new since the last pass counts from zero.)
-                let seen_ops = match state.seen_ops[tid] {
-                    u64::MAX => 0,
-                    seen => seen,
-                };
-                let seen_gets = state.seen_gets[tid];
-                if ops >= seen_ops && gets >= seen_gets {
-                    let g = gets - seen_gets;
-                    let r = (ops - seen_ops).saturating_sub(g);
-                    balanced += g.min(r);
-                    total_ops += g + r;
-                }
                 state.seen_ops[tid] = ops;
-                state.seen_gets[tid] = gets;
             });
             self.reclaim.caches_taken.add(quiet.len() as u64);
             let taken = Slot::revoke_remote(quiet);
             let tick = self.depot.tick(intervals, self.config.min_idle);
-            self.adapt_batch(&mut state, total_ops, balanced, !tick.reclaim.is_empty());
+            self.adapt_batch(&mut state, !tick.reclaim.is_empty());
             self.reclaim.passes.add(1);
             (taken, tick)
         };
@@ -200,9 +212,67 @@ impl<M: Manage> Shared<M> {
         reclaimed
     }
 
-    /// Sizes the batch to the depot traffic of the interval just over (the
+    /// Counts a depot exchange of `objects` by `get` or `put` (their slow
+    /// paths, once per batch): every [`WINDOW_EXCHANGES`] of them end a traffic window
+    /// early, so that the batch grows as fast as the traffic asks (the kmem
+    /// magazine layer resizes on contention, not on a timer). Gives up at
+    /// once if a pass or another window holds the pass lock.
+    #[inline]
+    pub(crate) fn note_exchange(&self, objects: usize) {
+        self.reclaim
+            .moved
+            .fetch_add(objects as u64, Ordering::Relaxed);
+        let n = self
+            .reclaim
+            .window_exchanges
+            .fetch_add(1, Ordering::Relaxed)
+            + 1;
+        if n % WINDOW_EXCHANGES == 0 && self.batch() < self.config.max_batch {
+            self.end_window_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn end_window_slow(&self) {
+        let _gate = fork::gate();
+        let Some(mut state) = self.reclaim.lock.try_lock() else {
+            return;
+        };
+        self.adapt_batch(&mut state, false);
+    }
+
+    /// The caches' gets and returns since the traffic window began, and
+    /// `balanced` (per cache, the lesser of its gets and returns, twice);
+    /// starts the next window. Under the pass lock.
+    fn window_traffic(&self, state: &mut PassState) -> (u64, u64) {
+        let (mut total_ops, mut balanced) = (0, 0);
+        self.slots.for_each(|tid, slot| {
+            if state.window.len() <= tid {
+                state.window.resize(tid + 1, (u64::MAX, 0));
+            }
+            let (gets, returns) = slot.counts();
+            // A cache new since the window began counts from zero.
+            let (seen_gets, seen_returns) = match state.window[tid] {
+                (u64::MAX, _) => (0, 0),
+                seen => seen,
+            };
+            if gets >= seen_gets && returns >= seen_returns {
+                let g = gets - seen_gets;
+                let r = returns - seen_returns;
+                balanced += 2 * g.min(r);
+                total_ops += g + r;
+            }
+            state.window[tid] = (gets, returns);
+        });
+        (total_ops, balanced)
+    }
+
+    /// Sizes the batch to the depot traffic of the window just over (the
     /// kmem magazine layer's resizing, driven by traffic rather than lock
-    /// contention). Doubles it, up to `max_batch`, when more than one in
+    /// contention). A window ends at every reclaim pass, and after every
+    /// [`WINDOW_EXCHANGES`] depot exchanges by `get` and `put`
+    /// (`note_exchange`). Doubles it, up to `max_batch`, when more than one in
     /// [`GROW_SHARE`] of the caches' gets and puts went through the depot
     /// *and* the caches both took and gave back (at least half of `ops` is
     /// `balanced`: per cache, the lesser of its gets and returns, twice):
@@ -211,21 +281,24 @@ impl<M: Manage> Shared<M> {
     /// size, and bigger batches would only put more objects in flight, so
     /// it does not grow. Halves it, down to the configured size, when idle
     /// objects sat unused through two intervals (`idle_unused`). Caches pick
-    /// the new size up at their next depot visit. Under the pass lock.
-    /// `ops` counts the interval's gets and returns of caches seen at the
-    /// previous pass too.
-    fn adapt_batch(&self, state: &mut PassState, ops: u64, balanced: u64, idle_unused: bool) {
-        let exchanges = self.depot.counts().exchanges;
-        let moved = exchanges.saturating_sub(state.exchanges);
-        state.exchanges = exchanges;
+    /// the new size up at their next depot visit, so the window after a
+    /// doubling only settles: its exchanges of the old size would otherwise
+    /// double the batch again past what the traffic needs (more idle
+    /// objects hoarded per thread). Under the pass lock.
+    fn adapt_batch(&self, state: &mut PassState, idle_unused: bool) {
+        let (ops, balanced) = self.window_traffic(state);
+        let total = self.reclaim.moved.load(Ordering::Relaxed);
+        let through_depot = total.saturating_sub(state.moved);
+        state.moved = total;
         let batch = self.batch();
-        let through_depot = moved.saturating_mul(batch as u64);
         let busy = ops > 0 && through_depot.saturating_mul(GROW_SHARE) > ops;
-        let two_way = balanced.saturating_mul(4) >= ops;
+        let two_way = balanced.saturating_mul(2) >= ops;
+        let settling = std::mem::take(&mut state.settling);
         if idle_unused {
             self.set_batch((batch / 2).max(self.config.batch_size));
-        } else if busy && two_way {
+        } else if busy && two_way && !settling && batch < self.config.max_batch {
             self.set_batch((batch * 2).min(self.config.max_batch));
+            state.settling = true;
         }
     }
 
@@ -238,28 +311,36 @@ impl<M: Manage> Shared<M> {
             Level::Medium => {
                 self.reclaim.pressure_medium.add(1);
                 let unused = self.depot.reclaim_unused(floor);
-                self.reclaim_batches(unused, site, &mut caught)
+                let n = self.reclaim_batches(unused, site, &mut caught);
+                // What the working set keeps in the depot stays, its pages
+                // released (the next pass would purge it an interval from
+                // now): the cheap step first, no object destroyed for it.
+                // Thread caches, the hot end, are left alone.
+                self.purge_batches(self.depot.take_unpurged(usize::MAX), &mut caught);
+                n
             }
             Level::Critical => {
                 self.reclaim.pressure_critical.add(1);
-                let until = self
-                    .reclaim
-                    .now()
-                    .saturating_add(nanos(self.config.pressure_hold));
+                let now = self.reclaim.now();
+                let hold = self.critical_hold(now);
                 let taken = {
                     let _gate = fork::gate();
                     let state = self.reclaim.lock.lock();
-                    self.reclaim
-                        .hold_until
-                        .store(until.max(1), Ordering::Relaxed);
-                    self.depot.set_cap(floor);
+                    if !hold.is_zero() {
+                        let until = now.saturating_add(nanos(hold));
+                        self.reclaim
+                            .hold_until
+                            .store(until.max(1), Ordering::Relaxed);
+                        self.depot.set_cap(floor);
+                    }
                     let owned = self.owned_slots();
                     self.reclaim.caches_taken.add(owned.len() as u64);
                     let taken = Slot::revoke_remote(owned);
                     drop(state);
                     taken
                 };
-                // The depot's cap is `min_idle` now: what does not fit goes.
+                // Everything above `min_idle` goes: under a hold the
+                // depot's cap refuses it, without one it is taken out.
                 let refused = self.donate_all(taken);
                 let rest = self.depot.take_down_to(floor);
                 let doomed = refused.into_iter().chain(rest).collect();
@@ -274,6 +355,25 @@ impl<M: Manage> Shared<M> {
         self.reclaim.reclaimed.add(destroyed as u64);
         self.settle(caught, site);
         destroyed
+    }
+
+    /// How long the critical signal arriving at `now` holds the depot at
+    /// `min_idle`: the hold set with `pressure_hold`, always; by default,
+    /// none for a signal with no other in the interval before it, and the
+    /// interval-proportional hold for one that follows another (the
+    /// pressure persists). Records `now` as the last signal.
+    fn critical_hold(&self, now: u64) -> Duration {
+        let last = self.reclaim.last_critical.swap(now, Ordering::Relaxed);
+        if let Some(fixed) = self.config.fixed_pressure_hold() {
+            return fixed;
+        }
+        let persists =
+            last != u64::MAX && now.saturating_sub(last) < nanos(self.config.reclaim_interval);
+        if persists {
+            self.config.pressure_hold()
+        } else {
+            Duration::ZERO
+        }
     }
 
     /// Whether a critical-pressure hold is on at the clock's now (ending it

@@ -103,6 +103,11 @@ impl StackManager {
         self.slabs.counts()
     }
 
+    /// RAM held by the slabs now (see `Slabs::resident_bytes`).
+    pub(crate) fn resident_bytes(&self) -> std::io::Result<u64> {
+        self.slabs.resident_bytes()
+    }
+
     pub(crate) fn reclaim_retries(&self) -> u64 {
         self.reclaim_retries.load(Ordering::Relaxed)
     }

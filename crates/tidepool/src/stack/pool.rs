@@ -241,6 +241,22 @@ impl StackPool {
         }
     }
 
+    /// Bytes of this pool's stacks that are in RAM now, measured with
+    /// `mincore` over every slab the pool has mapped: stacks in use, idle
+    /// stacks (cached or in the depot) and free slots alike. Unlike
+    /// [`StackStats::idle_resident_max`], a measurement, not a bound. A
+    /// snapshot for diagnostics and experiments (the lab subtracts what its
+    /// live requests touched to get the idle stacks' share); it takes the
+    /// slab lock and one `mincore` per slab, so do not call it on a hot
+    /// path.
+    ///
+    /// # Errors
+    ///
+    /// What `mincore` reported; not expected for the pool's own mappings.
+    pub fn resident_bytes(&self) -> std::io::Result<u64> {
+        self.manager().resident_bytes()
+    }
+
     /// The map-count budget the pool was built with (its caps come from it
     /// unless set explicitly): always one on Linux and Android; on systems
     /// without a map count, `None` unless one was given

@@ -355,6 +355,36 @@ impl Slabs {
         }
     }
 
+    /// Bytes of every slab that are in RAM now (`mincore` over each whole
+    /// slab: stacks in use, idle stacks and free slots; guard pages are
+    /// never resident). A diagnostic (the lab samples it), not a hot path:
+    /// the slab list is copied under the set's lock and counted outside it,
+    /// so that creates and destroys are not held up by the page-table walk.
+    /// A slab unmapped meanwhile counts as nothing (`mincore` reports
+    /// `ENOMEM` for it).
+    pub(crate) fn resident_bytes(&self) -> std::io::Result<u64> {
+        let slabs: Vec<(NonNull<u8>, usize)> = {
+            let st = self.state.lock();
+            st.slabs
+                .values()
+                .map(|slab| (slab.base, slab.len(self.stride)))
+                .collect()
+        };
+        let mut total = 0u64;
+        for (base, len) in slabs {
+            // SAFETY: `mincore` only reads page tables, never the memory;
+            // the range was one of our slabs a moment ago, and if it has
+            // been unmapped since, the call fails with `ENOMEM` (no other
+            // effect).
+            match unsafe { os::resident_bytes(base, len) } {
+                Ok(n) => total += n as u64,
+                Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(total)
+    }
+
     // === carving ===
 
     /// Makes up to `n` stacks: `ready` slots first (no syscall), then `raw`

@@ -273,11 +273,13 @@ pub(crate) fn spec(settings: &Settings, delivery: &Delivery) -> Spec<'static> {
     );
     let env = settings.env(QEMU_STACK_SIZE, interval);
     notes.push(format!(
-        "tidepool's pressure hold is the library default ({} per 15 s interval) scaled like \
-         the period, to {}; while it lasts, the depot is held at min_idle and each thread \
-         keeps at most the two batches it caches",
-        Human(tidepool::Config::default().pressure_hold()),
-        Human(env.pressure_hold)
+        "tidepool's pressure hold is the library default: none for a single critical signal \
+         (as here: the pool drains to min_idle and the load re-creates its working set once); \
+         {} ({} per 15 s interval) once critical signals follow each other within an \
+         interval, during which the depot is held at min_idle and each thread keeps at most \
+         the two batches it caches",
+        Human(env.pressure_hold),
+        Human(tidepool::Config::default().pressure_hold())
     ));
     if interval > settings.interval() {
         notes.push(format!(
