@@ -38,6 +38,7 @@ fn main() {
         reclaim_interval: Duration::from_millis(150),
         pressure_hold: tidepool_lab::scenario::scaled_pressure_hold(Duration::from_millis(150)),
         max_map_count: tidepool_lab::procfs::max_map_count().unwrap_or(65530),
+        resident_touch: None,
     };
     let policy = kind.build(&env).expect("policy");
     let policy = &*policy;
