@@ -206,8 +206,10 @@
 //! thread or in a lazy pass, a donation past the depot's cap, `drain`, a
 //! thread's exit, the pool's drop) are queued per pool, as whole batches,
 //! and run in chunks (`teardown_chunk` objects) outside every lock by at
-//! most `min(ncpus, teardown_threads)` threads, each batch in one
-//! `destroy_batch` call (one `munmap` per slab of stacks). A thread that
+//! most `min(ncpus, teardown_threads)` threads, each chunk in one
+//! `destroy_batch` call, all its batches together (one `munmap` per slab
+//! of stacks, also for a slab whose stacks were queued in two batches:
+//! a thread cache's batches need not line up with slabs). A thread that
 //! finds every permit taken leaves its work queued and goes on (DragonFly
 //! 2017: at most `ncpus` tear down at once). `drain` and the pool's drop
 //! run at most one chunk; a thread's exit runs chunks as long as it holds

@@ -8,18 +8,25 @@
 //! processes) together hold `N` guarded 64 KiB stacks (4 KiB of each
 //! touched), then all release at once and exit. Meanwhile a probe thread,
 //! about every millisecond, times a get + put on a *different* stack pool
-//! and a 64 KiB stack's `mmap` + `mprotect` + `munmap`: what the rest of
-//! the process feels.
+//! and a 64 KiB stack's `mmap` + `mprotect` + `munmap` (a `PROT_NONE`
+//! guard, [`GuardMode::Protect`], whatever the kernel offers: the same
+//! calls on every kernel and in every run): what the rest of the process
+//! feels.
 //!
 //! Policies ([`PolicyKind::TEARDOWN`]):
 //!
-//! * `dfly-before`: every stack its own mapping (`GuardedStack::new`);
-//!   every releasing thread unmaps its own stacks at once, one `munmap`
-//!   each, no bound.
+//! * `dfly-before`: every stack its own mapping with a `PROT_NONE` guard
+//!   (`GuardedStack::with_guard_mode(_, GuardMode::Protect)`: one `mmap` +
+//!   one `mprotect`, two VMAs, the seed's one-object-at-a-time pattern and
+//!   tidepool's before issue 13, whatever the kernel offers); every
+//!   releasing thread unmaps its own stacks at once, one `munmap` each, no
+//!   bound.
 //! * `dfly-2017`: stacks carved in slabs of 32
-//!   (`StackManager::create_batch`); a releasing thread takes one of
-//!   `ncpus` permits (woken one at a time) and tears its stacks down with
-//!   one `destroy_batch` (one `munmap` per slab).
+//!   (`StackManager::create_batch`, the same manager as `tidepool`'s, so
+//!   the same guards: the two differ only in how they tear down); a
+//!   releasing thread takes one of `ncpus` permits (woken one at a time)
+//!   and tears its stacks down with one `destroy_batch` (one `munmap` per
+//!   slab).
 //! * `tidepool`: a `StackPool` with `burst(32)` and one batch kept idle;
 //!   holders drop their `PooledStack`s and exit; the pool's destroy queue
 //!   (at most `ncpus` runners, one chunk per releasing thread, the
@@ -45,7 +52,7 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use tidepool::stack::{GuardedStack, StackPool};
+use tidepool::stack::{GuardMode, GuardedStack, StackPool};
 use tidepool::Manage;
 
 use crate::policy::PolicyKind;
@@ -168,7 +175,10 @@ fn probe(stop: &AtomicBool, start: Instant) -> Vec<Sample> {
         drop(std::hint::black_box(pool.get()));
         let get_put_us = t.elapsed().as_secs_f64() * 1e6;
         let t = Instant::now();
-        drop(std::hint::black_box(GuardedStack::new(STACK)));
+        drop(std::hint::black_box(GuardedStack::with_guard_mode(
+            STACK,
+            GuardMode::Protect,
+        )));
         let map_ms = t.elapsed().as_secs_f64() * 1e3;
         let rss_kib = crate::procfs::memory().map_or(0, |m| m.rss_kib);
         samples.push(Sample {
@@ -190,6 +200,8 @@ struct Run {
     peak_vmas: u64,
     hold_rss_kib: u64,
     munmaps: u64,
+    /// `madvise` calls releasing freed stacks' pages (slabs that stayed).
+    madvises: u64,
     torn_down: u64,
     left_live: u64,
     error: Option<String>,
@@ -243,7 +255,7 @@ fn run_once(kind: PolicyKind, size: Size) -> Result<Run, String> {
                 PolicyKind::DflyBefore => {
                     let v: Vec<GuardedStack> = (0..per)
                         .map_while(|_| {
-                            GuardedStack::new(STACK)
+                            GuardedStack::with_guard_mode(STACK, GuardMode::Protect)
                                 .map_err(|e| fail(e.to_string()))
                                 .ok()
                         })
@@ -312,6 +324,11 @@ fn run_once(kind: PolicyKind, size: Size) -> Result<Run, String> {
         // Bursts may have made a few more than were held; `max_idle` stay.
         _ => (stats.munmap_calls, stats.pool.destroyed),
     };
+    // dfly-before's stacks are each a whole mapping: nothing to release.
+    let madvises = match kind {
+        PolicyKind::DflyBefore => 0,
+        _ => stats.madvise_calls,
+    };
     let error = failed.lock().unwrap_or_else(|p| p.into_inner()).take();
     Ok(Run {
         samples,
@@ -319,6 +336,7 @@ fn run_once(kind: PolicyKind, size: Size) -> Result<Run, String> {
         peak_vmas,
         hold_rss_kib,
         munmaps,
+        madvises,
         torn_down,
         left_live: stats.pool.live,
         error,
@@ -383,6 +401,10 @@ fn record(run: &Run) -> RunRecord {
     m.insert(
         "munmap_per_1000".into(),
         run.munmaps as f64 * 1000.0 / run.torn_down.max(1) as f64,
+    );
+    m.insert(
+        "madvise_per_1000".into(),
+        run.madvises as f64 * 1000.0 / run.torn_down.max(1) as f64,
     );
     m.insert("torn_down".into(), run.torn_down as f64);
     m.insert("left_live".into(), run.left_live as f64);
@@ -472,7 +494,9 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
          its teardown (the count is in the JSON)"
             .to_owned(),
         "munmap per 1000 stacks is counted: StackStats::munmap_calls for dfly-2017 and \
-         tidepool; one per stack for dfly-before, whose every stack is its own mapping"
+         tidepool; one per stack for dfly-before, whose every stack is its own mapping; \
+         madvise per 1000 (StackStats::madvise_calls) counts the page releases of stacks \
+         freed from slabs that stayed mapped (0 for dfly-before)"
             .to_owned(),
         "the plots start when every stack is held (the end of phase 1, whose creation \
          differs by policy), so that every run's release comes after the same rest; the \
@@ -543,6 +567,7 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
             Column::new("peak_vmas", "VMAs held", Format::Count).terminal("VMAs"),
             Column::new("munmap_per_1000", "munmap per 1000 stacks", Format::Count)
                 .terminal("munmap/1k"),
+            Column::new("madvise_per_1000", "madvise per 1000 stacks", Format::Count),
         ],
         phases: PHASES.iter().map(|p| (*p).to_owned()).collect(),
         results,

@@ -7,7 +7,8 @@
 //!
 //! A batch of two or more objects goes to the manager's `destroy_batch` in
 //! one call (a stack manager unmaps a whole slab with one `munmap`); a lone
-//! object to `destroy`.
+//! object to `destroy`. A chunk of the destroy queue is one batch, all its
+//! queued batches together (see [`merge`]).
 
 use super::Shared;
 use crate::callbacks::{Caught, Site};
@@ -78,9 +79,9 @@ impl<M: Manage> Shared<M> {
             return 0;
         }
         let mut caught = Caught::default();
-        let run = self
-            .teardown
-            .run(chunks, wait, |chunk| self.destroy_all(chunk, &mut caught));
+        let run = self.teardown.run(chunks, wait, |chunk| {
+            self.destroy_all([merge(chunk)], &mut caught)
+        });
         if run.left_behind {
             self.wake_for_teardown();
         }
@@ -134,4 +135,19 @@ impl<M: Manage> Shared<M> {
         self.counters.detached.add(1);
         self.release_place();
     }
+}
+
+/// A chunk of the destroy queue as one batch, for one `destroy_batch`
+/// call: batches that were queued apart (each cache's overflow, say) may
+/// hold the two parts of one stack slab, which the manager can then unmap
+/// whole (one `munmap`) rather than release part now (`madvise`) and unmap
+/// later. The chunk's objects are destroyed all the same; only the
+/// callback's granularity changes.
+fn merge<T>(mut chunk: Vec<Vec<T>>) -> Vec<T> {
+    if chunk.len() == 1 {
+        return chunk.pop().expect("one batch");
+    }
+    let mut all = Vec::with_capacity(chunk.iter().map(Vec::len).sum());
+    chunk.into_iter().for_each(|b| all.extend(b));
+    all
 }

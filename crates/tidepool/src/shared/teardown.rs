@@ -8,7 +8,7 @@
 //!  queue  [batch][batch][batch] ...      queued  = objects in it
 //!       │ take a chunk (<= chunk objects)        destroying = queued +
 //!       ▼                                          objects being destroyed
-//!  at most `limit` runners (a permit each) ──► destroy_batch per batch
+//!  at most `limit` runners (a permit each) ──► destroy_batch per chunk
 //!       ▲ a permit given back goes to the first waiter, if any
 //!  waiters (drain_blocking, a get at max_live): FIFO, one condvar each
 //! ```

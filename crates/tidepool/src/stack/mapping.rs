@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::os;
 use crate::stack::slab::Slabs;
-use crate::stack::StackError;
+use crate::stack::{GuardMode, StackError};
 
 /// A stack's mapping: `guard_size` inaccessible bytes at the bottom, then
 /// `usable_size` writable bytes up to [`top`](GuardedStack::top). Stacks grow
@@ -58,8 +58,8 @@ impl GuardedStack {
     /// Maps a stack of its own, outside any pool: `usable_size` bytes
     /// (rounded up to whole pages, at least one) above a one-page guard, in
     /// a slab of one (one `mmap`, and one guard-marker `madvise` or one
-    /// `mprotect` as [`GuardMode::Auto`](super::GuardMode::Auto) picks;
-    /// unmapped on drop).
+    /// `mprotect` as [`GuardMode::Auto`] picks; unmapped on drop). To pick
+    /// the guard yourself: [`with_guard_mode`](GuardedStack::with_guard_mode).
     ///
     /// ```
     /// let stack = tidepool::stack::GuardedStack::new(10_000)?;
@@ -74,6 +74,29 @@ impl GuardedStack {
     /// (and without the reclaim and retry). A size too large to map at all
     /// is [`StackError::Os`] with `EINVAL`.
     pub fn new(usable_size: usize) -> Result<Self, StackError> {
+        Self::with_guard_mode(usable_size, GuardMode::Auto)
+    }
+
+    /// As [`new`](GuardedStack::new), with the guard made as `mode` says:
+    /// [`GuardMode::Protect`] maps the stack `PROT_NONE` and opens its
+    /// usable part with one `mprotect` (two VMAs, what a stack cost before
+    /// guard markers); [`GuardMode::Markers`] installs a guard marker
+    /// (one VMA), falling back to `mprotect` where the kernel refuses it.
+    ///
+    /// ```
+    /// use tidepool::stack::{GuardMode, GuardedStack};
+    ///
+    /// let stack = GuardedStack::with_guard_mode(64 * 1024, GuardMode::Protect)?;
+    /// assert_eq!(stack.usable_size(), 64 * 1024);
+    /// # Ok::<(), tidepool::stack::StackError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As for [`new`](GuardedStack::new); [`GuardMode::Markers`] on a
+    /// kernel without them is [`StackError::Os`] from `madvise` only if
+    /// the `mprotect` fallback fails too.
+    pub fn with_guard_mode(usable_size: usize, mode: GuardMode) -> Result<Self, StackError> {
         let page = os::page_size();
         let Some(usable) = usable_size
             .max(1)
@@ -89,7 +112,7 @@ impl GuardedStack {
             page,
             usable,
             Some(1),
-            os::guard_markers_supported(),
+            mode.resolve() == GuardMode::Markers,
         ));
         slabs.carve(1)?.pop().ok_or_else(|| StackError::Os {
             call: "mmap",
