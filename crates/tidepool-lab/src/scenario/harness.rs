@@ -103,6 +103,12 @@ pub struct Cell {
     pub completed: AtomicU64,
     /// The last phase in which this worker's `Hold` was fully in flight.
     pub holding: AtomicUsize,
+    /// The phase this worker has begun: its work for every earlier phase
+    /// (a round begun before the switch, a spike's held requests) is done.
+    /// Stored (`Release`) by workers that report it ([`phased_worker`]);
+    /// one that does not leaves it at 0, and its phases count as finished
+    /// only once it has stopped.
+    pub at_phase: AtomicUsize,
 }
 
 impl Cell {
@@ -282,6 +288,9 @@ pub fn phased_worker(plan: &Plan) -> impl Fn(usize, &Harness, &mut dyn Local) + 
                 // The spike is over: its requests complete.
                 checksum ^= h.complete_all(&mut held, local, cell);
                 seen = p;
+                // Every stack the earlier phases' rounds took is counted by
+                // now: samples from here on see all of it.
+                cell.at_phase.store(p, Ordering::Release);
             }
             match plan.phases[p].loads[idx] {
                 Load::Idle => idle_tick(local, Duration::from_millis(1)),
@@ -405,6 +414,13 @@ pub struct RunOutput {
     pub created: u64,
     /// When each phase started, ms (`None` for phases never reached).
     pub phase_starts: Vec<Option<f64>>,
+    /// When each phase had *settled*, ms: the time of the first sample
+    /// taken once every worker had begun it, so that no work of an earlier
+    /// phase was still under way (a worker finishes the round it is in
+    /// when the phase changes, and a loaded machine may leave it there for
+    /// many samples). A sample at or after this time has seen everything
+    /// the earlier phases created. `None` for phases never reached.
+    pub phase_settled: Vec<Option<f64>>,
     /// The run ended early at a failure.
     pub aborted: bool,
     /// Idle stacks once every request had completed, before the worker
@@ -431,6 +447,17 @@ impl RunOutput {
         let t = &self.series.t_ms;
         let n = t.partition_point(|&x| x <= t_ms);
         n.checked_sub(1)
+    }
+
+    /// Indices of the samples from `from` ms through the first one taken at
+    /// or after `to` ms: the first to have seen everything done by `to` (a
+    /// run's samples may be thinned, so not necessarily the one taken at
+    /// `to`).
+    pub fn range_until_seen(&self, from: f64, to: f64) -> std::ops::Range<usize> {
+        let t = &self.series.t_ms;
+        let start = t.partition_point(|&x| x < from);
+        let end = (t.partition_point(|&x| x < to) + 1).min(t.len());
+        start..end.max(start)
     }
 
     /// Indices of the samples in `[from, to)` ms.
@@ -465,6 +492,7 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
     let mut samples: Vec<Sample> = Vec::with_capacity(SAMPLE_CAPACITY);
     let mut events: Vec<Event> = Vec::with_capacity(64);
     let mut phase_starts = vec![None; plan.phases.len()];
+    let mut phase_settled = vec![None; plan.phases.len()];
     let mut aborted = false;
     let mut quiescent = Sample::default();
     let signals_before = psi::totals();
@@ -512,7 +540,17 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
                 every *= 2;
             }
             let resident = samples.len() % RESIDENT_EVERY == 0;
-            samples.push(take_sample(&h, policy, resident));
+            // Read before the sample (`Acquire`): what the workers did
+            // before they began their phase is in it.
+            let begun = h
+                .cells
+                .iter()
+                .map(|c| c.at_phase.load(Ordering::Acquire))
+                .min()
+                .unwrap_or(phase);
+            let sample = take_sample(&h, policy, resident);
+            settle(&mut phase_settled, begun, sample.t_ms);
+            samples.push(sample);
             if plan.abort_on_failure && h.failures() > 0 {
                 aborted = true;
                 break;
@@ -540,6 +578,8 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         h.stop.store(true, Ordering::Release);
         h.quiesce.wait();
         quiescent = take_sample(&h, policy, true);
+        // Every worker has stopped: each phase it reached has settled.
+        settle(&mut phase_settled, phase, quiescent.t_ms);
         cpu_after = procfs::cpu_ms();
         samples.push(quiescent);
         h.exit.wait();
@@ -611,6 +651,7 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         completed: quiescent.completed,
         created: quiescent.created,
         phase_starts,
+        phase_settled,
         aborted,
         quiescent_idle: quiescent.idle(),
         quiescent_live: quiescent.live,
@@ -622,6 +663,15 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
             (Some(a), Some(b)) => b - a,
             _ => f64::NAN,
         },
+    }
+}
+
+/// Marks phases `0..=begun` (every worker has begun them) as settled at
+/// `t_ms`, those not marked before.
+fn settle(settled: &mut [Option<f64>], begun: usize, t_ms: f64) {
+    let end = begun.saturating_add(1).min(settled.len());
+    for s in &mut settled[..end] {
+        s.get_or_insert(t_ms);
     }
 }
 
