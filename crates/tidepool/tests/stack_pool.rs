@@ -7,10 +7,9 @@ use std::sync::Arc;
 
 use tidepool::pressure::Level;
 #[cfg(target_os = "linux")]
-use tidepool::stack::BudgetSource;
+use tidepool::stack::{BudgetSource, RESERVED_VMAS};
 use tidepool::stack::{
-    GuardMode, GuardedStack, MapBudget, PooledStack, StackError, StackPool, RESERVED_VMAS,
-    VMAS_PER_STACK,
+    GuardMode, GuardedStack, MapBudget, PooledStack, StackError, StackPool, VMAS_PER_STACK,
 };
 
 const PAGE: usize = 4096;

@@ -141,12 +141,16 @@ pub(crate) fn reserve(len: usize, access: Access) -> io::Result<NonNull<u8>> {
     let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK;
     #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "openbsd")))]
     let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    // Writable slabs (guard markers, Linux only) reserve no swap up front:
+    // untouched stack pages cost nothing. Other systems have no such flag
+    // (FreeBSD dropped it) and never map a slab writable.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let noreserve = libc::MAP_NORESERVE;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let noreserve = 0;
     let (prot, flags) = match access {
         Access::None => (libc::PROT_NONE, flags),
-        Access::ReadWrite => (
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags | libc::MAP_NORESERVE,
-        ),
+        Access::ReadWrite => (libc::PROT_READ | libc::PROT_WRITE, flags | noreserve),
     };
     // SAFETY: a fresh anonymous mapping at an address of the kernel's
     // choosing (null hint, no MAP_FIXED) aliases nothing; `len` is non-zero.
