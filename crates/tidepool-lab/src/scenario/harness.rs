@@ -467,21 +467,82 @@ impl RunOutput {
     }
 
     /// Requests per second completed between `from` and `to` ms, from the
-    /// samples nearest those times.
+    /// first and last samples inside that span. When a loaded machine left
+    /// fewer than two samples inside it, the nearest samples around it are
+    /// used instead (the last at or before `from`, the first at or after
+    /// `to`): a wider span, but a measured rate rather than none. 0 when the
+    /// run has no samples on both sides.
     pub fn rate_between(&self, from: f64, to: f64) -> f64 {
+        let t = &self.series.t_ms;
         let completed = &self.completed_series;
-        let a = self.series.t_ms.partition_point(|&x| x < from);
-        let Some(b) = self.index_at(to) else {
-            return 0.0;
-        };
-        if b <= a || b >= completed.len() {
+        let n = t.len().min(completed.len());
+        if n < 2 {
             return 0.0;
         }
-        let dt = (self.series.t_ms[b] - self.series.t_ms[a]) / 1e3;
+        let mut a = t.partition_point(|&x| x < from);
+        let mut b = t[..n].partition_point(|&x| x <= to).saturating_sub(1);
+        if b <= a || a >= n {
+            a = t.partition_point(|&x| x <= from).saturating_sub(1);
+            b = t.partition_point(|&x| x < to).min(n - 1);
+        }
+        if b <= a {
+            return 0.0;
+        }
+        let dt = (t[b] - t[a]) / 1e3;
         if dt <= 0.0 {
             return 0.0;
         }
-        (completed[b] - completed[a]) as f64 / dt
+        completed[b].saturating_sub(completed[a]) as f64 / dt
+    }
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::*;
+
+    fn output(t_ms: &[f64], completed: &[u64]) -> RunOutput {
+        RunOutput {
+            series: Series {
+                t_ms: t_ms.to_vec(),
+                ..Series::default()
+            },
+            failures: 0,
+            first_failure: None,
+            completed: completed.last().copied().unwrap_or(0),
+            created: 0,
+            phase_starts: Vec::new(),
+            phase_settled: Vec::new(),
+            aborted: false,
+            quiescent_idle: 0,
+            quiescent_live: 0,
+            after_exit_existing: 0,
+            completed_series: completed.to_vec(),
+            pressure: PressureCounts::default(),
+            cpu_ms: f64::NAN,
+        }
+    }
+
+    #[test]
+    fn the_rate_uses_the_samples_inside_the_span() {
+        // 1,000 requests per 10 ms sample, then 4,000: the span 15..45 ms
+        // holds the samples at 20, 30, 40 ms.
+        let out = output(
+            &[0.0, 10.0, 20.0, 30.0, 40.0, 50.0],
+            &[0, 10, 20, 30, 70, 80],
+        );
+        assert_eq!(out.rate_between(15.0, 45.0), 50.0 / 0.020);
+    }
+
+    #[test]
+    fn a_span_with_too_few_samples_widens_to_the_nearest_ones() {
+        // One sample (at 30 ms) inside 25..35 ms: measured between 20 and
+        // 40 ms instead of reported as nothing.
+        let out = output(&[0.0, 20.0, 30.0, 40.0], &[0, 100, 150, 300]);
+        assert_eq!(out.rate_between(25.0, 35.0), 200.0 / 0.020);
+        // None inside at all: the samples around the span.
+        assert_eq!(out.rate_between(21.0, 29.0), 50.0 / 0.010);
+        // Nothing after the span: no rate.
+        assert_eq!(out.rate_between(45.0, 60.0), 0.0);
     }
 }
 
