@@ -496,56 +496,6 @@ impl RunOutput {
     }
 }
 
-#[cfg(test)]
-mod rate_tests {
-    use super::*;
-
-    fn output(t_ms: &[f64], completed: &[u64]) -> RunOutput {
-        RunOutput {
-            series: Series {
-                t_ms: t_ms.to_vec(),
-                ..Series::default()
-            },
-            failures: 0,
-            first_failure: None,
-            completed: completed.last().copied().unwrap_or(0),
-            created: 0,
-            phase_starts: Vec::new(),
-            phase_settled: Vec::new(),
-            aborted: false,
-            quiescent_idle: 0,
-            quiescent_live: 0,
-            after_exit_existing: 0,
-            completed_series: completed.to_vec(),
-            pressure: PressureCounts::default(),
-            cpu_ms: f64::NAN,
-        }
-    }
-
-    #[test]
-    fn the_rate_uses_the_samples_inside_the_span() {
-        // 1,000 requests per 10 ms sample, then 4,000: the span 15..45 ms
-        // holds the samples at 20, 30, 40 ms.
-        let out = output(
-            &[0.0, 10.0, 20.0, 30.0, 40.0, 50.0],
-            &[0, 10, 20, 30, 70, 80],
-        );
-        assert_eq!(out.rate_between(15.0, 45.0), 50.0 / 0.020);
-    }
-
-    #[test]
-    fn a_span_with_too_few_samples_widens_to_the_nearest_ones() {
-        // One sample (at 30 ms) inside 25..35 ms: measured between 20 and
-        // 40 ms instead of reported as nothing.
-        let out = output(&[0.0, 20.0, 30.0, 40.0], &[0, 100, 150, 300]);
-        assert_eq!(out.rate_between(25.0, 35.0), 200.0 / 0.020);
-        // None inside at all: the samples around the span.
-        assert_eq!(out.rate_between(21.0, 29.0), 50.0 / 0.010);
-        // Nothing after the span: no rate.
-        assert_eq!(out.rate_between(45.0, 60.0), 0.0);
-    }
-}
-
 /// Runs `policy` through `plan`, with `worker` as every thread's body.
 pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
     let threads = plan.threads();
@@ -748,5 +698,55 @@ fn thin(samples: &mut Vec<Sample>) {
         if samples.last().map(|s| s.t_ms) != Some(last.t_ms) {
             samples.push(last);
         }
+    }
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::*;
+
+    fn output(t_ms: &[f64], completed: &[u64]) -> RunOutput {
+        RunOutput {
+            series: Series {
+                t_ms: t_ms.to_vec(),
+                ..Series::default()
+            },
+            failures: 0,
+            first_failure: None,
+            completed: completed.last().copied().unwrap_or(0),
+            created: 0,
+            phase_starts: Vec::new(),
+            phase_settled: Vec::new(),
+            aborted: false,
+            quiescent_idle: 0,
+            quiescent_live: 0,
+            after_exit_existing: 0,
+            completed_series: completed.to_vec(),
+            pressure: PressureCounts::default(),
+            cpu_ms: f64::NAN,
+        }
+    }
+
+    #[test]
+    fn the_rate_uses_the_samples_inside_the_span() {
+        // 1,000 requests per 10 ms sample, then 4,000: the span 15..45 ms
+        // holds the samples at 20, 30, 40 ms.
+        let out = output(
+            &[0.0, 10.0, 20.0, 30.0, 40.0, 50.0],
+            &[0, 10, 20, 30, 70, 80],
+        );
+        assert_eq!(out.rate_between(15.0, 45.0), 50.0 / 0.020);
+    }
+
+    #[test]
+    fn a_span_with_too_few_samples_widens_to_the_nearest_ones() {
+        // One sample (at 30 ms) inside 25..35 ms: measured between 20 and
+        // 40 ms instead of reported as nothing.
+        let out = output(&[0.0, 20.0, 30.0, 40.0], &[0, 100, 150, 300]);
+        assert_eq!(out.rate_between(25.0, 35.0), 200.0 / 0.020);
+        // None inside at all: the samples around the span.
+        assert_eq!(out.rate_between(21.0, 29.0), 50.0 / 0.010);
+        // Nothing after the span: no rate.
+        assert_eq!(out.rate_between(45.0, 60.0), 0.0);
     }
 }
