@@ -46,8 +46,11 @@ pub struct Stats {
     /// when idle objects go unused ([`Config::max_batch_size`](crate::Config::max_batch_size)).
     pub batch_size: usize,
     /// Idle objects destroyed to fit the working set: by reclaim passes,
-    /// [`reclaim_unused`](crate::Pool::reclaim_unused) and memory pressure (not by
-    /// [`drain`](crate::Pool::drain)).
+    /// [`reclaim_unused`](crate::Pool::reclaim_unused) and a memory-pressure
+    /// signal's own drain. Not counted here: [`drain`](crate::Pool::drain),
+    /// and batches a full depot refuses when a thread gives them back (past
+    /// [`max_idle`](crate::Builder::max_idle), or past the cap a critical
+    /// hold sets); those are in `destroyed` only.
     pub reclaimed: u64,
     /// Reclaim passes run (one per interval boundary).
     pub reclaim_passes: u64,
