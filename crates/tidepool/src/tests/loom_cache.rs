@@ -271,7 +271,17 @@ fn cache_taken_while_its_owner_works() {
 #[test]
 fn critical_pressure_while_its_owner_works() {
     run_model("critical_pressure_while_its_owner_works", || {
-        let pool = pool(2);
+        // An explicit hold: by default a single critical signal holds
+        // nothing (the hold follows repeated signals), and what the owner
+        // gives back after the drain may then stay in the depot.
+        let pool = Arc::new(
+            Pool::builder(Ledger::new())
+                .batch_size(1)
+                .max_idle(2)
+                .pressure_hold(std::time::Duration::from_secs(60))
+                .build()
+                .unwrap(),
+        );
         let holders = Arc::new(Holders::default());
         let owner = {
             let pool = Arc::clone(&pool);
