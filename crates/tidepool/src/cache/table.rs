@@ -64,6 +64,17 @@ impl<T> SlotTable<T> {
     /// The slot for `tid`, if its bucket exists.
     #[inline(always)]
     pub(crate) fn get(&self, tid: usize) -> Option<&Slot<T>> {
+        // SAFETY: `slot_ptr` points at a live, initialised slot that
+        // outlives the `&self` borrow (see there).
+        self.slot_ptr(tid).map(|slot| unsafe { &**slot })
+    }
+
+    /// Where the slot for `tid` lives, if its bucket exists: a raw pointer
+    /// derived from the bucket's own (no reference in between), so a copy
+    /// kept across calls stays valid under the aliasing rules even after
+    /// `for_each_mut` has handed out `&mut` to the slot in between.
+    #[inline(always)]
+    fn slot_ptr(&self, tid: usize) -> Option<*const CachePadded<Slot<T>>> {
         let (bucket, index) = locate(tid);
         // Pairs with the `AcqRel` publication in `get_or_alloc`: the slots are
         // initialised before we read them.
@@ -71,13 +82,13 @@ impl<T> SlotTable<T> {
         if base.is_null() {
             return None;
         }
-        // SAFETY:
+        // SAFETY (of the `add`, and of every dereference of the result):
         // * A non-null bucket pointer always comes from `get_or_alloc`, which
         //   stores a live allocation of exactly `1 << bucket` slots.
         // * `index < 1 << bucket` by construction of `locate`.
         // * Buckets are freed only in `Drop`, which has `&mut self`, so the
-        //   slot outlives the returned `&self` borrow.
-        Some(unsafe { &**base.add(index) })
+        //   slot outlives any `&self` borrow.
+        Some(unsafe { base.add(index) }.cast_const())
     }
 
     /// The calling thread's slot, if it has an id and the slot's bucket
@@ -89,14 +100,14 @@ impl<T> SlotTable<T> {
         let (table, slot) = thread::remembered();
         if table == self.id {
             // SAFETY: `remember` stored this pair in `local_slow` below:
-            // `slot` came from `self.get(tid)` for this thread's id, which
+            // `slot` came from `self.slot_ptr(tid)` for this thread's id, which
             // it has not released since (its release forgets the pair).
             // Ids are never reused, so the match means this very table, and
             // its slots live, unmoved, as long as `&self`. A table's id is
             // never 0, so `slot` was stored with it, and is not null.
             return Some(unsafe {
                 std::hint::assert_unchecked(!slot.is_null());
-                &*slot.cast::<Slot<T>>()
+                &**slot.cast::<CachePadded<Slot<T>>>()
             });
         }
         self.local_slow()
@@ -105,9 +116,12 @@ impl<T> SlotTable<T> {
     #[cold]
     #[inline(never)]
     fn local_slow(&self) -> Option<&Slot<T>> {
-        let slot = self.get(thread::current_tid()?)?;
-        thread::remember(self.id, (slot as *const Slot<T>).cast());
-        Some(slot)
+        // The raw pointer, not one made from a `&Slot`: it is used again in
+        // later calls, after other borrows of the slot came and went.
+        let slot = self.slot_ptr(thread::current_tid()?)?;
+        thread::remember(self.id, slot.cast());
+        // SAFETY: as in `get`.
+        Some(unsafe { &**slot })
     }
 
     /// The slot for `tid`, allocating its bucket if this is the first thread
