@@ -88,7 +88,8 @@ impl<T> SlotTable<T> {
         // * `index < 1 << bucket` by construction of `locate`.
         // * Buckets are freed only in `Drop`, which has `&mut self`, so the
         //   slot outlives any `&self` borrow.
-        Some(unsafe { base.add(index) }.cast_const())
+        let slot = unsafe { base.add(index) };
+        Some(slot.cast_const())
     }
 
     /// The calling thread's slot, if it has an id and the slot's bucket
