@@ -82,7 +82,7 @@ impl<T> SlotTable<T> {
         if base.is_null() {
             return None;
         }
-        // SAFETY (of the `add`, and of every dereference of the result):
+        // SAFETY: of the `add`, and of every dereference of the result:
         // * A non-null bucket pointer always comes from `get_or_alloc`, which
         //   stores a live allocation of exactly `1 << bucket` slots.
         // * `index < 1 << bucket` by construction of `locate`.
