@@ -300,17 +300,8 @@ pub unsafe extern "C" fn tidepool_buf_get(
     pool: *mut crate::tidepool_pool,
     out: *mut *mut c_void,
 ) -> tidepool_status {
-    entry(|| {
-        let out = handle::out_ptr(out)?;
-        // SAFETY: checked non-null; the caller's promise.
-        unsafe { out.write(std::ptr::null_mut()) };
-        // SAFETY: the caller's promise.
-        let pool = unsafe { handle::pool(pool) }?;
-        let buf = pool.buf()?.get(None)?;
-        // SAFETY: as above.
-        unsafe { out.write(buf.as_ptr()) };
-        Ok(TIDEPOOL_OK)
-    })
+    // SAFETY: the caller's promise.
+    unsafe { get_into(pool, out, None) }
 }
 
 /// As [`tidepool_buf_get`], but at `max_live` it waits up to `timeout_ns`
@@ -341,13 +332,27 @@ pub unsafe extern "C" fn tidepool_buf_get_timeout(
     timeout_ns: u64,
     out: *mut *mut c_void,
 ) -> tidepool_status {
+    // SAFETY: the caller's promise.
+    unsafe { get_into(pool, out, Some(Duration::from_nanos(timeout_ns))) }
+}
+
+/// The body of both buffer gets.
+///
+/// # Safety
+///
+/// As [`tidepool_buf_get`].
+unsafe fn get_into(
+    pool: *mut crate::tidepool_pool,
+    out: *mut *mut c_void,
+    timeout: Option<Duration>,
+) -> tidepool_status {
     entry(|| {
         let out = handle::out_ptr(out)?;
         // SAFETY: checked non-null; the caller's promise.
         unsafe { out.write(std::ptr::null_mut()) };
         // SAFETY: the caller's promise.
         let pool = unsafe { handle::pool(pool) }?;
-        let buf = pool.buf()?.get(Some(Duration::from_nanos(timeout_ns)))?;
+        let buf = pool.buf()?.get(timeout)?;
         // SAFETY: as above.
         unsafe { out.write(buf.as_ptr()) };
         Ok(TIDEPOOL_OK)

@@ -427,21 +427,8 @@ pub unsafe extern "C" fn tidepool_obj_get(
     flags: u32,
     out: *mut *mut c_void,
 ) -> tidepool_status {
-    entry(|| {
-        let out = handle::out_ptr(out)?;
-        // SAFETY: checked non-null; the caller's promise.
-        unsafe { out.write(std::ptr::null_mut()) };
-        // SAFETY: the caller's promise.
-        let pool = unsafe { handle::pool(pool) }?;
-        let obj = pool.obj()?.get(flags, None)?;
-        // SAFETY: as above.
-        unsafe { out.write(obj) };
-        Ok(if obj.is_null() {
-            TIDEPOOL_EMPTY
-        } else {
-            TIDEPOOL_OK
-        })
-    })
+    // SAFETY: the caller's promise.
+    unsafe { get_into(pool, flags, out, None) }
 }
 
 /// As [`tidepool_obj_get`], but at `max_live` it waits up to `timeout_ns`
@@ -473,15 +460,28 @@ pub unsafe extern "C" fn tidepool_obj_get_timeout(
     timeout_ns: u64,
     out: *mut *mut c_void,
 ) -> tidepool_status {
+    // SAFETY: the caller's promise.
+    unsafe { get_into(pool, flags, out, Some(Duration::from_nanos(timeout_ns))) }
+}
+
+/// The body of both object gets.
+///
+/// # Safety
+///
+/// As [`tidepool_obj_get`].
+unsafe fn get_into(
+    pool: *mut crate::tidepool_pool,
+    flags: u32,
+    out: *mut *mut c_void,
+    timeout: Option<Duration>,
+) -> tidepool_status {
     entry(|| {
         let out = handle::out_ptr(out)?;
         // SAFETY: checked non-null; the caller's promise.
         unsafe { out.write(std::ptr::null_mut()) };
         // SAFETY: the caller's promise.
         let pool = unsafe { handle::pool(pool) }?;
-        let obj = pool
-            .obj()?
-            .get(flags, Some(Duration::from_nanos(timeout_ns)))?;
+        let obj = pool.obj()?.get(flags, timeout)?;
         // SAFETY: as above.
         unsafe { out.write(obj) };
         Ok(if obj.is_null() {

@@ -13,7 +13,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 use std::time::Duration;
 
-use common::{Counting, Held, Ledger};
+use common::{child, until_waiting, Counting, Held, Ledger, FOREVER};
 use tidepool::{Error, Pool};
 
 type P = Pool<Counting>;
@@ -71,14 +71,6 @@ fn block_on<F: Future>(fut: F) -> F::Output {
 fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>, waker: &Waker) -> Poll<F::Output> {
     fut.poll(&mut Context::from_waker(waker))
 }
-
-fn until_waiting(pool: &P, n: u64) {
-    while pool.stats().waiting != n {
-        thread::yield_now();
-    }
-}
-
-const FOREVER: Duration = Duration::from_secs(600);
 
 #[test]
 fn below_the_limit_it_is_ready_at_once() {
@@ -213,36 +205,17 @@ fn hold(ledger: &Ledger, guard: tidepool::Pooled<'_, Counting>) {
 /// runs in a child process (this test binary, by name) given two minutes.
 #[test]
 fn stress_cancel_against_hand_off() {
-    const CHILD: &str = "TIDEPOOL_GET_ASYNC_STRESS_CHILD";
-    if std::env::var_os(CHILD).is_some() {
-        return stress_body();
+    const NAME: &str = "stress_cancel_against_hand_off";
+    if child::is_child(NAME) {
+        return child::run_with(NAME, child::TIMEOUT, &[], stress_body);
     }
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "stress_cancel_against_hand_off", "--nocapture"])
-        .env(CHILD, "1")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if std::time::Instant::now() > deadline {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            break None;
-        }
-        thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    match status {
-        Some(s) => assert!(s.success(), "{s:?}\n{stderr}"),
-        None => panic!("hung for 2 minutes: a hand-off was lost\n{stderr}"),
-    }
-    assert!(stderr.contains("futures dropped while queued"), "{stderr}");
+    let out = child::spawn(NAME, Duration::from_secs(120), &[]);
+    out.assert_finished();
+    assert!(
+        out.stderr.contains("futures dropped while queued"),
+        "{}",
+        out.stderr
+    );
 }
 
 fn stress_body() {

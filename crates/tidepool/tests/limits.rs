@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use common::{Counting, Held, Ledger};
+use common::{until_waiting, Counting, Held, Ledger, FOREVER};
 use tidepool::{Error, Pool};
 
 type P = Pool<Counting>;
@@ -129,18 +129,6 @@ fn a_get_at_the_limit_takes_a_depot_batch_first() {
 }
 
 // === get_timeout: FIFO waiting at the limit ===
-
-/// Waits (yielding) until `n` callers are queued in `get_timeout`: the
-/// order of arrival is made by sequencing, not by timing.
-fn until_waiting(pool: &P, n: u64) {
-    while pool.stats().waiting != n {
-        thread::yield_now();
-    }
-}
-
-/// Long enough never to run out in a test: the outcome is decided by the
-/// hand-offs, not by the clock.
-const FOREVER: Duration = Duration::from_secs(600);
 
 #[test]
 fn waiters_are_served_in_arrival_order_one_object_each() {

@@ -85,22 +85,25 @@ impl Rig {
 #[test]
 fn the_default_hold_is_proportional_to_the_interval() {
     let (manager, _ledger) = Counting::new();
+    let interval = Duration::from_millis(150);
     let pool = Pool::builder(manager)
-        .reclaim_interval(Duration::from_millis(150))
+        .reclaim_interval(interval)
         .background(false)
         .build()
         .unwrap();
-    assert_eq!(pool.config().pressure_hold(), Duration::from_millis(20));
+    // A configured value, not a measured time: 2/15 of the interval.
+    assert_eq!(pool.config().pressure_hold(), interval * 2 / 15);
     let r = rig(0);
     assert_eq!(r.pool.config().pressure_hold(), AUTO_HOLD);
     // Set explicitly, it is what was set.
     let (manager, _ledger) = Counting::new();
+    let hold = Duration::from_millis(7);
     let fixed = Pool::builder(manager)
-        .pressure_hold(Duration::from_millis(7))
+        .pressure_hold(hold)
         .background(false)
         .build()
         .unwrap();
-    assert_eq!(fixed.config().pressure_hold(), Duration::from_millis(7));
+    assert_eq!(fixed.config().pressure_hold(), hold);
 }
 
 /// Medium, mid-interval, everything used this interval: nothing is

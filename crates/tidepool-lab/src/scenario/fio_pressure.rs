@@ -269,16 +269,7 @@ pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
         headline: "window_ratio",
         env,
         plan,
-        warmup: Some(Plan {
-            phases: vec![Phase {
-                name: "warm-up".to_owned(),
-                min: size.warmup,
-                loads: vec![rounds; size.jobs],
-            }],
-            sample_every: Duration::from_millis(10),
-            abort_on_failure: false,
-            touch: Touch::Large,
-        }),
+        warmup: Some(Plan::warm_up(size.warmup, vec![rounds; size.jobs])),
         make_worker: crate::scenario::phased(),
         metrics,
         notes,

@@ -70,6 +70,22 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// An unmeasured warm-up: one phase of `loads` (one per thread) for at
+    /// least `min`, sampled every 10 ms, touching as much stack as the
+    /// measured requests do.
+    pub fn warm_up(min: Duration, loads: Vec<Load>) -> Self {
+        Plan {
+            phases: vec![Phase {
+                name: "warm-up".to_owned(),
+                min,
+                loads,
+            }],
+            sample_every: Duration::from_millis(10),
+            abort_on_failure: false,
+            touch: Touch::Large,
+        }
+    }
+
     /// Worker threads.
     pub fn threads(&self) -> usize {
         self.phases.first().map_or(0, |p| p.loads.len())

@@ -410,28 +410,32 @@ impl<T> Teardown<T> {
 mod tests {
     use super::*;
     use std::sync::mpsc;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
-    /// Waits (polling) until `f` holds; panics after a generous while.
+    /// Waits (polling) until `f` holds. A hang guard, not a speed check: it
+    /// gives up after 30,000 polls a millisecond apart.
     fn until(f: impl Fn() -> bool) {
-        let start = Instant::now();
-        while !f() {
-            assert!(start.elapsed() < Duration::from_secs(30), "timed out");
+        for _ in 0..30_000 {
+            if f() {
+                return;
+            }
             std::thread::sleep(Duration::from_millis(1));
         }
+        panic!("the condition never held: a thread is stuck");
     }
 
-    /// One runner holds the only permit; four threads line up for it, one
-    /// after the other; each permit given back goes to the first in line,
-    /// so they are served in the order they came, one at a time.
-    #[test]
-    fn waiters_are_served_in_the_order_they_came() {
-        let queue = Arc::new(Teardown::<u32>::new(1, 1));
+    /// Pushes one object and starts a runner that destroys it inside the
+    /// queue's only permit, holding the permit until `release` is sent.
+    /// Returns once the runner is inside its chunk.
+    fn a_runner_holding_the_permit(
+        queue: &Arc<Teardown<u32>>,
+        object: u32,
+    ) -> (std::thread::JoinHandle<Run>, mpsc::Sender<()>) {
         let (entered_tx, entered) = mpsc::channel();
         let (release, release_rx) = mpsc::channel::<()>();
-        queue.push([vec![100]]);
-        let holder = {
-            let queue = Arc::clone(&queue);
+        queue.push([vec![object]]);
+        let runner = {
+            let queue = Arc::clone(queue);
             std::thread::spawn(move || {
                 queue.run(1, false, |chunk| {
                     entered_tx.send(()).unwrap();
@@ -441,6 +445,16 @@ mod tests {
             })
         };
         entered.recv().unwrap();
+        (runner, release)
+    }
+
+    /// One runner holds the only permit; four threads line up for it, one
+    /// after the other; each permit given back goes to the first in line,
+    /// so they are served in the order they came, one at a time.
+    #[test]
+    fn waiters_are_served_in_the_order_they_came() {
+        let queue = Arc::new(Teardown::<u32>::new(1, 1));
+        let (holder, release) = a_runner_holding_the_permit(&queue, 100);
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut waiters = Vec::new();
         for i in 0..4u32 {
@@ -477,20 +491,7 @@ mod tests {
     fn waiting_for_progress_ends_when_a_chunk_is_done() {
         let queue = Arc::new(Teardown::<u32>::new(1, 1));
         queue.wait_for_progress(queue.progress()); // nothing in flight
-        let (entered_tx, entered) = mpsc::channel();
-        let (release, release_rx) = mpsc::channel::<()>();
-        queue.push([vec![1]]);
-        let runner = {
-            let queue = Arc::clone(&queue);
-            std::thread::spawn(move || {
-                queue.run(1, false, |chunk| {
-                    entered_tx.send(()).unwrap();
-                    release_rx.recv().unwrap();
-                    chunk.iter().map(Vec::len).sum()
-                })
-            })
-        };
-        entered.recv().unwrap();
+        let (runner, release) = a_runner_holding_the_permit(&queue, 1);
         let seen = queue.progress();
         let watcher = {
             let queue = Arc::clone(&queue);

@@ -15,6 +15,19 @@ use std::sync::{Arc, Mutex, MutexGuard, Once};
 
 use tidepool::Manage;
 
+/// Waits (yielding) until `n` callers are queued at `pool`'s limit
+/// (`get_timeout`, `get_async`): the order of arrival is made by
+/// sequencing, not by timing.
+pub fn until_waiting<M: Manage>(pool: &tidepool::Pool<M>, n: u64) {
+    while pool.stats().waiting != n {
+        std::thread::yield_now();
+    }
+}
+
+/// A timeout long enough never to run out in a test: the outcome is decided
+/// by the hand-offs, not by the clock.
+pub const FOREVER: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Every panic injected by [`Counting`] carries this text, so the panic hook
 /// installed by [`quiet_injected_panics`] can keep the test output readable.
 pub const INJECTED: &str = "tidepool-test: injected panic";

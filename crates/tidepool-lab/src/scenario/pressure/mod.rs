@@ -326,16 +326,10 @@ pub(crate) fn spec(settings: &Settings, delivery: &Delivery) -> Spec<'static> {
         headline: "idle_after",
         env,
         plan,
-        warmup: Some(Plan {
-            phases: vec![Phase {
-                name: "warm-up".to_owned(),
-                min: Duration::from_millis(if settings.quick { 20 } else { 100 }),
-                loads: vec![Load::Rounds { depth: steady }; threads],
-            }],
-            sample_every: Duration::from_millis(10),
-            abort_on_failure: false,
-            touch: Touch::Large,
-        }),
+        warmup: Some(Plan::warm_up(
+            Duration::from_millis(if settings.quick { 20 } else { 100 }),
+            vec![Load::Rounds { depth: steady }; threads],
+        )),
         make_worker: crate::scenario::phased(),
         metrics,
         notes,
