@@ -512,3 +512,81 @@ fn a_get_at_max_live_waits_for_objects_another_thread_is_destroying() {
         },
     );
 }
+
+/// A [`Counting`] manager whose `destroy_batch` calls `drain_blocking` on
+/// its own pool (once: not from inside that call).
+struct DrainsItsPool {
+    inner: Counting,
+    me: Arc<std::sync::OnceLock<std::sync::Weak<Pool<DrainsItsPool>>>>,
+    inside: Arc<AtomicBool>,
+    reentered: Arc<AtomicU64>,
+}
+
+impl Manage for DrainsItsPool {
+    type Item = Obj;
+    type Error = CreateFailed;
+
+    fn create(&self) -> Result<Obj, CreateFailed> {
+        self.inner.create()
+    }
+
+    fn destroy(&self, item: Obj) {
+        self.destroy_batch(vec![item]);
+    }
+
+    fn destroy_batch(&self, items: Vec<Obj>) {
+        if !self.inside.swap(true, SeqCst) {
+            if let Some(pool) = self.me.get().and_then(std::sync::Weak::upgrade) {
+                self.reentered.fetch_add(1, SeqCst);
+                pool.drain_blocking();
+            }
+            self.inside.store(false, SeqCst);
+        }
+        for item in items {
+            self.inner.destroy(item);
+        }
+    }
+}
+
+/// A `destroy_batch` that calls `drain_blocking` on its own pool runs while
+/// its thread holds a teardown permit; with one permit, the inner call must
+/// not wait in line for the permit its own thread holds (a hang).
+#[test]
+fn a_destroy_batch_that_drains_its_own_pool_does_not_wait_for_its_own_permit() {
+    common::child::run(
+        "a_destroy_batch_that_drains_its_own_pool_does_not_wait_for_its_own_permit",
+        || {
+            let (inner, ledger) = Counting::new();
+            let me = Arc::new(std::sync::OnceLock::new());
+            let reentered = Arc::new(AtomicU64::new(0));
+            let pool = Arc::new(
+                Pool::builder(DrainsItsPool {
+                    inner,
+                    me: Arc::clone(&me),
+                    inside: Arc::new(AtomicBool::new(false)),
+                    reentered: Arc::clone(&reentered),
+                })
+                .batch_size(4)
+                .max_idle(1 << 10)
+                .teardown_threads(1)
+                .teardown_chunk(4)
+                .build()
+                .unwrap(),
+            );
+            me.set(Arc::downgrade(&pool)).ok().unwrap();
+            fill(&pool, 64);
+            // One chunk here, the rest queued: the callback's drain finds
+            // the queue full while its thread holds the only permit.
+            pool.drain();
+            pool.drain_blocking();
+            assert!(reentered.load(SeqCst) >= 1, "the callback drained its pool");
+            assert!(eventually(|| pool.stats().destroying == 0));
+            let s = pool.stats();
+            assert_eq!((s.idle, s.destroying), (0, 0), "{s:#?}");
+            assert_eq!(s.created, s.destroyed, "{s:#?}");
+            ledger.assert_no_errors();
+            drop(pool);
+            ledger.assert_all_accounted();
+        },
+    );
+}
