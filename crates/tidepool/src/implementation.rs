@@ -224,7 +224,10 @@
 //! first in line, waking that thread only (no spinning, no wake-up storm,
 //! served in order). A `get` at `max_live` that finds the queue empty while
 //! other runners still destroy the objects holding its places sleeps until
-//! a chunk is done. Operations that return how many objects they destroyed
+//! a chunk is done. A `destroy_batch` that reaches its own pool's teardown
+//! again (its thread holds a permit) never waits for a permit or for
+//! progress: it destroys what it took on the permit it holds and leaves the
+//! queue to the run it is inside of. Operations that return how many objects they destroyed
 //! (`reclaim_unused`, `reclaim`, `pressure` called by the user) destroy on the
 //! caller's thread. Refills with a `burst` make a batch with one
 //! `create_batch`.

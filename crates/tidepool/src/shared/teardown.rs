@@ -55,6 +55,14 @@
 //! A non-waiting runner may still take a free permit first (it does the
 //! same work); the permit then reaches the line when it leaves.
 //!
+//! A `destroy_batch` runs under its thread's permit, and may reach its own
+//! pool's teardown again (`drain_blocking`, a `get` at `max_live`). That
+//! thread never waits for a permit or for progress of this queue: the
+//! permit it would wait for is its own, and the progress its own chunk.
+//! Each thread records the queues whose permit it holds (`HELD`); a
+//! re-entered run destroys what it took itself on the permit it already
+//! holds and leaves the queue to the run it is inside of.
+//!
 //! Invariants (objects):
 //!
 //! ```text
@@ -129,6 +137,44 @@ pub(crate) struct Teardown<T> {
     limit: usize,
     /// Most objects per chunk (a whole batch is never split).
     chunk: usize,
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    /// The queues (by address) whose permit this thread holds.
+    static HELD: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+#[cfg(loom)]
+loom::thread_local! {
+    static HELD: std::cell::RefCell<Vec<usize>> = std::cell::RefCell::new(Vec::new());
+}
+
+/// Records, while it lives, that this thread holds a permit of the queue
+/// at `addr` (nothing if the thread's locals are already gone: its exit).
+struct Holding {
+    addr: usize,
+    recorded: bool,
+}
+
+impl Holding {
+    fn new(addr: usize) -> Self {
+        let recorded = HELD.try_with(|held| held.borrow_mut().push(addr)).is_ok();
+        Self { addr, recorded }
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        if self.recorded {
+            let _ = HELD.try_with(|held| {
+                let mut held = held.borrow_mut();
+                if let Some(i) = held.iter().rposition(|&a| a == self.addr) {
+                    held.swap_remove(i);
+                }
+            });
+        }
+    }
 }
 
 impl<T> Teardown<T> {
@@ -210,6 +256,20 @@ impl<T> Teardown<T> {
             .is_ok()
     }
 
+    /// Whether this thread holds one of this queue's permits: it is inside
+    /// a `destroy_batch` this queue runs.
+    fn held_here(&self) -> bool {
+        let me = self as *const Self as usize;
+        HELD.try_with(|held| held.borrow().contains(&me))
+            .unwrap_or(false)
+    }
+
+    /// This thread holds a permit (taken or handed to it) until the
+    /// returned record is dropped, after [`leave`](Teardown::leave).
+    fn holding(&self) -> Holding {
+        Holding::new(self as *const Self as usize)
+    }
+
     /// Gives a permit back, then hands free permits on to the line.
     fn leave(&self) {
         self.running.fetch_sub(1, Ordering::SeqCst);
@@ -286,6 +346,10 @@ impl<T> Teardown<T> {
     /// 1` then read `watchers`.
     #[cold]
     pub(crate) fn wait_for_progress(&self, seen: usize) {
+        if self.held_here() {
+            // The chunk in flight may be this thread's own.
+            return;
+        }
         let mut line = self.line.lock();
         self.watchers.fetch_add(1, Ordering::SeqCst);
         while self.finished.load(Ordering::SeqCst) == seen && self.destroying() > 0 {
@@ -319,6 +383,11 @@ impl<T> Teardown<T> {
         mut destroy: impl FnMut(Vec<Vec<T>>) -> usize,
     ) -> Run {
         let mut run = Run::default();
+        if self.held_here() {
+            // Inside a run of this queue on this thread: that run goes on
+            // with the queue when the callback returns.
+            return run;
+        }
         let mut chunks = 0;
         while chunks < max_chunks && self.queued_after_leaving() > 0 {
             if !self.try_enter() {
@@ -329,6 +398,7 @@ impl<T> Teardown<T> {
                 // Returns holding a permit.
                 self.wait_for_permit();
             }
+            let _holding = self.holding();
             while chunks < max_chunks {
                 let chunk = self.take_chunk();
                 if chunk.is_empty() {
@@ -365,17 +435,26 @@ impl<T> Teardown<T> {
     ) -> Run {
         let n: usize = own.iter().map(Vec::len).sum();
         let mut run = Run::default();
+        let reentered = self.held_here();
         if n > 0 {
             self.destroying.fetch_add(n, Ordering::Relaxed);
-            if !self.try_enter() {
-                // Returns holding a permit.
-                self.wait_for_permit();
-            }
+            // Re-entered: on the permit this thread already holds.
+            let entered = !reentered && {
+                if !self.try_enter() {
+                    // Returns holding a permit.
+                    self.wait_for_permit();
+                }
+                true
+            };
+            let holding = entered.then(|| self.holding());
             let done = destroy(own);
             debug_assert_eq!(done, n);
             self.destroying.fetch_sub(n, Ordering::Relaxed);
             self.chunk_done();
-            self.leave();
+            drop(holding);
+            if entered {
+                self.leave();
+            }
             run.destroyed = done;
         }
         let rest = self.run(usize::MAX, true, &mut destroy);
