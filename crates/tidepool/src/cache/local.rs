@@ -12,6 +12,8 @@
 
 use std::mem::{self, ManuallyDrop};
 
+use super::words;
+
 /// Two batches of idle objects, touched only by the owning thread.
 ///
 /// Invariants: `loaded.len() <= loaded.capacity()`, likewise `spare`, and
@@ -43,14 +45,19 @@ impl<T> LocalCache<T> {
     /// Takes an idle object, if either batch has one.
     #[inline(always)]
     pub(crate) fn pop(&mut self) -> Option<T> {
-        if let Some(item) = self.loaded.pop() {
-            return Some(item);
+        if self.loaded.is_empty() {
+            if self.spare.is_empty() {
+                return None;
+            }
+            mem::swap(&mut self.loaded, &mut self.spare);
         }
-        if self.spare.is_empty() {
-            return None;
+        let len = self.loaded.len() - 1;
+        // SAFETY: `len` was the last initialised element; shortening the
+        // batch first hands its ownership to us.
+        unsafe {
+            self.loaded.set_len(len);
+            Some(words::read(self.loaded.as_ptr().add(len)))
         }
-        mem::swap(&mut self.loaded, &mut self.spare);
-        self.loaded.pop()
     }
 
     /// Caches `item`, or gives it back if both batches are full. A batch
@@ -87,7 +94,14 @@ impl<T> LocalCache<T> {
         }
         // SAFETY: `make_room` made room in `loaded`; `item`: forwarded
         // from our caller.
-        unsafe { self.push_unchecked(ManuallyDrop::take(item)) };
+        let len = self.loaded.len();
+        // SAFETY: `make_room` made room in `loaded`, so the slot at `len` is
+        // allocated and unused; `item` holds an object (our caller's
+        // promise), which moves into that slot and is then counted in.
+        unsafe {
+            words::move_to(&**item, self.loaded.as_mut_ptr().add(len));
+            self.loaded.set_len(len + 1);
+        }
         true
     }
 

@@ -12,6 +12,7 @@ pub(crate) mod local;
 pub(crate) mod slot;
 pub(crate) mod table;
 pub(crate) mod thread;
+pub(crate) mod words;
 
 pub(crate) use slot::{LocalSlot, Slot};
 pub(crate) use table::SlotTable;
