@@ -9,7 +9,18 @@
 //! ```
 //!
 //! Prints requests completed, the policy's stacks created, and for
-//! tidepool its pool statistics (depot exchanges, batch size, passes).
+//! tidepool its pool statistics (batch size, depot exchanges, reclaim
+//! passes, idle stacks). `FIO_OPS_SMALL=1` makes each request write 256
+//! bytes of frame instead of 16 KiB, so that what the pools themselves cost
+//! is not lost in the memory traffic.
+//!
+//! Where the time goes: hardware counters are not available on the
+//! development VM, but the kernel's `cpu-clock` sampling is:
+//!
+//! ```text
+//! FIO_OPS_SMALL=1 perf record -e cpu-clock -F 5000 target/release/examples/fio_ops tidepool 40000 256 4
+//! perf annotate --stdio -s '<tidepool_lab::policy::tidepool::TidepoolLocal as tidepool_lab::policy::Local>::get'
+//! ```
 
 use std::time::Duration;
 
@@ -32,6 +43,13 @@ fn main() {
     let rounds = arg(2, 2000);
     let depth = arg(3, 256);
     let threads = arg(4, 1);
+    // FIO_OPS_SMALL=1: a 256-byte frame instead of 16 KiB, so that the
+    // pool's own cost is not lost in the memory traffic.
+    let touch = if std::env::var_os("FIO_OPS_SMALL").is_some() {
+        Touch::Small
+    } else {
+        Touch::Large
+    };
     // The lab's fio environment: QEMU's 1 MiB stacks, 15 s / 100.
     let env = PolicyEnv {
         stack_size: 1 << 20,
@@ -40,8 +58,17 @@ fn main() {
         max_map_count: tidepool_lab::procfs::max_map_count().unwrap_or(65530),
         resident_touch: None,
     };
-    let policy = kind.build(&env).expect("policy");
-    let policy = &*policy;
+    // tidepool is built by hand so that its pool's statistics can be read.
+    let pooled = (kind == PolicyKind::Tidepool)
+        .then(|| tidepool_lab::policy::tidepool::Tidepool::new(&env).expect("policy"));
+    let built;
+    let policy: &dyn tidepool_lab::policy::Policy = match &pooled {
+        Some(t) => t,
+        None => {
+            built = kind.build(&env).expect("policy");
+            &*built
+        }
+    };
     let completed: u64 = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
@@ -55,7 +82,7 @@ fn main() {
                         for _ in 0..depth {
                             id += 1;
                             let s = local.get().expect("a stack");
-                            round.push(stack::start(s, id, Touch::Large));
+                            round.push(stack::start(s, id, touch));
                         }
                         for req in round.drain(..) {
                             let (x, s) = req.complete();
@@ -81,4 +108,20 @@ fn main() {
         "{kind}: {completed} requests, {} stacks created",
         policy.counts().created
     );
+    if let Some(t) = &pooled {
+        let s = t.pool().stats().pool;
+        println!(
+            "tidepool: batch {}, depot exchanges {}, misses {}, reclaim passes {}, reclaimed {}, \
+             destroyed {}, idle {} ({} in the depot), caches taken {}",
+            s.batch_size,
+            s.depot_exchanges,
+            s.misses,
+            s.reclaim_passes,
+            s.reclaimed,
+            s.destroyed,
+            s.idle,
+            s.idle_depot,
+            s.caches_taken
+        );
+    }
 }

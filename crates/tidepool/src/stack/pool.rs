@@ -94,7 +94,7 @@ impl StackPool {
     #[inline]
     pub fn get(&self) -> Result<PooledStack, StackError> {
         match self.pool.get_owned() {
-            Ok(inner) => Ok(PooledStack { inner }),
+            Ok(inner) => Ok(PooledStack::lent(inner)),
             Err(e) => self.get_after_failure(e.into()),
         }
     }
@@ -109,7 +109,7 @@ impl StackPool {
     /// as for [`get`](StackPool::get).
     pub fn get_timeout(&self, timeout: std::time::Duration) -> Result<PooledStack, StackError> {
         match self.pool.get_owned_timeout(timeout) {
-            Ok(inner) => Ok(PooledStack { inner }),
+            Ok(inner) => Ok(PooledStack::lent(inner)),
             Err(e) => self.get_after_failure(e.into()),
         }
     }
@@ -314,7 +314,23 @@ pub struct PooledStack {
     inner: OwnedPooled<StackManager>,
 }
 
+// A stack handle is three pointers: the pool, the stack's start and its
+// slab set. `PooledStack::lent` relies on it.
+const _: () = assert!(std::mem::size_of::<PooledStack>() == 3 * std::mem::size_of::<usize>());
+
 impl PooledStack {
+    /// The handle for a stack just taken from the pool, laid down in memory
+    /// the way the caller will copy it (`cache::words::widen`): without
+    /// this, the caller's first move of the handle waits on a
+    /// store-forwarding stall on every get.
+    #[inline(always)]
+    fn lent(inner: OwnedPooled<StackManager>) -> Self {
+        // SAFETY: a `PooledStack` is three pointers (asserted above: the
+        // pool handle, the stack's start, its slab set's `Arc`), so it has
+        // no padding.
+        unsafe { crate::cache::words::widen(PooledStack { inner }) }
+    }
+
     /// Destroys the stack instead of returning it to the pool, e.g. after a
     /// coroutine on it was found to have misbehaved: its pages are
     /// released and its slot freed (its slab unmapped if it was the last).
