@@ -16,6 +16,12 @@
 //! move again); the words are `MaybeUninit`, so padding and pointer
 //! provenance are copied as they are. Every other object is moved with a
 //! plain `ptr::read`/`write`.
+//!
+//! The other direction is [`widen`]: a value handed out by value is copied
+//! by the caller's code in 16-byte pieces, so a three-word stack handle is
+//! laid down that way (one SSE2 store and one word store) rather than as
+//! three word stores the caller's first 16-byte load would stall on. In
+//! short: loads no wider than the stores they read.
 
 use std::mem::{align_of, size_of, MaybeUninit};
 use std::ptr;
