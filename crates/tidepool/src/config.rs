@@ -427,7 +427,9 @@ impl<M: Manage> Builder<M> {
     /// Idle objects that sat unused through two whole intervals are
     /// destroyed; ones unused through one are purged
     /// ([`Manage::purge`](crate::Manage::purge)); a thread cache unused for a
-    /// whole interval is taken back to the depot.
+    /// whole interval is taken back to the depot, where its objects, idle
+    /// through that interval already, are destroyed at the next boundary if
+    /// nothing uses them.
     pub fn reclaim_interval(mut self, interval: Duration) -> Self {
         self.config.reclaim_interval = interval;
         self

@@ -181,7 +181,20 @@
 //! reclaimer thread for pools nobody touches) it purges what sat unused
 //! through the last interval and destroys what sat unused through the last
 //! two, never below `min_idle`; thread caches untouched for a whole interval
-//! are taken back. Memory pressure (PSI triggers, cgroup v1 notifications,
+//! are taken back, as the depot's oldest objects and counted in both marks
+//! (their objects sat unused through that interval in the cache), so that
+//! the next boundary destroys what still nobody needs:
+//!
+//! ```text
+//! lw_prev += n, lw_cur += n        a quiet cache's n objects enter the depot
+//! destroy at a boundary:  min(lw_prev, lw_cur) oldest objects (≥ min_idle kept)
+//! ```
+//!
+//! A burst handed back into four threads' caches is so gone three passes
+//! after its last use (the lab's `spike-then-idle`, 4 threads: 450–465 ms at
+//! a 150 ms interval); counted from their arrival in the depot instead, it
+//! took four to five, and the lab's 5-interval idle phase caught 8 of 39
+//! repeats with a quarter to all of the burst still idle. Memory pressure (PSI triggers, cgroup v1 notifications,
 //! `pressure::notify`) reaches pools through the reclaimer thread: `Medium`
 //! reclaims to the working set now and purges what the depot keeps (thread
 //! caches untouched), `Critical` drains to `min_idle`, caches included, and

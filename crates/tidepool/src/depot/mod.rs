@@ -206,6 +206,37 @@ impl<T> Depot<T> {
         Ok(shelves.empty.pop().unwrap_or_default())
     }
 
+    /// Takes `batch` (non-empty) from a thread cache that sat untouched
+    /// through the interval that just ended (a reclaim pass took it), unless
+    /// that would pass the cap: like [`donate`](Depot::donate), but the
+    /// batch goes in as the oldest and counts toward both low-water marks,
+    /// since its objects sat unused through that interval (in the cache)
+    /// and, until a thread takes them, through this one. So the next tick
+    /// reclaims them if nobody needed them: two intervals unused, as for any
+    /// idle object, instead of two more spent in the depot.
+    pub(crate) fn donate_idle(&self, batch: Vec<T>) -> Result<Vec<T>, Vec<T>> {
+        debug_assert!(!batch.is_empty() && batch.len() <= self.max_batch);
+        let mut shelves = self.lock();
+        if shelves.objects + batch.len() > shelves.cap {
+            return Err(batch);
+        }
+        let n = batch.len();
+        shelves.objects += n;
+        shelves.exchanges += 1;
+        // Oldest: LIFO takes reach it last, so the objects the marks count as
+        // unused stay the oldest ones, which a tick takes first.
+        shelves.full.insert(
+            0,
+            Shelf {
+                items: batch,
+                purged: false,
+            },
+        );
+        shelves.lw_prev += n;
+        shelves.lw_cur += n;
+        Ok(shelves.empty.pop().unwrap_or_default())
+    }
+
     /// Takes one object: for threads with no cache (exiting ones).
     pub(crate) fn take_one(&self) -> Option<T> {
         let mut shelves = self.lock();
@@ -531,6 +562,57 @@ mod tests {
             "the last batch sat idle through interval 3"
         );
         assert!(depot.restore_purged(t.purge).is_empty());
+        assert_eq!(depot.counts().idle, 2);
+    }
+
+    #[test]
+    fn a_quiet_cache_donated_idle_is_reclaimed_at_the_next_tick() {
+        // A plain donation waits two ticks; an idle one (a cache untouched
+        // through the interval that just ended) waits one.
+        let plain = Depot::new(2, 16);
+        plain.donate(batch(0..2)).unwrap();
+        assert!(plain.tick(1, 0).reclaim.is_empty());
+        let idle = Depot::new(2, 16);
+        idle.donate_idle(batch(0..2)).unwrap();
+        assert_eq!(lens(&idle.tick(1, 0).reclaim), 2);
+        assert_eq!(idle.counts().idle, 0);
+    }
+
+    #[test]
+    fn an_idle_donation_that_is_needed_is_kept_and_used_objects_are_not_taken_for_it() {
+        let depot = Depot::new(2, 16);
+        // Two batches in the depot through interval 1; in interval 2 a thread
+        // takes one and gives it back twice (the same one: refills are LIFO).
+        depot.donate(batch(0..2)).unwrap();
+        depot.donate(batch(2..4)).unwrap();
+        depot.tick(1, 0);
+        depot.donate_idle(batch(10..12)).unwrap();
+        let mut mine = Vec::with_capacity(2);
+        for _ in 0..2 {
+            assert!(refill(&depot, &mut mine));
+            depot.donate(std::mem::take(&mut mine)).unwrap();
+            mine.reserve(2);
+        }
+        // Only the idle batch sat unused through both intervals: it alone is
+        // reclaimed, and it is the batch taken (the oldest), not one in use.
+        let t = depot.tick(1, 0);
+        assert_eq!(t.reclaim, vec![batch(10..12)]);
+        // The batch untouched in interval 2 only is purged, not reclaimed.
+        assert_eq!(t.purge, vec![batch(0..2)]);
+        assert!(depot.restore_purged(t.purge).is_empty());
+        assert_eq!(
+            depot.counts().idle,
+            4,
+            "the batches of the depot's own stay"
+        );
+    }
+
+    #[test]
+    fn an_idle_donation_past_the_cap_is_refused() {
+        let depot = Depot::new(2, 16);
+        depot.set_cap(2);
+        depot.donate(batch(0..2)).unwrap();
+        assert_eq!(depot.donate_idle(batch(2..4)), Err(batch(2..4)));
         assert_eq!(depot.counts().idle, 2);
     }
 

@@ -203,7 +203,10 @@ impl<M: Manage> Shared<M> {
         // Outside every lock: managers run here. Every object taken above is
         // destroyed or back in the depot before a panic is settled.
         let mut caught = Caught::default();
-        let refused = self.donate_all(taken);
+        // The quiet caches' objects sat unused through the interval this
+        // pass ended: they go in as idle, so the next pass reclaims what is
+        // still unused then (two intervals in all, as for the depot's own).
+        let refused = self.donate_all_idle(taken);
         let doomed: Vec<_> = tick.reclaim.into_iter().chain(refused).collect();
         let reclaimed = self.reclaim_batches(doomed, site, &mut caught);
         self.reclaim.reclaimed.add(reclaimed as u64);
