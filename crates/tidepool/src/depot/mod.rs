@@ -224,7 +224,11 @@ impl<T> Depot<T> {
         shelves.objects += n;
         shelves.exchanges += 1;
         // Oldest: LIFO takes reach it last, so the objects the marks count as
-        // unused stay the oldest ones, which a tick takes first.
+        // unused stay the oldest ones, which a tick takes first. Purged
+        // batches may now sit behind it; `tick` purges the oldest unpurged
+        // objects up to (idle through the interval − purged), which is then
+        // at most the unpurged objects among the idle ones: it may purge
+        // fewer than it could, never one in use.
         shelves.full.insert(
             0,
             Shelf {
