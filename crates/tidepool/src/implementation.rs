@@ -194,7 +194,9 @@
 //! after its last use (the lab's `spike-then-idle`, 4 threads: 450–465 ms at
 //! a 150 ms interval); counted from their arrival in the depot instead, it
 //! took four to five, and the lab's 5-interval idle phase caught 8 of 39
-//! repeats with a quarter to all of the burst still idle. Memory pressure (PSI triggers, cgroup v1 notifications,
+//! repeats with a quarter to all of the burst still idle.
+//!
+//! Memory pressure (PSI triggers, cgroup v1 notifications,
 //! `pressure::notify`) reaches pools through the reclaimer thread: `Medium`
 //! reclaims to the working set now and purges what the depot keeps (thread
 //! caches untouched), `Critical` drains to `min_idle`, caches included, and

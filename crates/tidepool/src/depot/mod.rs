@@ -192,52 +192,46 @@ impl<T> Depot<T> {
     /// depot had none spare); on refusal returns `batch` for the donor to
     /// destroy.
     pub(crate) fn donate(&self, batch: Vec<T>) -> Result<Vec<T>, Vec<T>> {
-        debug_assert!(!batch.is_empty() && batch.len() <= self.max_batch);
-        let mut shelves = self.lock();
-        if shelves.objects + batch.len() > shelves.cap {
-            return Err(batch);
-        }
-        shelves.objects += batch.len();
-        shelves.exchanges += 1;
-        shelves.full.push(Shelf {
-            items: batch,
-            purged: false,
-        });
-        Ok(shelves.empty.pop().unwrap_or_default())
+        self.shelve(batch, false)
     }
 
-    /// Takes `batch` (non-empty) from a thread cache that sat untouched
-    /// through the interval that just ended (a reclaim pass took it), unless
-    /// that would pass the cap: like [`donate`](Depot::donate), but the
-    /// batch goes in as the oldest and counts toward both low-water marks,
+    /// Like [`donate`](Depot::donate), for a batch of a thread cache that sat
+    /// untouched through the interval that just ended (a reclaim pass took
+    /// it): it goes in as the oldest and counts toward both low-water marks,
     /// since its objects sat unused through that interval (in the cache)
     /// and, until a thread takes them, through this one. So the next tick
     /// reclaims them if nobody needed them: two intervals unused, as for any
     /// idle object, instead of two more spent in the depot.
     pub(crate) fn donate_idle(&self, batch: Vec<T>) -> Result<Vec<T>, Vec<T>> {
+        self.shelve(batch, true)
+    }
+
+    fn shelve(&self, batch: Vec<T>, idle: bool) -> Result<Vec<T>, Vec<T>> {
         debug_assert!(!batch.is_empty() && batch.len() <= self.max_batch);
         let mut shelves = self.lock();
-        if shelves.objects + batch.len() > shelves.cap {
+        let n = batch.len();
+        if shelves.objects + n > shelves.cap {
             return Err(batch);
         }
-        let n = batch.len();
         shelves.objects += n;
         shelves.exchanges += 1;
-        // Oldest: LIFO takes reach it last, so the objects the marks count as
-        // unused stay the oldest ones, which a tick takes first. Purged
-        // batches may now sit behind it; `tick` purges the oldest unpurged
-        // objects up to (idle through the interval − purged), which is then
-        // at most the unpurged objects among the idle ones: it may purge
-        // fewer than it could, never one in use.
-        shelves.full.insert(
-            0,
-            Shelf {
-                items: batch,
-                purged: false,
-            },
-        );
-        shelves.lw_prev += n;
-        shelves.lw_cur += n;
+        let shelf = Shelf {
+            items: batch,
+            purged: false,
+        };
+        if idle {
+            // Oldest: LIFO takes reach it last, so the objects the marks
+            // count as unused stay the oldest ones, which a tick takes
+            // first. Purged batches may now sit behind it; `tick` purges the
+            // oldest unpurged objects up to (idle through the interval −
+            // purged), which is then at most the unpurged objects among the
+            // idle ones: it may purge fewer than it could, never one in use.
+            shelves.full.insert(0, shelf);
+            shelves.lw_prev += n;
+            shelves.lw_cur += n;
+        } else {
+            shelves.full.push(shelf);
+        }
         Ok(shelves.empty.pop().unwrap_or_default())
     }
 

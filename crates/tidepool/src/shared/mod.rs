@@ -232,29 +232,30 @@ impl<M: Manage> Shared<M> {
 
     /// Gives the batches of thread caches that sat untouched through the
     /// interval that just ended to the depot as idle ones
-    /// ([`Depot::donate_idle`]); returns the ones it refuses, for the caller
-    /// to destroy outside the lock. Waiters are served first, as for
-    /// [`donate_all`](Self::donate_all).
+    /// ([`Depot::donate_idle`]); otherwise as [`donate_all`](Self::donate_all).
     pub(crate) fn donate_all_idle(&self, batches: Vec<Vec<M::Item>>) -> Vec<Vec<M::Item>> {
-        let refused = batches
-            .into_iter()
-            .filter(|batch| !batch.is_empty())
-            .filter_map(|batch| self.depot.donate_idle(batch).err())
-            .collect();
-        if self.waiters.any() {
-            self.serve_waiters_from_depot();
-        }
-        refused
+        self.donate_each(batches, true)
     }
 
     /// Gives `batches` to the depot; returns the ones it refuses, for the
     /// caller to destroy outside the lock.
     /// Waiters at `max_live` are served from the depot first.
     pub(crate) fn donate_all(&self, batches: Vec<Vec<M::Item>>) -> Vec<Vec<M::Item>> {
+        self.donate_each(batches, false)
+    }
+
+    fn donate_each(&self, batches: Vec<Vec<M::Item>>, idle: bool) -> Vec<Vec<M::Item>> {
         let refused = batches
             .into_iter()
             .filter(|batch| !batch.is_empty())
-            .filter_map(|batch| self.depot.donate(batch).err())
+            .filter_map(|batch| {
+                let donated = if idle {
+                    self.depot.donate_idle(batch)
+                } else {
+                    self.depot.donate(batch)
+                };
+                donated.err()
+            })
             .collect();
         if self.waiters.any() {
             self.serve_waiters_from_depot();
