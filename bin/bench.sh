@@ -195,4 +195,12 @@ if tls1 and tls2:
     verdict = ("ok: nothing shared scales flat" if m <= 1.15 else
                "the two cores were not both free: two-thread and forward rows are unreliable")
     print(f"machine check: tls_vec 2 threads / 1 thread = {m:.2f}x ({verdict})")
+
+# Context for the LinearObjectPool row: the raw thread-local array (no
+# guard, no counts, no revocation, objects moved a word at a time) is the
+# floor of any thread-local LIFO cache on this machine.
+raw, core, linear = get(RT, "raw_tls"), get(RT, "tidepool"), get(RT, "lockfree_linear")
+if raw and core and linear:
+    print(f"floor: raw TLS array {raw:.1f} ns per round trip; core is {core / raw:.2f}x it, "
+          f"LinearObjectPool {linear / raw:.2f}x (3x LinearObjectPool needs core <= {linear / 3:.2f} ns)")
 PY

@@ -1,5 +1,6 @@
-//! tidepool against the limit (a bare thread-local `Vec`), two baselines and
-//! four peer crates. Subjects are described in the crate docs (`src/lib.rs`).
+//! tidepool against the limit (a bare thread-local `Vec`, and below it a raw
+//! thread-local array with no bookkeeping at all), two baselines and four
+//! peer crates. Subjects are described in the crate docs (`src/lib.rs`).
 //!
 //! Groups (criterion ids `group/subject[/threads]`):
 //!
@@ -27,7 +28,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use tidepool_bench::{
-    run_forward, run_threads, GetDrop, LockfreeLinear, MutexVec, NoPool, ObjectPool, Opool,
+    run_forward, run_threads, GetDrop, LockfreeLinear, MutexVec, NoPool, ObjectPool, Opool, RawTls,
     ShardedSlab, Subject, Tidepool, TidepoolOwned, TlsVec,
 };
 
@@ -46,6 +47,7 @@ fn round_trip(c: &mut Criterion) {
     one(&mut g, "tidepool", Tidepool::new());
     one(&mut g, "tidepool_owned", TidepoolOwned(Tidepool::new()));
     one(&mut g, "tls_vec", TlsVec);
+    one(&mut g, "raw_tls", RawTls);
     one(&mut g, "mutex_vec", MutexVec::default());
     one(&mut g, "no_pool", NoPool);
     one(&mut g, "object_pool", ObjectPool::new());

@@ -12,6 +12,7 @@
 //! | `tidepool`            | [`tidepool::Pool::get`], default settings              |
 //! | `tidepool_owned`      | [`tidepool::Pool::get_owned`] (round trip only)        |
 //! | `tls_vec`             | bare `thread_local!` `RefCell<Vec<Vec<u8>>>` pop/push: the floor |
+//! | `raw_tls`             | [`RawTls`]: a thread-local array and a length, nothing else (round trip only) |
 //! | `mutex_vec`           | `parking_lot::Mutex<Vec<Vec<u8>>>` pop/push            |
 //! | `no_pool`             | `Vec::with_capacity` + drop (malloc's own caches)      |
 //! | `object_pool`         | `object-pool` 0.6 `pull` / `pull_owned`                |
@@ -24,9 +25,10 @@
 //! ([`TidepoolOwned`], `Pool::get_owned`) and `stack` ([`Stacks`],
 //! `StackPool::get` of a 1 MiB guarded stack). The guards are the same size
 //! (a pool pointer and a 24-byte object), so the three compare what each
-//! kind of guard costs.
+//! kind of guard costs. `stack_get_drop_apart` ([`StacksApart`], instruction
+//! count only) is `stack` with each half behind a call that is not inlined.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::hint::black_box;
 use std::ops::{Deref, DerefMut};
 use std::sync::mpsc::sync_channel;
@@ -203,6 +205,37 @@ impl GetDrop for Stacks {
     }
 }
 
+/// [`Stacks`] with the get and the drop each in a function of its own that
+/// is not inlined: the shape of a caller that reaches the pool through a
+/// trait object or its own non-inlined functions, as the lab's policies
+/// and most coroutine runtimes do. Whatever of `StackPool::get` the
+/// compiler leaves out of line is paid here and not in [`Stacks`]'s
+/// figure (instruction budget `stack_get_drop_apart`).
+#[cfg(target_os = "linux")]
+#[derive(Default)]
+pub struct StacksApart(pub Stacks);
+
+#[cfg(target_os = "linux")]
+impl GetDrop for StacksApart {
+    #[inline]
+    fn get_drop(&self) {
+        let stack = take_stack(&self.0 .0);
+        give_stack(black_box(stack));
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[inline(never)]
+fn take_stack(pool: &tidepool::stack::StackPool) -> tidepool::stack::PooledStack {
+    pool.get().expect("a stack")
+}
+
+#[cfg(target_os = "linux")]
+#[inline(never)]
+fn give_stack(stack: tidepool::stack::PooledStack) {
+    drop(stack);
+}
+
 // === baselines ===
 
 /// A plain `Vec<u8>` standing in as its own "guard" for the baselines.
@@ -253,6 +286,121 @@ impl Subject for TlsVec {
             let mut v = free.borrow_mut().pop().unwrap_or_else(new_buf_cold);
             touch(&mut v);
             free.borrow_mut().push(v);
+        });
+        done.expect("thread-local free list used after its thread exited");
+    }
+
+    #[inline]
+    fn take(&self) -> Plain {
+        Plain(new_buf())
+    }
+}
+
+/// Slots of the [`RawTls`] free list.
+const RAW_SLOTS: usize = 64;
+
+/// The [`RawTls`] free list: `len` objects in `items[..len]`, each stored
+/// as the three words of its `Vec<u8>` (pointer, capacity, length, in the
+/// `Vec`'s own layout), moved in and out one word at a time.
+struct RawList {
+    len: Cell<usize>,
+    items: [[Cell<usize>; 3]; RAW_SLOTS],
+}
+
+impl Drop for RawList {
+    fn drop(&mut self) {
+        for slot in &self.items[..self.len.get()] {
+            // SAFETY: slots below `len` hold words that `vec_to_words` took,
+            // each owned by the list alone; each is rebuilt (and freed) once.
+            drop(unsafe { words_to_vec(slot.each_ref().map(Cell::get)) });
+        }
+        self.len.set(0);
+    }
+}
+
+thread_local! {
+    static RAW_FREE: RawList = const {
+        RawList {
+            len: Cell::new(0),
+            items: [const { [const { Cell::new(0) }; 3] }; RAW_SLOTS],
+        }
+    };
+}
+
+/// Moves `v` into three words without dropping it.
+#[inline(always)]
+fn vec_to_words(v: Vec<u8>) -> [usize; 3] {
+    let v = std::mem::ManuallyDrop::new(v);
+    let p = std::ptr::from_ref::<Vec<u8>>(&v).cast::<usize>();
+    // SAFETY: a `Vec<u8>` is three `usize`-sized, `usize`-aligned words
+    // (pointer, capacity, length; asserted below), all initialised; reading
+    // them one at a time (volatile, so that they stay 8-byte loads) copies
+    // it, and `v` is never dropped, so the copy is the only owner.
+    unsafe {
+        [
+            std::ptr::read_volatile(p),
+            std::ptr::read_volatile(p.add(1)),
+            std::ptr::read_volatile(p.add(2)),
+        ]
+    }
+}
+
+/// The `Vec<u8>` whose words [`vec_to_words`] took.
+///
+/// # Safety
+///
+/// `w` came from [`vec_to_words`], and no other `Vec` owns its buffer.
+#[inline(always)]
+unsafe fn words_to_vec(w: [usize; 3]) -> Vec<u8> {
+    let mut out = std::mem::MaybeUninit::<Vec<u8>>::uninit();
+    let p = out.as_mut_ptr().cast::<usize>();
+    // SAFETY: `out` has room for the three words (asserted below); writing
+    // them one at a time (volatile, so that they stay 8-byte stores)
+    // rebuilds the `Vec` our caller's `w` was taken from, which it owns.
+    unsafe {
+        std::ptr::write_volatile(p, w[0]);
+        std::ptr::write_volatile(p.add(1), w[1]);
+        std::ptr::write_volatile(p.add(2), w[2]);
+        out.assume_init()
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<Vec<u8>>() == 3 * std::mem::size_of::<usize>());
+const _: () = assert!(std::mem::align_of::<Vec<u8>>() == std::mem::align_of::<usize>());
+
+/// A thread-local array of objects and a length, nothing else: no guard,
+/// no counts, no revocation, no panic check, no pool to find, objects
+/// moved a word at a time (as tidepool moves them, so neither pays a
+/// store-forwarding stall). What is left is the floor of any thread-local
+/// LIFO cache: the object and the length go through memory from the put
+/// to the next get. Not a usable pool (it holds at most 64 objects and
+/// drops the rest); a measure of how close the pools come to it.
+pub struct RawTls;
+
+impl Subject for RawTls {
+    type Owned = Plain;
+
+    #[inline]
+    fn round_trip(&self) {
+        let done = RAW_FREE.try_with(|free| {
+            let len = free.len.get();
+            let mut v = if len == 0 {
+                new_buf_cold()
+            } else {
+                free.len.set(len - 1);
+                let w = free.items[len - 1].each_ref().map(Cell::get);
+                // SAFETY: slots below `len` hold words that `vec_to_words`
+                // took, and the shortened length hands them to us alone.
+                unsafe { words_to_vec(w) }
+            };
+            touch(&mut v);
+            let len = free.len.get();
+            if len < RAW_SLOTS {
+                for (slot, w) in free.items[len].iter().zip(vec_to_words(v)) {
+                    slot.set(w);
+                }
+                free.len.set(len + 1);
+            }
         });
         done.expect("thread-local free list used after its thread exited");
     }
@@ -600,6 +748,7 @@ mod tests {
         exercise(&Tidepool::new());
         exercise(&TidepoolOwned(Tidepool::new()));
         exercise(&TlsVec);
+        exercise(&RawTls);
         exercise(&MutexVec::default());
         exercise(&NoPool);
         exercise(&ObjectPool::new());
@@ -627,7 +776,43 @@ mod tests {
             }
             let s = stacks.0.stats();
             assert_eq!((s.mapped, s.pool.live, s.pool.hits), (1, 0, 1000), "{s:?}");
+            let apart = StacksApart::default();
+            for _ in 0..1000 {
+                apart.get_drop();
+            }
+            let s = apart.0 .0.stats();
+            assert_eq!((s.mapped, s.pool.live, s.pool.hits), (1, 0, 1000), "{s:?}");
         }
+    }
+
+    #[test]
+    fn raw_tls_reuses_one_buffer() {
+        std::thread::spawn(|| {
+            let top = || {
+                RAW_FREE.with(|free| {
+                    let len = free.len.get();
+                    (len, (len > 0).then(|| free.items[len - 1][0].get()))
+                })
+            };
+            RawTls.round_trip();
+            let (len, first) = top();
+            assert_eq!(len, 1);
+            for _ in 0..100 {
+                RawTls.round_trip();
+            }
+            // The same buffer every time: the list holds one object, at
+            // the same address.
+            assert_eq!(top(), (1, first));
+            let v = RAW_FREE.with(|free| {
+                free.len.set(0);
+                // SAFETY: slot 0 held the only object, which `len = 0`
+                // just handed to us.
+                unsafe { words_to_vec(free.items[0].each_ref().map(Cell::get)) }
+            });
+            assert!(v.capacity() >= BUF_CAP && v == [1]);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //!
 //! Subjects: the round-trip ones of the benchmarks (get, touch, put; names as
 //! in `benches/pools.rs`) and the get + drop ones (`core_get_drop`,
-//! `core_owned_get_drop`, `stack_get_drop`; see `GetDrop`).
+//! `core_owned_get_drop`, `stack_get_drop`, and `stack_get_drop_apart`,
+//! whose get and drop are each behind a call that is not inlined; see
+//! `GetDrop`).
 //!
 //! `roundtrip SUBJECT N THREADS`: a quick wall-clock check instead: THREADS
 //! threads each do N round trips on one shared subject, five times over
@@ -38,7 +40,12 @@ const ROUND_TRIPS: &[&str] = &[
 ];
 
 /// Get + drop subjects.
-const GET_DROPS: &[&str] = &["core_get_drop", "core_owned_get_drop", "stack_get_drop"];
+const GET_DROPS: &[&str] = &[
+    "core_get_drop",
+    "core_owned_get_drop",
+    "stack_get_drop",
+    "stack_get_drop_apart",
+];
 
 /// The region callgrind counts: `n` calls of `op`, inlined into the loop.
 #[inline(never)]
@@ -143,6 +150,8 @@ fn main() -> ExitCode {
         "core_owned_get_drop" => run_get_drop(TidepoolOwned(Tidepool::new()), n, mode),
         #[cfg(target_os = "linux")]
         "stack_get_drop" => run_get_drop(tidepool_bench::Stacks::new(), n, mode),
+        #[cfg(target_os = "linux")]
+        "stack_get_drop_apart" => run_get_drop(tidepool_bench::StacksApart::default(), n, mode),
         other => Err(format!(
             "unknown subject {other}; subjects: {} {}",
             ROUND_TRIPS.join(" "),
