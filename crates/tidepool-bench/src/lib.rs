@@ -300,8 +300,8 @@ impl Subject for TlsVec {
 const RAW_SLOTS: usize = 64;
 
 /// The [`RawTls`] free list: `len` objects in `items[..len]`, each stored
-/// as the three words of its `Vec<u8>` (pointer, capacity, length, in the
-/// `Vec`'s own layout), moved in and out one word at a time.
+/// as the three words of its `Vec<u8>` in the `Vec`'s own (unspecified)
+/// order, moved in and out one word at a time.
 struct RawList {
     len: Cell<usize>,
     items: [[Cell<usize>; 3]; RAW_SLOTS],
@@ -333,7 +333,7 @@ fn vec_to_words(v: Vec<u8>) -> [usize; 3] {
     let v = std::mem::ManuallyDrop::new(v);
     let p = std::ptr::from_ref::<Vec<u8>>(&v).cast::<usize>();
     // SAFETY: a `Vec<u8>` is three `usize`-sized, `usize`-aligned words
-    // (pointer, capacity, length; asserted below), all initialised; reading
+    // (its pointer, capacity and length; asserted below), all initialised; reading
     // them one at a time (volatile, so that they stay 8-byte loads) copies
     // it, and `v` is never dropped, so the copy is the only owner.
     unsafe {
