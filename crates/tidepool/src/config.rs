@@ -429,7 +429,8 @@ impl<M: Manage> Builder<M> {
     /// ([`Manage::purge`](crate::Manage::purge)); a thread cache unused for a
     /// whole interval is taken back to the depot, where its objects, idle
     /// through that interval already, are destroyed at the next boundary if
-    /// nothing uses them.
+    /// nothing uses them; a busy one gives back (trims) what it held
+    /// through two intervals without needing it, and those go the same way.
     pub fn reclaim_interval(mut self, interval: Duration) -> Self {
         self.config.reclaim_interval = interval;
         self

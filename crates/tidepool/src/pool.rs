@@ -179,7 +179,7 @@ impl<M: Manage> Pool<M> {
     /// # Errors
     ///
     /// As for [`get`](Pool::get).
-    #[inline]
+    #[inline(always)]
     pub fn get_owned(self: &Arc<Self>) -> Result<OwnedPooled<M>, Error<M::Error>> {
         let item = Shared::get(&self.shared)?;
         self.shared.life.note_owned();

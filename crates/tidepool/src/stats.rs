@@ -61,6 +61,10 @@ pub struct Stats {
     /// Thread caches taken back from their owners (idle ones, and all of
     /// them under critical pressure).
     pub caches_taken: u64,
+    /// Objects busy thread caches gave back to the depot because they sat
+    /// unused in the cache through two reclaim intervals (a trim: the cache
+    /// keeps what its thread used).
+    pub trimmed: u64,
     /// The working-set estimate: objects in existence less those that sat
     /// idle in the depot through this reclaim interval and the last.
     pub working_set: u64,

@@ -754,6 +754,77 @@ fn busy_then_idle_thread_cache_comes_back_busy_one_stays() {
     r.finish();
 }
 
+/// A busy thread cache that holds objects it does not need through two
+/// intervals gives them back to the depot (a trim) at its next access; the
+/// pass after that destroys them, since nothing took them meanwhile. The
+/// thread keeps what it uses and never creates again.
+#[test]
+fn a_busy_cache_trims_what_it_held_unused_through_two_intervals() {
+    let r = rig(0);
+    r.use_n(8); // both batches full: 8 cached, all needed in interval 1
+    let mut reclaimed = Vec::new();
+    for _ in 0..5 {
+        // Two at a time: the cache never holds fewer than 6.
+        r.use_n(2);
+        reclaimed.push(r.end_interval());
+    }
+    // Pass 3 sees 6 unneeded through intervals 2 and 3 and asks for them;
+    // the thread's next get hands them over, idle; pass 4 destroys them.
+    assert_eq!(reclaimed, [0, 0, 0, 6, 0]);
+    let s = r.stats();
+    assert_eq!(
+        (s.created, s.trimmed, s.reclaimed, s.caches_taken),
+        (8, 6, 6, 0)
+    );
+    assert_eq!((s.idle_cached(), s.idle_depot), (2, 0), "it keeps its two");
+    assert_consistent(&s, &r.ledger);
+    r.finish();
+}
+
+/// A cache that needs everything it holds in one of every two intervals is
+/// never trimmed: its low-water mark is 0 in one of the two.
+#[test]
+fn a_cache_emptied_every_other_interval_keeps_all_it_holds() {
+    let r = rig(0);
+    for i in 0..10 {
+        r.use_n(if i % 2 == 0 { 8 } else { 2 });
+        assert_eq!(r.end_interval(), 0, "interval {i}");
+    }
+    let s = r.stats();
+    assert_eq!((s.created, s.trimmed, s.destroyed), (8, 0, 0));
+    assert_eq!(s.idle_cached(), 8);
+    r.finish();
+}
+
+/// A trim asked of a thread that then goes quiet: the quiet-cache path takes
+/// the whole cache instead, and nothing is lost or destroyed twice.
+#[test]
+fn a_trim_request_left_unserved_is_overtaken_by_the_take_back() {
+    let r = rig(0);
+    let worker = Worker::spawn();
+    worker.use_n(&r.pool, 8);
+    assert_eq!(r.end_interval(), 0);
+    for _ in 0..2 {
+        worker.use_n(&r.pool, 2);
+        assert_eq!(r.end_interval(), 0);
+    }
+    // The second of those passes asked the worker for 6. It does nothing
+    // now: the next pass takes its cache, trim request and all; the one
+    // after destroys the 8.
+    assert_eq!(r.stats().caches_taken, 0);
+    assert_eq!(r.end_interval(), 0);
+    assert_eq!(r.stats().caches_taken, 1);
+    assert_eq!(r.end_interval(), 8);
+    let s = r.stats();
+    assert_eq!((s.created, s.trimmed, s.idle), (8, 0, 0));
+    assert_consistent(&s, &r.ledger);
+    // The worker comes back: its cache is claimed afresh.
+    worker.use_n(&r.pool, 2);
+    assert_eq!(r.stats().created, 10);
+    worker.exit();
+    r.finish();
+}
+
 /// A guard held across passes keeps its object out of reclaim; giving it
 /// back later is a plain put.
 #[test]

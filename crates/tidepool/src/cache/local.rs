@@ -37,9 +37,16 @@ impl<T> LocalCache<T> {
     }
 
     /// Idle objects held.
-    #[cfg(all(test, not(loom)))]
+    #[inline(always)]
     pub(crate) fn len(&self) -> usize {
         self.loaded.len() + self.spare.len()
+    }
+
+    /// Whether both halves have their room (a claim gave it; a revocation
+    /// or a donation in progress takes it away until the next claim or
+    /// `install_spare`).
+    pub(crate) fn is_installed(&self) -> bool {
+        self.loaded.capacity() > 0 && self.spare.capacity() > 0
     }
 
     /// Takes an idle object, if either batch has one.
@@ -175,6 +182,19 @@ impl<T> LocalCache<T> {
     pub(crate) fn take_all(&mut self) -> [Vec<T>; 2] {
         [mem::take(&mut self.loaded), mem::take(&mut self.spare)]
     }
+
+    /// Moves up to `n` objects into `out`, the oldest first: the bottom of
+    /// `spare`, then the bottom of `loaded` (pops and pushes work at the
+    /// top, so the bottoms are what sat longest). Allocates nothing if `out`
+    /// has room for `n` more.
+    pub(crate) fn take_oldest(&mut self, n: usize, out: &mut Vec<T>) {
+        let mut left = n;
+        for batch in [&mut self.spare, &mut self.loaded] {
+            let k = left.min(batch.len());
+            out.extend(batch.drain(..k));
+            left -= k;
+        }
+    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -228,6 +248,24 @@ mod tests {
         let [a, b] = cache.take_all();
         assert_eq!(a.len() + b.len(), 4);
         assert_eq!(cache.len(), 0);
+    }
+
+    #[test]
+    fn take_oldest_takes_the_bottoms_spare_first() {
+        let mut cache = claimed(3);
+        for i in 0..5 {
+            cache.push(i, 3).unwrap();
+        }
+        // loaded = [3, 4] on top of spare = [0, 1, 2] (swapped when full).
+        let mut out = Vec::with_capacity(4);
+        cache.take_oldest(4, &mut out);
+        assert_eq!(out, [0, 1, 2, 3]);
+        assert_eq!(cache.len(), 1);
+        assert_eq!(cache.pop(), Some(4));
+        // More than it holds: what there is.
+        let mut out = Vec::with_capacity(2);
+        cache.take_oldest(2, &mut out);
+        assert!(out.is_empty() && cache.len() == 0);
     }
 
     #[test]

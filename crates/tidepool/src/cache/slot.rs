@@ -11,6 +11,9 @@
 //! | `REVOKING` | `REVOKED` | remote | owner outside an access after the barrier: cache taken |
 //! | `REVOKING` | `FLUSH` | remote | owner inside an access, or no barrier available |
 //! | `REVOKED`, `FLUSH` | `ACTIVE` | owner | its next access (`FLUSH`: it hands its batches to the depot) |
+//! | `ACTIVE` | `TRIM` | remote | [`Slot::request_trim`]: objects sat in the busy cache through two intervals |
+//! | `TRIM` | `REVOKING` | remote | [`Slot::revoke_remote`] |
+//! | `TRIM` | `ACTIVE` | owner | its next access: it hands the oldest `trim` objects to the depot |
 //! | any but `REVOKING` | `UNCLAIMED` | owner | thread exit ([`LocalSlot::release`]) |
 //!
 //! * `UNCLAIMED`: no live thread owns the slot; its cache is empty.
@@ -22,6 +25,11 @@
 //!   before its next access.
 //! * `FLUSH`: the owner was inside an access when asked; it hands its cache to the depot
 //!   at its next access.
+//! * `TRIM`: the cache is busy but held objects it did not need through two
+//!   intervals (its low-water mark, `low`, which the owner keeps); the owner
+//!   gives that many, the oldest, to the depot at its next access. The
+//!   remote side only stores the count and the state: it never touches the
+//!   cache, so no barrier is needed.
 //!
 //! # The asymmetric fence
 //!
@@ -56,7 +64,7 @@ pub(crate) mod probe {
 
 use super::credit::Credit;
 use super::local::LocalCache;
-use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use crate::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use crate::sync::{heavy_fence, light_fence, yield_now, OwnerCounter, UnsafeCell};
 
 const UNCLAIMED: u8 = 0;
@@ -64,6 +72,10 @@ const ACTIVE: u8 = 1;
 const REVOKING: u8 = 2;
 const REVOKED: u8 = 3;
 const FLUSH: u8 = 4;
+const TRIM: u8 = 5;
+
+/// `low` when the owner has taken nothing since the last pass read it.
+const NO_LOW: usize = usize::MAX;
 
 /// `entered` after an access that counted nothing: the owner is outside.
 const OUTSIDE: u64 = u64::MAX;
@@ -109,6 +121,13 @@ pub(crate) struct Slot<T> {
     misses: OwnerCounter,
     /// Unused places under `max_live` lent to this slot.
     credit: Credit,
+    /// The fewest objects the cache held since the last pass read this
+    /// (`NO_LOW` if the owner took none): lowered by the owner as it takes
+    /// objects, read and reset by the pass. `low ≤ min(len)` over the period,
+    /// up to a take that races the reset (which only lowers it).
+    low: AtomicUsize,
+    /// Objects a `TRIM` request asks the owner to give back.
+    trim: AtomicUsize,
 }
 
 // SAFETY: `Slot` is shared between threads only through `&Slot`, and the one
@@ -131,6 +150,8 @@ impl<T> Default for Slot<T> {
             destroyed: OwnerCounter::default(),
             misses: OwnerCounter::default(),
             credit: Credit::default(),
+            low: AtomicUsize::new(NO_LOW),
+            trim: AtomicUsize::new(0),
         }
     }
 }
@@ -160,7 +181,25 @@ impl<T> Slot<T> {
 
     /// Whether some thread owns the slot and may hold objects in it.
     pub(crate) fn is_owned(&self) -> bool {
-        matches!(self.state.load(Ordering::Relaxed), ACTIVE | FLUSH)
+        matches!(self.state.load(Ordering::Relaxed), ACTIVE | FLUSH | TRIM)
+    }
+
+    /// The fewest objects the cache held since the last call (`None` if its
+    /// owner took none meanwhile); starts the next period. For the pass.
+    pub(crate) fn take_low(&self) -> Option<usize> {
+        let low = self.low.swap(NO_LOW, Ordering::Relaxed);
+        (low != NO_LOW).then_some(low)
+    }
+
+    /// Asks the owner to give its `n` oldest objects to the depot at its
+    /// next access (`TRIM`); `false` if the slot is not `ACTIVE`. For the
+    /// pass, under its lock.
+    pub(crate) fn request_trim(&self, n: usize) -> bool {
+        self.trim.store(n, Ordering::Relaxed);
+        // `Release`: the owner's `Acquire` in `claim` sees the count.
+        self.state
+            .compare_exchange(ACTIVE, TRIM, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// Empties the cache; only with exclusive access (the pool is dropping).
@@ -184,7 +223,7 @@ impl<T> Slot<T> {
         let revoking: Vec<&Self> = slots
             .into_iter()
             .filter(|slot| {
-                [ACTIVE, FLUSH].into_iter().any(|from| {
+                [ACTIVE, FLUSH, TRIM].into_iter().any(|from| {
                     slot.state
                         .compare_exchange(from, REVOKING, Ordering::Acquire, Ordering::Relaxed)
                         .is_ok()
@@ -214,6 +253,7 @@ impl<T> Slot<T> {
             // starts sees a state other than `ACTIVE` and keeps off until we
             // store `REVOKED`. Only one revoker runs per slot.
             let batches = slot.cache.with_mut(|cache| unsafe { (*cache).take_all() });
+            slot.low.store(0, Ordering::Relaxed);
             // Pairs with the owner's `Acquire` in `claim`: our writes to the
             // cache happen before its next access.
             slot.state.store(REVOKED, Ordering::Release);
@@ -256,15 +296,49 @@ impl<'a, T> LocalSlot<'a, T> {
     /// Claims the slot for the calling thread (or re-claims it after a
     /// revocation) and gives each half of the cache room for a batch,
     /// allocated outside the access bracket. Returns the batches the owner
-    /// was asked to flush, if any. The caller has arranged for
+    /// was asked to flush, if any, and the objects a trim request asked it
+    /// to give back (the cache keeps the rest). The caller has arranged for
     /// [`release`](LocalSlot::release) to run at thread exit.
     #[cold]
-    pub(crate) fn claim(&self, batch_size: usize) -> Vec<Vec<T>> {
+    pub(crate) fn claim(&self, batch_size: usize) -> (Vec<Vec<T>>, Vec<T>) {
         let mut flushed = Vec::new();
+        let mut trimmed = Vec::new();
         loop {
             let state = self.slot.state.load(Ordering::Acquire);
             match state {
                 ACTIVE => {}
+                TRIM => {
+                    // `Acquire` pairs with `request_trim`'s `Release`: the
+                    // count is the one it stored (or a later one).
+                    if self
+                        .slot
+                        .state
+                        .compare_exchange(TRIM, ACTIVE, Ordering::Acquire, Ordering::Relaxed)
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    let n = self.slot.trim.swap(0, Ordering::Relaxed);
+                    // Room made here, outside the bracket.
+                    let out = Vec::with_capacity(n);
+                    match self.access(out, |cache, mut out| {
+                        cache.take_oldest(n, &mut out);
+                        ((out, cache.len(), cache.is_installed()), Tally::Nothing)
+                    }) {
+                        Ok((out, left, installed)) => {
+                            self.note_low(left);
+                            trimmed.extend(out);
+                            if installed {
+                                return (flushed, trimmed);
+                            }
+                            // The request came between a take and its
+                            // refill (a claim's, or a donation's new
+                            // spare): install both halves afresh below.
+                        }
+                        // Revoked meanwhile: the revoker took everything.
+                        Err(_) => continue,
+                    }
+                }
                 UNCLAIMED | REVOKED | FLUSH => {
                     // `Acquire` pairs with the `Release` of whoever stored
                     // `state` (a previous owner, a revoker): their writes to
@@ -308,7 +382,7 @@ impl<'a, T> LocalSlot<'a, T> {
                 (cache.install(loaded, spare), Tally::Nothing)
             }) {
                 // The replaced halves are unallocated: dropping them is free.
-                Ok(_) => return flushed,
+                Ok(_) => return (flushed, trimmed),
                 // Revoked meanwhile: claim again (the fresh halves go).
                 Err(_) => continue,
             }
@@ -327,8 +401,30 @@ impl<'a, T> LocalSlot<'a, T> {
 
     /// Takes the full spare batch out (to donate it); `Err` if revoked.
     pub(crate) fn take_spare(&self) -> Result<Vec<T>, Revoked> {
-        self.access((), |cache, ()| (cache.take_spare(), Tally::Nothing))
-            .map_err(|()| Revoked)
+        let (spare, left) = self
+            .access((), |cache, ()| {
+                let spare = cache.take_spare();
+                ((spare, cache.len()), Tally::Nothing)
+            })
+            .map_err(|()| Revoked)?;
+        self.note_low(left);
+        Ok(spare)
+    }
+
+    /// The cache is empty (a get found nothing in it): its low-water mark
+    /// is 0.
+    pub(crate) fn note_empty(&self) {
+        self.note_low(0);
+    }
+
+    /// The cache holds `left` objects now: lowers the low-water mark the
+    /// pass reads (`Slot::take_low`). A plain load in the common case; a
+    /// store only at a new low.
+    #[inline(always)]
+    fn note_low(&self, left: usize) {
+        if left < self.slot.low.load(Ordering::Relaxed) {
+            self.slot.low.store(left, Ordering::Relaxed);
+        }
     }
 
     /// Installs an empty batch with room for a whole batch as the spare;
@@ -431,13 +527,24 @@ impl<'a, T> LocalSlot<'a, T> {
             return None;
         }
         // SAFETY: entered just above; left just below.
-        let item = unsafe { self.in_access(LocalCache::pop) };
-        self.leave(if item.is_some() {
-            Tally::Get
-        } else {
-            Tally::Nothing
-        });
-        item
+        let popped = unsafe {
+            self.in_access(|cache| {
+                let item = cache.pop()?;
+                Some((item, cache.len()))
+            })
+        };
+        match popped {
+            Some((item, left)) => {
+                self.leave(Tally::Get);
+                self.note_low(left);
+                Some(item)
+            }
+            // The caller's slow path notes the empty cache (`note_empty`).
+            None => {
+                self.leave(Tally::Nothing);
+                None
+            }
+        }
     }
 
     /// Caches `item` and counts a return, or gives it back if both batches
@@ -520,10 +627,10 @@ impl<'a, T> LocalSlot<'a, T> {
                         batches.extend(taken.into_iter().filter(|b| !b.is_empty()));
                     }
                 }
-                FLUSH => {
+                FLUSH | TRIM => {
                     // Take it back first, then empty it as the owner.
                     let _ = self.slot.state.compare_exchange(
-                        FLUSH,
+                        state,
                         ACTIVE,
                         Ordering::Acquire,
                         Ordering::Relaxed,

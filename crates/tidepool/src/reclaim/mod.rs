@@ -24,7 +24,11 @@
 //! * idle through the whole of the last two → **reclaimed** (destroyed),
 //!   never below [`min_idle`](crate::Builder::min_idle);
 //! * a thread cache whose owner did not touch the pool for a whole interval
-//!   → **taken back** to the depot, where it ages like everything else.
+//!   → **taken back** to the depot, where it ages like everything else;
+//! * a busy thread cache that held objects through the last two intervals
+//!   without needing them (its low-water mark never fell below them) →
+//!   **trimmed**: its owner gives those back to the depot at its next
+//!   access, idle, and keeps what it uses.
 //!
 //! A workload that keeps using its objects lowers the marks every interval,
 //! so a steady load never destroys and re-creates (the Solaris kmem reaper's

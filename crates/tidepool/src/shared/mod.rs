@@ -205,9 +205,9 @@ impl<M: Manage> Shared<M> {
     }
 
     /// This thread's cache, claimed (or re-claimed after a revocation) now
-    /// if need be, and the batches of a flush request the depot refused
-    /// (for the caller to destroy once it is safe to). `None` while the
-    /// thread's thread-locals are being destroyed.
+    /// if need be, and the batches of a flush or trim request the depot
+    /// refused (for the caller to destroy once it is safe to). `None` while
+    /// the thread's thread-locals are being destroyed.
     #[cold]
     fn claim_local(this: &Arc<Self>) -> Option<Claimed<'_, M::Item>> {
         // Lifts a critical-pressure hold that is over (a clock read only
@@ -225,9 +225,30 @@ impl<M: Manage> Shared<M> {
         if !thread::watch(me) {
             return None;
         }
-        let flushed = local.claim(this.batch());
-        let refused = this.donate_all(flushed);
+        let batch = this.batch();
+        let (flushed, trimmed) = local.claim(batch);
+        let mut refused = this.donate_all(flushed);
+        if !trimmed.is_empty() {
+            refused.extend(this.donate_trimmed(trimmed, batch));
+        }
         Some((local, refused))
+    }
+
+    /// Gives the objects a busy cache did not need through two intervals
+    /// (a trim, `Slot::request_trim`) to the depot as idle ones, in batches
+    /// of at most `batch`: unused for two intervals already, they are
+    /// reclaimed at the next pass unless some thread takes them first.
+    /// Returns the batches the depot refused.
+    #[cold]
+    fn donate_trimmed(&self, mut trimmed: Vec<M::Item>, batch: usize) -> Vec<Vec<M::Item>> {
+        self.reclaim.trimmed.add(trimmed.len() as u64);
+        let mut batches = Vec::new();
+        while trimmed.len() > batch {
+            let rest = trimmed.split_off(batch);
+            batches.push(std::mem::replace(&mut trimmed, rest));
+        }
+        batches.push(trimmed);
+        self.donate_all_idle(batches)
     }
 
     /// Gives the batches of thread caches that sat untouched through the
@@ -294,6 +315,7 @@ impl<M: Manage> Shared<M> {
             if !slot.is_active() {
                 continue; // revoked meanwhile: claim again
             }
+            slot.note_empty();
             if let Some(mut batch) = this.depot.take_full() {
                 this.note_exchange(batch.len());
                 // Room for a whole batch, made here, outside the bracket (a
@@ -766,6 +788,7 @@ impl<M: Manage> Shared<M> {
             pressure_medium: r.pressure_medium.read(),
             pressure_critical: r.pressure_critical.read(),
             caches_taken: r.caches_taken.read(),
+            trimmed: r.trimmed.read(),
             working_set: existing.saturating_sub(depot.idle_unused as u64),
             callback_panics: self.panics.count(),
             waiting: self.waiters.len() as u64,

@@ -49,6 +49,8 @@ pub(crate) struct ReclaimShared {
     pub(crate) pressure_medium: SharedCounter,
     pub(crate) pressure_critical: SharedCounter,
     pub(crate) caches_taken: SharedCounter,
+    /// Objects busy thread caches gave back to the depot on a trim request.
+    pub(crate) trimmed: SharedCounter,
     /// Depot exchanges by `get` and `put` (counted on their slow paths):
     /// every [`WINDOW_EXCHANGES`] of them end a traffic window.
     window_exchanges: AtomicU64,
@@ -77,6 +79,9 @@ struct PassState {
     /// Each cache's `(gets, returns)` when the current traffic window
     /// began (`u64::MAX` gets: a cache new since then, counted from zero).
     window: Vec<(u64, u64)>,
+    /// Each cache's low-water mark over the last interval (0 if its owner
+    /// took nothing): what it held through that interval without needing.
+    low: Vec<usize>,
 }
 
 /// The batch grows when more than one in `GROW_SHARE` of a traffic
@@ -110,6 +115,7 @@ impl ReclaimShared {
             pressure_medium: SharedCounter::default(),
             pressure_critical: SharedCounter::default(),
             caches_taken: SharedCounter::default(),
+            trimmed: SharedCounter::default(),
             window_exchanges: AtomicU64::new(0),
             moved: AtomicU64::new(0),
         }
@@ -177,18 +183,29 @@ impl<M: Manage> Shared<M> {
             self.end_hold_if_over(now);
 
             // Thread caches untouched since the last pass, a whole interval
-            // ago.
+            // ago, are taken; busy ones that held objects they did not need
+            // through this interval and the last are asked to trim them.
             let mut quiet = Vec::new();
             self.slots.for_each(|tid, slot| {
                 if state.seen_ops.len() <= tid {
                     state.seen_ops.resize(tid + 1, u64::MAX);
                     state.taken_at.resize(tid + 1, u64::MAX);
+                    state.low.resize(tid + 1, 0);
                 }
                 let (gets, returns) = slot.counts();
                 let ops = gets + returns;
+                // The cache's low-water mark over the interval just ended
+                // (none: its owner took nothing), and over the one before.
+                let low = slot.take_low().unwrap_or(0);
+                let before = std::mem::replace(&mut state.low[tid], low);
                 if slot.is_owned() && state.seen_ops[tid] == ops && state.taken_at[tid] != ops {
                     quiet.push(slot);
                     state.taken_at[tid] = ops;
+                } else if slot.is_owned() && state.seen_ops[tid] != ops {
+                    let unneeded = low.min(before);
+                    if unneeded > 0 {
+                        slot.request_trim(unneeded);
+                    }
                 }
                 state.seen_ops[tid] = ops;
             });

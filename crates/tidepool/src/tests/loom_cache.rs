@@ -305,3 +305,67 @@ fn critical_pressure_while_its_owner_works() {
         finish(pool);
     });
 }
+
+/// Asks every owned cache of `pool` to give back `n` objects, as a pass
+/// does for a busy cache that held them unused through two intervals.
+fn request_trims(pool: &Pool<Ledger>, n: usize) {
+    pool.shared.slots.for_each(|_, slot| {
+        if slot.is_owned() {
+            slot.request_trim(n);
+        }
+    });
+}
+
+#[test]
+fn trim_requested_while_its_owner_works() {
+    run_model("trim_requested_while_its_owner_works", || {
+        let pool = pool(2);
+        let holders = Arc::new(Holders::default());
+        let owner = {
+            let pool = Arc::clone(&pool);
+            let holders = Arc::clone(&holders);
+            spawn(move || {
+                // Fill the cache, then keep using part of it while a trim
+                // is asked of it: the owner serves it at an access.
+                burst(&pool, &holders, 2);
+                burst(&pool, &holders, 1);
+                burst(&pool, &holders, 1);
+            })
+        };
+        let trimmer = {
+            let pool = Arc::clone(&pool);
+            spawn(move || request_trims(&pool, 1))
+        };
+        owner.join().unwrap();
+        trimmer.join().unwrap();
+        finish(pool);
+    });
+}
+
+#[test]
+fn trim_overtaken_by_a_take_back() {
+    run_model("trim_overtaken_by_a_take_back", || {
+        let pool = pool(2);
+        let holders = Arc::new(Holders::default());
+        let owner = {
+            let pool = Arc::clone(&pool);
+            let holders = Arc::clone(&holders);
+            spawn(move || {
+                burst(&pool, &holders, 2);
+                burst(&pool, &holders, 1);
+            })
+        };
+        let other = {
+            let pool = Arc::clone(&pool);
+            spawn(move || {
+                // A trim request, then the whole cache taken (or asked to
+                // flush), in either order with the owner's accesses.
+                request_trims(&pool, 1);
+                pool.drain();
+            })
+        };
+        owner.join().unwrap();
+        other.join().unwrap();
+        finish(pool);
+    });
+}
