@@ -219,8 +219,12 @@
 //! so the next boundary destroys them unless a thread takes them first. A
 //! cache that empties in one of every two intervals is never trimmed; a
 //! trim request overtaken by a take-back (the owner went quiet) goes with
-//! the cache. It costs the fast path 4 instructions per get (callgrind:
-//! round trip 105 → 109; criterion 4.2 → 4.5 ns on the 2-vCPU EPYC).
+//! the cache. Their reclaim does not halve the batch (as idle objects
+//! unused through two intervals otherwise do): in `fio` that brought back
+//! the depot traffic that had grown it, the growth the hoard, and the trim
+//! the next reclaim, a cycle of creates and destroys. It costs the fast
+//! path 4 instructions per get (callgrind: round trip 105 → 109; criterion
+//! 4.2–4.4 → 4.5–4.6 ns on the 2-vCPU EPYC).
 //!
 //! Memory pressure (PSI triggers, cgroup v1 notifications,
 //! `pressure::notify`) reaches pools through the reclaimer thread: `Medium`

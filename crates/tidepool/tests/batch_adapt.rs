@@ -127,6 +127,30 @@ fn a_batch_grown_by_traffic_shrinks_when_idle_objects_go_unused() {
 }
 
 #[test]
+fn a_trim_reclaimed_does_not_shrink_the_batch() {
+    // Bursts of 128 grow the batch to 64 (the cache holds all 128); then
+    // bursts of 8 leave 120 in the cache unneeded: two intervals later the
+    // pass trims them, the next reclaims them. The batch stays: halving it
+    // would only bring back the depot traffic that grew it.
+    let (pool, clock, ledger) = pool(None);
+    for _ in 0..4 {
+        bursts(&pool, 128, 100);
+        end_interval(&pool, &clock);
+    }
+    assert_eq!(pool.stats().batch_size, 64);
+    for _ in 0..5 {
+        bursts(&pool, 8, 10);
+        end_interval(&pool, &clock);
+    }
+    let s = pool.stats();
+    assert_eq!((s.trimmed, s.reclaimed), (120, 120), "{s:?}");
+    assert_eq!(s.batch_size, 64);
+    assert_eq!(s.idle_cached(), 8);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
 fn an_explicit_batch_size_is_fixed() {
     let (pool, clock, ledger) = pool(Some(32));
     assert_eq!(pool.config().max_batch_size(), 32);

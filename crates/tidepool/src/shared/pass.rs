@@ -71,6 +71,8 @@ struct PassState {
     /// traffic window began: the batch size adapts to their share of the
     /// window's operations.
     moved: u64,
+    /// `ReclaimShared::trimmed` at the last pass.
+    trimmed: u64,
     /// The batch grew at the end of the last window: caches pick the new
     /// size up only at their next depot visit, so the window after a
     /// growth still carries exchanges of the old size. It only settles
@@ -212,7 +214,15 @@ impl<M: Manage> Shared<M> {
             self.reclaim.caches_taken.add(quiet.len() as u64);
             let taken = Slot::revoke_remote(quiet);
             let tick = self.depot.tick(intervals, self.config.min_idle);
-            self.adapt_batch(&mut state, !tick.reclaim.is_empty());
+            // Objects trimmed from busy caches since the last pass go in
+            // as idle and are reclaimed here: that is the trim working, not
+            // a sign the batch is too big (halving it would bring back the
+            // depot traffic that grew it, and the growth the hoard).
+            let trimmed = self.reclaim.trimmed.read();
+            let trimmed_since =
+                trimmed.saturating_sub(std::mem::replace(&mut state.trimmed, trimmed));
+            let reclaiming: u64 = tick.reclaim.iter().map(|b| b.len() as u64).sum();
+            self.adapt_batch(&mut state, reclaiming > trimmed_since);
             self.reclaim.passes.add(1);
             (taken, tick)
         };
@@ -300,7 +310,8 @@ impl<M: Manage> Shared<M> {
     /// thread, puts on another) goes through the depot whatever the batch
     /// size, and bigger batches would only put more objects in flight, so
     /// it does not grow. Halves it, down to the configured size, when idle
-    /// objects sat unused through two intervals (`idle_unused`). Caches pick
+    /// objects sat unused through two intervals (`idle_unused`; objects a
+    /// busy cache trimmed do not count: they are the trim's own work). Caches pick
     /// the new size up at their next depot visit, so the window after a
     /// doubling only settles: its exchanges of the old size would otherwise
     /// double the batch again past what the traffic needs (more idle
