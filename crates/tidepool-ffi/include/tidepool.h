@@ -24,6 +24,8 @@
 #define TIDEPOOL_STATS_SIZE_VER0 offsetof(tidepool_stats, mapped)
 /** The size of the second version of tidepool_stats (adds the stack figures). */
 #define TIDEPOOL_STATS_SIZE_VER1 (offsetof(tidepool_stats, unmap_failures) + sizeof(uint64_t))
+/** The size of the third version of tidepool_stats (adds `trimmed`). */
+#define TIDEPOOL_STATS_SIZE_VER2 (offsetof(tidepool_stats, trimmed) + sizeof(uint64_t))
 
 /**
  * Config flag: the process-wide reclaimer thread does not look after this
@@ -311,7 +313,8 @@ typedef struct tidepool_config {
  * `live + idle == created + adopted - destroyed`.
  *
  * Versions: `TIDEPOOL_STATS_SIZE_VER0` ends after `adopted`;
- * `TIDEPOOL_STATS_SIZE_VER1` adds the stack figures.
+ * `TIDEPOOL_STATS_SIZE_VER1` adds the stack figures;
+ * `TIDEPOOL_STATS_SIZE_VER2` adds `trimmed`.
  */
 typedef struct tidepool_stats {
     /**
@@ -413,6 +416,12 @@ typedef struct tidepool_stats {
      * Stack pools: `munmap` calls that failed, process-wide.
      */
     uint64_t unmap_failures;
+    /**
+     * Objects busy thread caches gave back to the depot because they sat
+     * unused in the cache through two reclaim intervals (a trim). Since
+     * version 2.
+     */
+    uint64_t trimmed;
 } tidepool_stats;
 
 /**

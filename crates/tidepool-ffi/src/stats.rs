@@ -14,7 +14,8 @@ use crate::sized::SizedStruct;
 /// `live + idle == created + adopted - destroyed`.
 ///
 /// Versions: `TIDEPOOL_STATS_SIZE_VER0` ends after `adopted`;
-/// `TIDEPOOL_STATS_SIZE_VER1` adds the stack figures.
+/// `TIDEPOOL_STATS_SIZE_VER1` adds the stack figures;
+/// `TIDEPOOL_STATS_SIZE_VER2` adds `trimmed`.
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -72,15 +73,22 @@ pub struct tidepool_stats {
     pub purge_failures: u64,
     /// Stack pools: `munmap` calls that failed, process-wide.
     pub unmap_failures: u64,
+    /// Objects busy thread caches gave back to the depot because they sat
+    /// unused in the cache through two reclaim intervals (a trim). Since
+    /// version 2.
+    pub trimmed: u64,
 }
 
 /// The size of the first version of [`tidepool_stats`] (up to `adopted`).
 pub(crate) const STATS_SIZE_VER0: usize = offset_of!(tidepool_stats, mapped);
 
+/// The size of the second version (up to `unmap_failures`).
+pub(crate) const STATS_SIZE_VER1: usize = offset_of!(tidepool_stats, trimmed);
+
 // SAFETY: `#[repr(C)]`, `size: usize` first, integers only.
 unsafe impl SizedStruct for tidepool_stats {
     const NAME: &'static str = "tidepool_stats";
-    const VERSIONS: &'static [usize] = &[STATS_SIZE_VER0];
+    const VERSIONS: &'static [usize] = &[STATS_SIZE_VER0, STATS_SIZE_VER1];
 }
 
 impl tidepool_stats {
@@ -103,6 +111,7 @@ impl tidepool_stats {
             pressure_critical: s.pressure_critical,
             caches_taken: s.caches_taken,
             working_set: s.working_set,
+            trimmed: s.trimmed,
             ..Self::default()
         }
     }

@@ -326,6 +326,17 @@ static void stats_versions(void) {
     for (size_t i = TIDEPOOL_STATS_SIZE_VER0; i < sizeof old; i++)
         CHECK(old.bytes[i] == 0xee);
 
+    /* Version 1: the stack figures, not `trimmed`. */
+    CHECK(TIDEPOOL_STATS_SIZE_VER1 < sizeof(tidepool_stats));
+    CHECK(TIDEPOOL_STATS_SIZE_VER2 == sizeof(tidepool_stats));
+    memset(&old, 0xee, sizeof old);
+    old.stats.size = TIDEPOOL_STATS_SIZE_VER1;
+    OK(tidepool_pool_stats(pool, &old.stats));
+    CHECK(old.stats.size == TIDEPOOL_STATS_SIZE_VER1);
+    CHECK(old.stats.mapped == 1 && old.stats.unmap_failures == 0);
+    for (size_t i = TIDEPOOL_STATS_SIZE_VER1; i < sizeof old; i++)
+        CHECK(old.bytes[i] == 0xee);
+
     /* Newer: what this library does not know is zeroed. */
     struct {
         tidepool_stats stats;
@@ -336,6 +347,7 @@ static void stats_versions(void) {
     OK(tidepool_pool_stats(pool, &big.stats));
     CHECK(big.stats.size == sizeof(tidepool_stats));
     CHECK(big.stats.mapped == 1 && big.stats.vmas == 2);
+    CHECK(big.stats.trimmed == 0);
     CHECK(big.newer[0] == 0 && big.newer[1] == 0 && big.newer[2] == 0);
 
     tidepool_stats tiny;
