@@ -123,8 +123,9 @@ pub(crate) struct Slot<T> {
     credit: Credit,
     /// The fewest objects the cache held since the last pass read this
     /// (`NO_LOW` if the owner took none): lowered by the owner as it takes
-    /// objects, read and reset by the pass. `low ≤ min(len)` over the period,
-    /// up to a take that races the reset (which only lowers it).
+    /// objects, read and reset by the pass. `low ≤ min(len)` over the period;
+    /// a take that races the reset can only make it report less (a lower
+    /// value, or none), so a trim never asks for more than sat unused.
     low: AtomicUsize,
     /// Objects a `TRIM` request asks the owner to give back.
     trim: AtomicUsize,
