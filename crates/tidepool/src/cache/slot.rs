@@ -193,14 +193,14 @@ impl<T> Slot<T> {
     }
 
     /// Asks the owner to give its `n` oldest objects to the depot at its
-    /// next access (`TRIM`); `false` if the slot is not `ACTIVE`. For the
+    /// next access (`TRIM`); nothing if the slot is not `ACTIVE`. For the
     /// pass, under its lock.
-    pub(crate) fn request_trim(&self, n: usize) -> bool {
+    pub(crate) fn request_trim(&self, n: usize) {
         self.trim.store(n, Ordering::Relaxed);
         // `Release`: the owner's `Acquire` in `claim` sees the count.
-        self.state
-            .compare_exchange(ACTIVE, TRIM, Ordering::Release, Ordering::Relaxed)
-            .is_ok()
+        let _ = self
+            .state
+            .compare_exchange(ACTIVE, TRIM, Ordering::Release, Ordering::Relaxed);
     }
 
     /// Empties the cache; only with exclusive access (the pool is dropping).
@@ -308,42 +308,11 @@ impl<'a, T> LocalSlot<'a, T> {
             let state = self.slot.state.load(Ordering::Acquire);
             match state {
                 ACTIVE => {}
-                TRIM => {
-                    // `Acquire` pairs with `request_trim`'s `Release`: the
-                    // count is the one it stored (or a later one).
-                    if self
-                        .slot
-                        .state
-                        .compare_exchange(TRIM, ACTIVE, Ordering::Acquire, Ordering::Relaxed)
-                        .is_err()
-                    {
-                        continue;
-                    }
-                    let n = self.slot.trim.swap(0, Ordering::Relaxed);
-                    // Room made here, outside the bracket.
-                    let out = Vec::with_capacity(n);
-                    match self.access(out, |cache, mut out| {
-                        cache.take_oldest(n, &mut out);
-                        ((out, cache.len(), cache.is_installed()), Tally::Nothing)
-                    }) {
-                        Ok((out, left, installed)) => {
-                            self.note_low(left);
-                            trimmed.extend(out);
-                            if installed {
-                                return (flushed, trimmed);
-                            }
-                            // The request came between a take and its
-                            // refill (a claim's, or a donation's new
-                            // spare): install both halves afresh below.
-                        }
-                        // Revoked meanwhile: the revoker took everything.
-                        Err(_) => continue,
-                    }
-                }
-                UNCLAIMED | REVOKED | FLUSH => {
+                UNCLAIMED | REVOKED | FLUSH | TRIM => {
                     // `Acquire` pairs with the `Release` of whoever stored
-                    // `state` (a previous owner, a revoker): their writes to
-                    // the cache happen before ours.
+                    // `state` (a previous owner, a revoker, `request_trim`):
+                    // their writes (to the cache, the trim count) happen
+                    // before ours.
                     if self
                         .slot
                         .state
@@ -351,6 +320,17 @@ impl<'a, T> LocalSlot<'a, T> {
                         .is_err()
                     {
                         continue;
+                    }
+                    if state == TRIM {
+                        match self.trim_oldest(&mut trimmed) {
+                            Ok(true) => return (flushed, trimmed),
+                            // The request came between a take and its
+                            // refill (a claim's, or a donation's new
+                            // spare): install both halves afresh below.
+                            Ok(false) => {}
+                            // Revoked meanwhile: the revoker took the rest.
+                            Err(Revoked) => continue,
+                        }
                     }
                 }
                 _ => {
@@ -388,6 +368,23 @@ impl<'a, T> LocalSlot<'a, T> {
                 Err(_) => continue,
             }
         }
+    }
+
+    /// Serves a trim request: moves the cache's oldest `trim` objects into
+    /// `out`. `Ok(true)` if the cache still has both its halves, `Ok(false)`
+    /// if it needs them installed, `Err` if it was revoked meanwhile.
+    fn trim_oldest(&self, out: &mut Vec<T>) -> Result<bool, Revoked> {
+        let n = self.slot.trim.swap(0, Ordering::Relaxed);
+        // Room made here, outside the bracket.
+        out.reserve(n);
+        let (left, installed) = self
+            .access(out, |cache, out| {
+                cache.take_oldest(n, out);
+                ((cache.len(), cache.is_installed()), Tally::Nothing)
+            })
+            .map_err(|_| Revoked)?;
+        self.note_low(left);
+        Ok(installed)
     }
 
     /// Installs `batch` (a full batch from the depot, with room for a whole

@@ -200,12 +200,13 @@ impl<M: Manage> Shared<M> {
                 // (none: its owner took nothing), and over the one before.
                 let low = slot.take_low().unwrap_or(0);
                 let before = std::mem::replace(&mut state.low[tid], low);
-                if slot.is_owned() && state.seen_ops[tid] == ops && state.taken_at[tid] != ops {
-                    quiet.push(slot);
-                    state.taken_at[tid] = ops;
-                } else if slot.is_owned() && state.seen_ops[tid] != ops {
-                    let unneeded = low.min(before);
-                    if unneeded > 0 {
+                let busy = state.seen_ops[tid] != ops;
+                let unneeded = low.min(before);
+                if slot.is_owned() {
+                    if !busy && state.taken_at[tid] != ops {
+                        quiet.push(slot);
+                        state.taken_at[tid] = ops;
+                    } else if busy && unneeded > 0 {
                         slot.request_trim(unneeded);
                     }
                 }

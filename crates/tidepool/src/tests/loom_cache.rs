@@ -240,31 +240,38 @@ fn objects_dropped_on_another_thread() {
     });
 }
 
+/// An owner thread runs `bursts` on a pool of `max_idle` 2 while another
+/// thread runs `other` on the same pool; then the counts must balance.
+fn owner_races(bursts: &'static [usize], other: fn(&Pool<Ledger>)) {
+    let pool = pool(2);
+    let holders = Arc::new(Holders::default());
+    let owner = {
+        let pool = Arc::clone(&pool);
+        let holders = Arc::clone(&holders);
+        spawn(move || {
+            for &n in bursts {
+                burst(&pool, &holders, n);
+            }
+        })
+    };
+    let other = {
+        let pool = Arc::clone(&pool);
+        spawn(move || other(&pool))
+    };
+    owner.join().unwrap();
+    other.join().unwrap();
+    finish(pool);
+}
+
 #[test]
 fn cache_taken_while_its_owner_works() {
     run_model("cache_taken_while_its_owner_works", || {
-        let pool = pool(2);
-        let holders = Arc::new(Holders::default());
-        let owner = {
-            let pool = Arc::clone(&pool);
-            let holders = Arc::clone(&holders);
-            spawn(move || {
-                // Fill the cache, then keep using it while it is taken.
-                burst(&pool, &holders, 2);
-                burst(&pool, &holders, 1);
-            })
-        };
-        let taker = {
-            let pool = Arc::clone(&pool);
-            spawn(move || {
-                // Takes the owner's cache if it is between accesses, or
-                // leaves it a flush request if it is inside one.
-                pool.drain();
-            })
-        };
-        owner.join().unwrap();
-        taker.join().unwrap();
-        finish(pool);
+        // The owner fills its cache, then keeps using it while the other
+        // takes it if it is between accesses, or leaves it a flush request
+        // if it is inside one.
+        owner_races(&[2, 1], |pool| {
+            pool.drain();
+        });
     });
 }
 
@@ -319,53 +326,20 @@ fn request_trims(pool: &Pool<Ledger>, n: usize) {
 #[test]
 fn trim_requested_while_its_owner_works() {
     run_model("trim_requested_while_its_owner_works", || {
-        let pool = pool(2);
-        let holders = Arc::new(Holders::default());
-        let owner = {
-            let pool = Arc::clone(&pool);
-            let holders = Arc::clone(&holders);
-            spawn(move || {
-                // Fill the cache, then keep using part of it while a trim
-                // is asked of it: the owner serves it at an access.
-                burst(&pool, &holders, 2);
-                burst(&pool, &holders, 1);
-                burst(&pool, &holders, 1);
-            })
-        };
-        let trimmer = {
-            let pool = Arc::clone(&pool);
-            spawn(move || request_trims(&pool, 1))
-        };
-        owner.join().unwrap();
-        trimmer.join().unwrap();
-        finish(pool);
+        // The owner fills its cache, then keeps using part of it while a
+        // trim is asked of it: it serves the request at an access.
+        owner_races(&[2, 1, 1], |pool| request_trims(pool, 1));
     });
 }
 
 #[test]
 fn trim_overtaken_by_a_take_back() {
     run_model("trim_overtaken_by_a_take_back", || {
-        let pool = pool(2);
-        let holders = Arc::new(Holders::default());
-        let owner = {
-            let pool = Arc::clone(&pool);
-            let holders = Arc::clone(&holders);
-            spawn(move || {
-                burst(&pool, &holders, 2);
-                burst(&pool, &holders, 1);
-            })
-        };
-        let other = {
-            let pool = Arc::clone(&pool);
-            spawn(move || {
-                // A trim request, then the whole cache taken (or asked to
-                // flush), in either order with the owner's accesses.
-                request_trims(&pool, 1);
-                pool.drain();
-            })
-        };
-        owner.join().unwrap();
-        other.join().unwrap();
-        finish(pool);
+        // A trim request, then the whole cache taken (or asked to flush),
+        // in either order with the owner's accesses.
+        owner_races(&[2, 1], |pool| {
+            request_trims(pool, 1);
+            pool.drain();
+        });
     });
 }
