@@ -27,6 +27,9 @@
 //! (a pool pointer and a 24-byte object), so the three compare what each
 //! kind of guard costs. `stack_get_drop_apart` ([`StacksApart`], instruction
 //! count only) is `stack` with each half behind a call that is not inlined.
+//! `stack_get_put` ([`StacksPut`]) and `stack_get_put_apart`
+//! ([`StacksPutApart`]) give the stack back with `StackPool::put` instead
+//! of dropping it (instruction counts only).
 
 use std::cell::{Cell, RefCell};
 use std::hint::black_box;
@@ -234,6 +237,47 @@ fn take_stack(pool: &tidepool::stack::StackPool) -> tidepool::stack::PooledStack
 #[inline(never)]
 fn give_stack(stack: tidepool::stack::PooledStack) {
     drop(stack);
+}
+
+/// [`Stacks`] giving the stack back with [`StackPool::put`] instead of
+/// dropping it: the pool handle keeps the pool alive, so the stack's end
+/// skips the owned guard's lifetime marker (instruction budget
+/// `stack_get_put`).
+///
+/// [`StackPool::put`]: tidepool::stack::StackPool::put
+#[cfg(target_os = "linux")]
+#[derive(Default)]
+pub struct StacksPut(pub Stacks);
+
+#[cfg(target_os = "linux")]
+impl GetDrop for StacksPut {
+    #[inline]
+    fn get_drop(&self) {
+        let pool = &self.0 .0;
+        pool.put(black_box(pool.get().expect("a stack")));
+    }
+}
+
+/// [`StacksPut`] with each half behind a call that is not inlined, as
+/// [`StacksApart`] (instruction budget `stack_get_put_apart`: the shape of
+/// the lab's tidepool policy).
+#[cfg(target_os = "linux")]
+#[derive(Default)]
+pub struct StacksPutApart(pub Stacks);
+
+#[cfg(target_os = "linux")]
+impl GetDrop for StacksPutApart {
+    #[inline]
+    fn get_drop(&self) {
+        let stack = take_stack(&self.0 .0);
+        put_stack(&self.0 .0, black_box(stack));
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[inline(never)]
+fn put_stack(pool: &tidepool::stack::StackPool, stack: tidepool::stack::PooledStack) {
+    pool.put(stack);
 }
 
 // === baselines ===
@@ -777,11 +821,16 @@ mod tests {
             let s = stacks.0.stats();
             assert_eq!((s.mapped, s.pool.live, s.pool.hits), (1, 0, 1000), "{s:?}");
             let apart = StacksApart::default();
+            let put = StacksPut::default();
+            let put_apart = StacksPutApart::default();
             for _ in 0..1000 {
                 apart.get_drop();
+                put.get_drop();
+                put_apart.get_drop();
             }
-            let s = apart.0 .0.stats();
-            assert_eq!((s.mapped, s.pool.live, s.pool.hits), (1, 0, 1000), "{s:?}");
+            for s in [apart.0 .0.stats(), put.0 .0.stats(), put_apart.0 .0.stats()] {
+                assert_eq!((s.mapped, s.pool.live, s.pool.hits), (1, 0, 1000), "{s:?}");
+            }
         }
     }
 

@@ -240,7 +240,10 @@ mod unix {
             // SAFETY: the state was LIVE, so the slot holds the stack `get`
             // wrote; our CAS won, so nothing else reads it.
             let stack = unsafe { (*header.guard.get()).assume_init_read() };
-            drop(stack);
+            // Through the pool, which the handle keeps alive: cheaper than
+            // a drop (`StackPool::put`); the owner check above made sure it
+            // is this pool's.
+            self.pool.put(stack);
             Ok(TIDEPOOL_OK)
         }
 

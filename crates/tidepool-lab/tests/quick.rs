@@ -166,6 +166,7 @@ fn fio_every_policy_serves_every_request() {
             assert_eq!(run.pressure.withheld, run.pressure.raised, "{}", r.policy);
         }
     }
+    check_quiet(s);
     // A pool reuses: far fewer stacks than requests.
     for p in [
         PolicyKind::Qemu2021,
@@ -189,6 +190,7 @@ fn fio_cross_thread_breaks_the_2021_bookkeeping() {
     // Stacks are taken on the submitting threads and given back on the
     // iothread: QEMU 2021's submitters never find one in their own pool,
     // so every request maps a new stack, exactly as with no pool.
+    check_quiet(s);
     let q21 = result(s, PolicyKind::Qemu2021);
     assert_eq!(q21.metric("created"), q21.metric("completed"));
     let none = result(s, PolicyKind::None);
@@ -204,6 +206,36 @@ fn fio_cross_thread_breaks_the_2021_bookkeeping() {
                 "{p} reuses stacks"
             );
         }
+    }
+}
+
+/// fio and fio-cross-thread end with a quiet: every run measured what was
+/// idle as the load ended and at the end; a pool that never gives back
+/// (QEMU 2024's) keeps all of it, and none holds more at the end than as
+/// the quiet began (nothing runs then).
+fn check_quiet(s: &ScenarioReport) {
+    for r in &s.results {
+        for run in &r.runs {
+            let m = &run.metrics;
+            let (begun, end) = (m["load_end_idle"], m["final_idle"]);
+            assert!(end <= begun, "{} {}: {end} > {begun}", s.id, r.policy);
+            assert!(m["cpu_us_per_req"] > 0.0, "{} {}", s.id, r.policy);
+            assert!(m["quiet_cpu_ms"] >= 0.0, "{} {}", s.id, r.policy);
+            if r.policy == PolicyKind::Qemu2024 {
+                assert_eq!(end, begun, "{}: QEMU 2024 keeps what it pooled", s.id);
+            }
+        }
+    }
+    let claim = |policy: &str| format!("tidepool ends with less idle than {policy}");
+    let claims = report()
+        .summary
+        .iter()
+        .flat_map(|row| &row.claims)
+        .filter(|c| c.scenario == s.id && c.claim.starts_with("tidepool ends with less idle"))
+        .collect::<Vec<_>>();
+    assert_eq!(claims.len(), 1, "{}: one idle claim", s.id);
+    if s.id == "fio" {
+        assert_eq!(claims[0].claim, claim("qemu-2024"));
     }
 }
 

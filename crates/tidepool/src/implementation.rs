@@ -544,6 +544,12 @@
 //! way to wake (two `membarrier(2)` calls, only then), so whoever is last
 //! frees the pool, and destroys its objects, before its own call returns.
 //!
+//! An end through a handle ([`Pool::put`](crate::Pool::put),
+//! `StackPool::put`) needs no marker: the caller's borrow of a handle keeps
+//! the pool open for the whole call (or, for a guard's alias, that other
+//! guard being out does: `live >= 1`), which is the invariant the marker
+//! stands in for. 21 instructions fewer per stack get and give back.
+//!
 //! # Panics: the callback contract
 //!
 //! Every call into user code goes through one file, `callbacks.rs`, whose

@@ -104,6 +104,102 @@ fn pool_without_guards_out_is_freed_by_its_handle_at_once() {
     assert_eq!(ledger.counts().destroyed, 8);
 }
 
+/// `Pool::put` gives an owned guard's object back as its drop would: it is
+/// recycled into the calling thread's cache and taken again by the next
+/// get, on the thread that took it or on another.
+#[test]
+fn put_through_the_handle_caches_the_object_as_a_drop_does() {
+    let (pool, ledger) = pool(4, 16);
+    let held: Vec<Held> = (0..3)
+        .map(|_| Held::new(pool.get_owned().unwrap()))
+        .collect();
+    let ids: Vec<u64> = held.iter().map(Held::id).collect();
+    for h in held {
+        h.put_into(&pool);
+    }
+    let s = pool.stats();
+    assert_eq!((s.created, s.live, s.idle), (3, 0, 3), "{s:?}");
+    assert_eq!(ledger.counts().recycled, 3);
+    // This thread's cache: the last one in comes out first.
+    let again = Held::new(pool.get_owned().unwrap());
+    assert_eq!(again.id(), ids[2]);
+    // Taken here, put back on another thread.
+    let p = Arc::clone(&pool);
+    thread::spawn(move || again.put_into(&p)).join().unwrap();
+    let s = pool.stats();
+    assert_eq!((s.created, s.live, s.idle), (3, 0, 3), "{s:?}");
+    drop(pool);
+    ledger.assert_all_accounted();
+    assert_eq!(ledger.counts().destroyed, 3);
+}
+
+/// A guard put through another pool's handle goes back to its own pool.
+#[test]
+fn put_of_another_pools_guard_goes_back_to_its_own_pool() {
+    let (a, ledger_a) = pool(4, 16);
+    let (b, ledger_b) = pool(4, 16);
+    let from_b = Held::new(b.get_owned().unwrap());
+    from_b.put_into(&a);
+    let (sa, sb) = (a.stats(), b.stats());
+    assert_eq!((sa.created, sa.idle), (0, 0), "{sa:?}");
+    assert_eq!((sb.created, sb.live, sb.idle), (1, 0, 1), "{sb:?}");
+    drop((a, b));
+    ledger_a.assert_all_accounted();
+    ledger_b.assert_all_accounted();
+    assert_eq!(ledger_b.counts().destroyed, 1);
+}
+
+/// With the handle gone, a guard's pool (an alias valid while that guard is
+/// out) may take another guard back; the last guard to end frees the pool.
+#[test]
+fn put_through_a_guards_pool_after_the_handle_is_dropped() {
+    let (pool, ledger) = pool(2, 8);
+    let first = Held::new(pool.get_owned().unwrap());
+    let second = Held::new(pool.get_owned().unwrap());
+    drop(pool);
+    let through = first.pool() as *const P;
+    second.put_into(first.pool());
+    let s = first.pool().stats();
+    assert_eq!((s.created, s.live, s.idle), (2, 1, 1), "{s:?}");
+    assert!(std::ptr::eq(through, first.pool()));
+    assert_eq!(ledger.counts().destroyed, 0, "the pool lives on");
+    drop(first);
+    ledger.assert_all_accounted();
+    assert_eq!(ledger.counts().destroyed, 2);
+}
+
+/// A put while the thread panics (a destructor running during unwinding)
+/// destroys the object, as a guard dropped then does: it may be
+/// half-updated.
+#[test]
+fn put_while_the_thread_panics_destroys_the_object() {
+    struct PutOnDrop(Option<Held>, Arc<P>);
+    impl Drop for PutOnDrop {
+        fn drop(&mut self) {
+            if let Some(h) = self.0.take() {
+                h.put_into(&self.1);
+            }
+        }
+    }
+    let (pool, ledger) = pool(4, 16);
+    let held = Held::new(pool.get_owned().unwrap());
+    let p = Arc::clone(&pool);
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _put = PutOnDrop(Some(held), p);
+        panic!("{}: unwinding through a put", common::INJECTED);
+    }));
+    assert!(unwound.is_err());
+    let s = pool.stats();
+    assert_eq!(
+        (s.created, s.live, s.idle, s.destroyed),
+        (1, 0, 0, 1),
+        "{s:?}"
+    );
+    drop(pool);
+    ledger.assert_all_accounted();
+    assert_eq!(ledger.counts().destroyed, 1);
+}
+
 /// Other threads busy ending owned guards of *other* pools must not delay a
 /// pool whose own guards are all back: its objects are destroyed by the drop
 /// of its handle, every time.

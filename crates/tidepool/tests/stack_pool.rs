@@ -303,6 +303,30 @@ fn a_returned_stack_is_reused_by_the_next_get() {
 }
 
 #[test]
+fn a_stack_put_back_through_its_pool_is_reused_and_one_of_another_pool_goes_home() {
+    let pool = StackPool::new(16 * PAGE).unwrap();
+    let other = StackPool::new(16 * PAGE).unwrap();
+    let first = pool.get().unwrap();
+    let top = first.top();
+    pool.put(first);
+    let s = pool.stats().pool;
+    assert_eq!((s.created, s.live, s.idle), (1, 0, 1), "{s:?}");
+    let again = pool.get().unwrap();
+    assert_eq!(again.top(), top);
+    // Put through the wrong pool: back to its own, as a drop would.
+    pool.put(other.get().unwrap());
+    let (mine, theirs) = (pool.stats().pool, other.stats().pool);
+    assert_eq!((mine.created, mine.live, mine.idle), (1, 1, 0), "{mine:?}");
+    assert_eq!(
+        (theirs.created, theirs.live, theirs.idle),
+        (1, 0, 1),
+        "{theirs:?}"
+    );
+    pool.put(again);
+    assert_eq!(pool.stats().pool.hits, 1);
+}
+
+#[test]
 fn max_live_gives_exhausted_and_recovers_when_a_stack_returns() {
     let pool = StackPool::builder(PAGE).max_live(2).build().unwrap();
     let a = pool.get().unwrap();

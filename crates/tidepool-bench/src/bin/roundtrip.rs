@@ -8,8 +8,9 @@
 //! Subjects: the round-trip ones of the benchmarks (get, touch, put; names as
 //! in `benches/pools.rs`) and the get + drop ones (`core_get_drop`,
 //! `core_owned_get_drop`, `stack_get_drop`, and `stack_get_drop_apart`,
-//! whose get and drop are each behind a call that is not inlined; see
-//! `GetDrop`).
+//! whose get and drop are each behind a call that is not inlined; and
+//! `stack_get_put`, `stack_get_put_apart`, which give the stack back with
+//! `StackPool::put`; see `GetDrop`).
 //!
 //! `roundtrip SUBJECT N THREADS`: a quick wall-clock check instead: THREADS
 //! threads each do N round trips on one shared subject, five times over
@@ -45,6 +46,8 @@ const GET_DROPS: &[&str] = &[
     "core_owned_get_drop",
     "stack_get_drop",
     "stack_get_drop_apart",
+    "stack_get_put",
+    "stack_get_put_apart",
 ];
 
 /// The region callgrind counts: `n` calls of `op`, inlined into the loop.
@@ -152,6 +155,10 @@ fn main() -> ExitCode {
         "stack_get_drop" => run_get_drop(tidepool_bench::Stacks::new(), n, mode),
         #[cfg(target_os = "linux")]
         "stack_get_drop_apart" => run_get_drop(tidepool_bench::StacksApart::default(), n, mode),
+        #[cfg(target_os = "linux")]
+        "stack_get_put" => run_get_drop(tidepool_bench::StacksPut::default(), n, mode),
+        #[cfg(target_os = "linux")]
+        "stack_get_put_apart" => run_get_drop(tidepool_bench::StacksPutApart::default(), n, mode),
         other => Err(format!(
             "unknown subject {other}; subjects: {} {}",
             ROUND_TRIPS.join(" "),

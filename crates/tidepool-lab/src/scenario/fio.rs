@@ -79,17 +79,34 @@ impl FioSize {
     }
 }
 
-fn plan(size: FioSize, completion: Completion, duration: Duration) -> Plan {
+/// Reclaim intervals the measured runs go on, every thread idle, after the
+/// load: long enough for a pool that gives back what it no longer needs to
+/// do so (a quiet cache is taken back after one interval, and idle objects
+/// in the depot go at the passes after), so that "final idle" says what
+/// each policy keeps once the load is gone.
+pub const QUIET_INTERVALS: u32 = 4;
+
+/// The run: the fio load for `duration`, then, if `quiet` is not zero, that
+/// long with every thread idle.
+fn plan(size: FioSize, completion: Completion, duration: Duration, quiet: Duration) -> Plan {
     let mut loads = vec![Load::Rounds { depth: size.depth }; size.jobs];
     if completion == Completion::OtherThread {
         loads.push(Load::Idle); // the completing thread
     }
+    let mut phases = vec![Phase {
+        name: "fio load".to_owned(),
+        min: duration,
+        loads: loads.clone(),
+    }];
+    if !quiet.is_zero() {
+        phases.push(Phase {
+            name: "quiet".to_owned(),
+            min: quiet,
+            loads: vec![Load::Idle; loads.len()],
+        });
+    }
     Plan {
-        phases: vec![Phase {
-            name: "fio load".to_owned(),
-            min: duration,
-            loads,
-        }],
+        phases,
         sample_every: (duration / 60).clamp(Duration::from_millis(5), Duration::from_millis(25)),
         abort_on_failure: false,
         touch: Touch::Large,
@@ -98,6 +115,7 @@ fn plan(size: FioSize, completion: Completion, duration: Duration) -> Plan {
 
 pub(crate) fn spec(settings: &Settings, completion: Completion) -> Spec<'static> {
     let size = FioSize::new(settings.quick);
+    let quiet = settings.interval() * QUIET_INTERVALS;
     let mut params = BTreeMap::new();
     param(&mut params, "jobs (submitting threads)", size.jobs);
     param(&mut params, "iodepth per job", size.depth);
@@ -108,6 +126,14 @@ pub(crate) fn spec(settings: &Settings, completion: Completion) -> Spec<'static>
         &mut params,
         "duration per repeat",
         Human(size.duration).to_string(),
+    );
+    param(
+        &mut params,
+        "quiet after the load",
+        format!(
+            "{} ({QUIET_INTERVALS} reclaim intervals; \"final idle\" is counted at its end)",
+            Human(quiet)
+        ),
     );
     param(
         &mut params,
@@ -144,10 +170,11 @@ pub(crate) fn spec(settings: &Settings, completion: Completion) -> Spec<'static>
                 format!(
                     "{} threads each submit {} requests (a coroutine per request on a pooled \
                      stack; it writes 16 KiB of frame and suspends: I/O in flight), then \
-                     complete them all; repeat for {}.",
+                     complete them all; repeat for {}, then stay idle for {}.",
                     size.jobs,
                     size.depth,
-                    Human(size.duration)
+                    Human(size.duration),
+                    Human(quiet)
                 ),
                 phased(),
             )
@@ -169,8 +196,10 @@ pub(crate) fn spec(settings: &Settings, completion: Completion) -> Spec<'static>
                 vec![quote::QEMU_2021_DROPPED],
                 format!(
                     "as fio, but each batch of {} requests is completed by one iothread: every \
-                     stack is taken on a submitting thread and given back on the iothread.",
-                    size.depth
+                     stack is taken on a submitting thread and given back on the iothread; \
+                     then every thread stays idle for {}.",
+                    size.depth,
+                    Human(quiet)
                 ),
                 Box::new(|plan: &Plan, _: PolicyKind| cross_thread_worker(plan)),
             )
@@ -191,14 +220,17 @@ pub(crate) fn spec(settings: &Settings, completion: Completion) -> Spec<'static>
             Column::new("created", "stacks created", Format::Count).terminal("created"),
             Column::new("stacks_per_request", "stacks per request", Format::Ratio),
             Column::new("peak_idle", "peak idle", Format::Count).terminal("peak idle"),
-            Column::new("final_idle", "final idle", Format::Count).terminal("final idle"),
+            Column::new("load_end_idle", "idle as the load ended", Format::Count)
+                .terminal("load-end idle"),
+            Column::new("final_idle", "final idle (after the quiet)", Format::Count)
+                .terminal("final idle"),
             Column::new("peak_vmas", "peak VMAs", Format::Count),
             Column::new("failures", "failures", Format::Count).terminal("failed"),
         ],
         headline: "req_per_s",
         env: settings.env(QEMU_STACK_SIZE, settings.interval()),
-        plan: plan(size, completion, size.duration),
-        warmup: Some(plan(size, completion, size.warmup)),
+        plan: plan(size, completion, size.duration, quiet),
+        warmup: Some(plan(size, completion, size.warmup, Duration::ZERO)),
         make_worker,
         metrics,
         notes: Vec::new(),
@@ -292,6 +324,7 @@ pub(crate) fn claims(s: &ScenarioReport, completion: Completion) -> Vec<Claim> {
                 "≥ 1.00×",
                 &|x| x >= 1.0,
             ));
+            out.push(less_idle_claim(s, "000", Some(PolicyKind::Qemu2024)));
         }
         Completion::OtherThread => {
             let per = r(PolicyKind::Qemu2021).map(|q| q.metric("stacks_per_request"));
@@ -335,9 +368,60 @@ pub(crate) fn claims(s: &ScenarioReport, completion: Completion) -> Vec<Claim> {
                 "≥ 1.00×",
                 &|x| x >= 1.0,
             ));
+            out.push(less_idle_claim(s, "001", best));
         }
     }
     out
+}
+
+/// Whether tidepool ends the run (after the quiet) holding fewer idle
+/// stacks than `other`: medians, every repeat listed.
+fn less_idle_claim(s: &ScenarioReport, seed: &str, other: Option<PolicyKind>) -> Claim {
+    let key = "final_idle";
+    let pair = other.and_then(|o| Some((o, s.result(PolicyKind::Tidepool)?, s.result(o)?)));
+    let (measured, detail, verdict) = match pair {
+        Some((o, t, b)) => {
+            let (mt, mb) = (t.metric(key), b.metric(key));
+            let runs = |r: &crate::report::PolicyResult| {
+                r.per_run(key)
+                    .iter()
+                    .map(|v| format!("{v:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            (
+                format!("{mt:.0} vs {mb:.0}"),
+                format!(
+                    "idle stacks after the quiet, median: tidepool {mt:.0} (runs {}) vs {o} \
+                     {mb:.0} (runs {})",
+                    runs(t),
+                    runs(b)
+                ),
+                Verdict::of(mt.is_finite() && mb.is_finite() && mt < mb),
+            )
+        }
+        None => (
+            "–".to_owned(),
+            "final idle: not measured (a policy was not run)".to_owned(),
+            Verdict::Unmeasured,
+        ),
+    };
+    Claim {
+        seed: seed.to_owned(),
+        scenario: s.id.clone(),
+        claim: match other {
+            Some(o) => format!("tidepool ends with less idle than {o}"),
+            None => "tidepool ends with less idle than the best seed pool".to_owned(),
+        },
+        published: "–".to_owned(),
+        published_detail: "tidepool is to keep less idle memory than the seed's pool once \
+                           the load is gone"
+            .to_owned(),
+        measured,
+        measured_detail: detail,
+        rule: "fewer idle stacks (median)".to_owned(),
+        verdict,
+    }
 }
 
 fn metrics(out: &RunOutput, plan: &Plan) -> BTreeMap<String, f64> {
@@ -345,6 +429,30 @@ fn metrics(out: &RunOutput, plan: &Plan) -> BTreeMap<String, f64> {
     let end = out.phase_starts.first().copied().flatten().unwrap_or(0.0)
         + plan.phases[0].min.as_secs_f64() * 1e3;
     m.insert("req_per_s".into(), out.rate_between(0.0, end));
+    // The quiet after the load: what was idle as it began (the first sample
+    // once every worker had stopped submitting), and the CPU it took, which
+    // is not the load's.
+    let s = &out.series;
+    let load_end = out
+        .phase_settled
+        .get(1)
+        .copied()
+        .flatten()
+        .map(|t| s.t_ms.partition_point(|&x| x < t))
+        .filter(|&i| i < s.t_ms.len());
+    if let Some(i) = load_end {
+        m.insert("load_end_idle".into(), s.idle[i] as f64);
+        if let (Some(&last), Some(&then), true) =
+            (s.cpu_ms.last(), s.cpu_ms.get(i), out.completed > 0)
+        {
+            let quiet_ms = last - then;
+            m.insert("quiet_cpu_ms".into(), quiet_ms);
+            m.insert(
+                "cpu_us_per_req".into(),
+                (out.cpu_ms - quiet_ms) * 1e3 / out.completed as f64,
+            );
+        }
+    }
     m
 }
 
@@ -394,6 +502,14 @@ fn cross_thread_worker(plan: &Plan) -> Box<Worker<'_>> {
             if h.stop.load(Ordering::Acquire) {
                 break;
             }
+            let phase = h.phase.load(Ordering::Acquire);
+            if phase != 0 {
+                // The quiet after the load: the last batch has come back,
+                // so every request this thread submitted has completed.
+                cell.at_phase.store(phase, Ordering::Release);
+                harness::idle_tick(local, tick);
+                continue;
+            }
             for _ in 0..depth {
                 id += 1;
                 match h.submit(local, cell, id, plan.touch) {
@@ -431,6 +547,10 @@ fn iothread(
     let cell = &h.cells[idx];
     let mut checksum = 0u64;
     loop {
+        // Holds no request of its own between batches: it has begun any
+        // phase the submitters have (they gate the quiet's settling).
+        cell.at_phase
+            .store(h.phase.load(Ordering::Acquire), Ordering::Release);
         match rx.recv_timeout(tick) {
             Ok((from, mut batch)) => {
                 checksum ^= h.complete_all(&mut batch, local, cell);

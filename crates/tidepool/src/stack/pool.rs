@@ -104,6 +104,25 @@ impl StackPool {
         }
     }
 
+    /// Gives a stack back through this handle: what dropping it does, but
+    /// cheaper, since the handle keeps the pool alive and the stack's own
+    /// end need not ([`Pool::put`]): 104 instructions per get and give
+    /// back against 125 for a get and drop (budget `stack_get_put`); 124
+    /// against 155 when each half is a call of its own. A stack of another
+    /// pool is dropped as usual.
+    ///
+    /// ```
+    /// let pool = tidepool::stack::StackPool::new(64 * 1024)?;
+    /// let stack = pool.get()?;
+    /// pool.put(stack);
+    /// assert_eq!(pool.stats().pool.idle, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline(always)]
+    pub fn put(&self, stack: PooledStack) {
+        self.pool.put(stack.inner);
+    }
+
     /// Like [`get`](StackPool::get), but at `max_live` waits up to
     /// `timeout` for a stack to be given back, first come, first served
     /// ([`Pool::get_timeout`]).

@@ -483,6 +483,13 @@ impl Held {
         guard.discard();
     }
 
+    /// Gives the object back through `pool` ([`tidepool::Pool::put`]).
+    pub fn put_into(mut self, pool: &tidepool::Pool<Counting>) {
+        let guard = self.guard.take().expect("held");
+        self.ledger.check_in(guard.id());
+        pool.put(guard);
+    }
+
     pub fn detach(mut self) -> Obj {
         let guard = self.guard.take().expect("held");
         self.ledger.note_detach(guard.id());
