@@ -25,7 +25,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::policy::PolicyKind;
-use crate::report::format::Human;
+use crate::report::format::{count, Human};
 use crate::report::summary::{times, Ratio};
 use crate::report::{Claim, Column, Format, ScenarioReport, Verdict};
 use crate::scenario::harness::{self, run_timers, Load, Phase, Plan, RunOutput, Worker};
@@ -385,16 +385,17 @@ fn less_idle_claim(s: &ScenarioReport, seed: &str, other: Option<PolicyKind>) ->
             let runs = |r: &crate::report::PolicyResult| {
                 r.per_run(key)
                     .iter()
-                    .map(|v| format!("{v:.0}"))
+                    .map(|&v| count(v))
                     .collect::<Vec<_>>()
                     .join(", ")
             };
             (
-                format!("{mt:.0} vs {mb:.0}"),
+                format!("{} vs {}", count(mt), count(mb)),
                 format!(
-                    "idle stacks after the quiet, median: tidepool {mt:.0} (runs {}) vs {o} \
-                     {mb:.0} (runs {})",
+                    "idle stacks after the quiet, median: tidepool {} (runs {}) vs {o} {} (runs {})",
+                    count(mt),
                     runs(t),
+                    count(mb),
                     runs(b)
                 ),
                 Verdict::of(mt.is_finite() && mb.is_finite() && mt < mb),
