@@ -174,7 +174,7 @@ fn against_best_seed(s: &ScenarioReport) -> Option<String> {
     };
     let cpu = Ratio::of(ours, best, "cpu_us_per_req").map_or_else(|| "–".to_owned(), |r| r.short());
     Some(format!(
-        "  tidepool/{}: {} req/s ({}), {cpu} CPU/req; idle {} vs {}",
+        "  tidepool/{}: {} req/s ({}), {cpu} CPU/req; final idle {} vs {}",
         best.policy,
         ratio.short(),
         per.join(" "),
