@@ -12,6 +12,13 @@
 //! (each a coroutine on a pooled 1 MiB stack that writes 16 KiB of frame
 //! and suspends, "I/O submitted"), then complete them all.
 //!
+//! Each measured run then goes on for [`QUIET_INTERVALS`] reclaim
+//! intervals with every thread idle, as a disk does after a benchmark: req/s
+//! and CPU per request are measured over the load alone, "idle as the load
+//! ended" at the quiet's start (every pool then holds the requests that
+//! were in flight, or more), and "final idle" at its end: what each policy
+//! keeps once the load is gone.
+//!
 //! In `fio-cross-thread` the completions run on another thread (an
 //! "iothread"), as when QEMU creates a coroutine in one thread and it
 //! terminates in another: the case that took the 2021 patch out of QEMU
