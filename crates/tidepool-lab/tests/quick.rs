@@ -219,8 +219,21 @@ fn check_quiet(s: &ScenarioReport) {
             let m = &run.metrics;
             let (begun, end) = (m["load_end_idle"], m["final_idle"]);
             assert!(end <= begun, "{} {}: {end} > {begun}", s.id, r.policy);
-            assert!(m["cpu_us_per_req"] > 0.0, "{} {}", s.id, r.policy);
-            assert!(m["quiet_cpu_ms"] >= 0.0, "{} {}", s.id, r.policy);
+            // The load's CPU per request, from the same clock as the
+            // quiet's: every thread busy, then every thread idle.
+            let (load, quiet) = (m["load_cpu_ms"], m["quiet_cpu_ms"]);
+            assert!(
+                0.0 <= quiet && quiet < load,
+                "{} {}: quiet {quiet} ms, load {load} ms",
+                s.id,
+                r.policy
+            );
+            let per = load * 1e3 / m["completed"];
+            assert!(
+                (m["cpu_us_per_req"] - per).abs() <= 1e-9 * per,
+                "{}",
+                r.policy
+            );
             if r.policy == PolicyKind::Qemu2024 {
                 assert_eq!(end, begun, "{}: QEMU 2024 keeps what it pooled", s.id);
             }
@@ -237,6 +250,20 @@ fn check_quiet(s: &ScenarioReport) {
     if s.id == "fio" {
         assert_eq!(claims[0].claim, claim("qemu-2024"));
     }
+    // The verdict is the medians' comparison.
+    let other = claims[0]
+        .claim
+        .rsplit(' ')
+        .next()
+        .and_then(|name| s.results.iter().find(|r| r.policy.to_string() == name))
+        .expect("the claim names a policy that ran");
+    let ours = result(s, PolicyKind::Tidepool).metric("final_idle");
+    let want = if ours < other.metric("final_idle") {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
+    assert_eq!(claims[0].verdict, want, "{:?}", claims[0]);
 }
 
 /// fio-pressure: every policy gets the same load and the same signal;

@@ -241,7 +241,17 @@
 //!
 //! Why: a hold frees no memory the drain did not already free, and makes
 //! every batch beyond `min_idle` a destroy and every refill a create (the
-//! lab's `fio-pressure`: 5x the creates for a one-off signal); see the
+//! lab's `fio-pressure`: 5x the creates for a one-off signal). The caches'
+//! batches a drain takes are destroyed without passing through the depot
+//! (their owners would refill from it meanwhile), and a cache busy at the
+//! signal (asked to flush) is destroyed when its owner serves the request
+//! within the interval, while the depot holds `min_idle`:
+//!
+//! ```text
+//! after Critical at t:  idle ≤ min_idle + objects returned since t
+//! ```
+//!
+//! See the
 //! [`pressure`](crate::pressure) module docs for the measurements. See the
 //! [`reclaim`](crate::reclaim) and [`pressure`](crate::pressure) module
 //! docs.

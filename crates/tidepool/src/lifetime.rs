@@ -34,6 +34,11 @@
 //!   are no concern). Otherwise it is parked in a process-wide list of
 //!   *orphans*, and the markers in its way are asked to *wake* (see
 //!   liveness).
+//! * **Ends through a handle.** [`Pool::put`](crate::Pool::put) ends a
+//!   guard through a handle its caller holds, which keeps the pool open,
+//!   so it needs no marker. A pool that is closed already (a handle taken
+//!   from a guard with `PooledStack::pool` after the last one went) is
+//!   ended with a marker, as a drop would, so that its orphan is processed.
 //! * **Counted ends.** An end on a thread without a marker (no
 //!   `membarrier` on this system, or a thread whose thread-locals are being
 //!   destroyed) counts itself in the pool's `inflight` instead (a
@@ -150,7 +155,7 @@ impl Life {
     }
 
     #[inline(always)]
-    fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.state.load(Ordering::Relaxed) & CLOSED != 0
     }
 
@@ -600,6 +605,14 @@ pub(crate) fn close<M: Manage>(shared: Arc<Shared<M>>) {
     // `process`, in the same order). Parked, another thread's `process`
     // could free it, and its objects, after this drop has returned.
     if orphan.quiet() && unmarked(&marked(), address) {
+        // A handle taken after the pool closed (`Pool::new_handle`, from a
+        // guard) closes it again: the first close's orphan, if nothing
+        // freed it since, is this pool's too and just as quiet. Freed
+        // first, so that ours is the last reference and the objects go
+        // before this drop returns.
+        if pending().load(Ordering::SeqCst) > 0 {
+            process(address);
+        }
         return drop(orphan);
     }
     {

@@ -419,7 +419,7 @@ fn less_idle_claim(s: &ScenarioReport, seed: &str, other: Option<PolicyKind>) ->
         scenario: s.id.clone(),
         claim: match other {
             Some(o) => format!("tidepool ends with less idle than {o}"),
-            None => "tidepool ends with less idle than the best seed pool".to_owned(),
+            None => "tidepool ends with less idle than best seed".to_owned(),
         },
         published: "–".to_owned(),
         published_detail: "tidepool is to keep less idle memory than the seed's pool once \
@@ -438,8 +438,8 @@ fn metrics(out: &RunOutput, plan: &Plan) -> BTreeMap<String, f64> {
         + plan.phases[0].min.as_secs_f64() * 1e3;
     m.insert("req_per_s".into(), out.rate_between(0.0, end));
     // The quiet after the load: what was idle as it began (the first sample
-    // once every worker had stopped submitting), and the CPU it took, which
-    // is not the load's.
+    // once every worker had stopped submitting), and the CPU it took,
+    // which is not the load's. Both CPU figures are of the samples' clock.
     let s = &out.series;
     let load_end = out
         .phase_settled
@@ -450,15 +450,16 @@ fn metrics(out: &RunOutput, plan: &Plan) -> BTreeMap<String, f64> {
         .filter(|&i| i < s.t_ms.len());
     if let Some(i) = load_end {
         m.insert("load_end_idle".into(), s.idle[i] as f64);
-        if let (Some(&last), Some(&then), true) =
-            (s.cpu_ms.last(), s.cpu_ms.get(i), out.completed > 0)
-        {
-            let quiet_ms = last - then;
-            m.insert("quiet_cpu_ms".into(), quiet_ms);
-            m.insert(
-                "cpu_us_per_req".into(),
-                (out.cpu_ms - quiet_ms) * 1e3 / out.completed as f64,
-            );
+        if let (Some(&last), Some(&then)) = (s.cpu_ms.last(), s.cpu_ms.get(i)) {
+            let load_ms = then - out.cpu_clock_start_ms;
+            m.insert("quiet_cpu_ms".into(), last - then);
+            m.insert("load_cpu_ms".into(), load_ms);
+            if out.completed > 0 {
+                m.insert(
+                    "cpu_us_per_req".into(),
+                    load_ms * 1e3 / out.completed as f64,
+                );
+            }
         }
     }
     m

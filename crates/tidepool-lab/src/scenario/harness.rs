@@ -455,6 +455,10 @@ pub struct RunOutput {
     /// request had completed, ms (every thread: workers, sampler, and a
     /// policy's own, such as tidepool's reclaimer); NaN if unreadable.
     pub cpu_ms: f64,
+    /// The process's CPU clock when the run started, ms: the clock of the
+    /// series' `cpu_ms` (`clock_gettime`, finer than `cpu_ms`'s ticks), so
+    /// that a span of the run can be measured from its start.
+    pub cpu_clock_start_ms: f64,
 }
 
 impl RunOutput {
@@ -524,6 +528,7 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
     let mut quiescent = Sample::default();
     let signals_before = psi::totals();
     let cpu_before = procfs::cpu_ms();
+    let cpu_clock_start_ms = process_cpu_ms();
     let mut cpu_after = None;
 
     std::thread::scope(|s| {
@@ -686,6 +691,7 @@ pub fn run(policy: &dyn Policy, plan: &Plan, worker: &Worker<'_>) -> RunOutput {
         completed_series: completed,
         series,
         pressure,
+        cpu_clock_start_ms,
         cpu_ms: match (cpu_before, cpu_after) {
             (Some(a), Some(b)) => b - a,
             _ => f64::NAN,
@@ -740,6 +746,7 @@ mod rate_tests {
             completed_series: completed.to_vec(),
             pressure: PressureCounts::default(),
             cpu_ms: f64::NAN,
+            cpu_clock_start_ms: 0.0,
         }
     }
 

@@ -14,7 +14,9 @@
 //!   working set stays; reusing a purged object costs only the page faults
 //!   of touching it again, never a create.
 //! * [`Level::Critical`]: each pool drains to `min_idle`, thread caches
-//!   included. Whether it then holds the depot there depends on the signal:
+//!   included (a cache whose owner was inside an access at that moment is
+//!   drained at the owner's next access, within the interval).
+//!   Whether it then holds the depot there depends on the signal:
 //!   with [`pressure_hold`](crate::Builder::pressure_hold) unset (the
 //!   default), a single critical signal holds nothing, and one that follows
 //!   another within the reclaim interval (pressure that persists) holds the

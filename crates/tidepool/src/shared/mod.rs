@@ -227,7 +227,18 @@ impl<M: Manage> Shared<M> {
         }
         let batch = this.batch();
         let (flushed, trimmed) = local.claim(batch);
-        let mut refused = this.donate_all(flushed);
+        let mut refused = if !flushed.is_empty() && this.drains_late_flushes() {
+            // Busy when a critical signal drained the pool (its owner was
+            // inside an access, so it was asked to flush): drained now, as
+            // the other caches were then. Destroyed by our caller, outside
+            // every lock.
+            this.reclaim
+                .reclaimed
+                .add(flushed.iter().map(|b| b.len() as u64).sum());
+            flushed
+        } else {
+            this.donate_all(flushed)
+        };
         if !trimmed.is_empty() {
             refused.extend(this.donate_trimmed(trimmed, batch));
         }

@@ -313,6 +313,50 @@ fn critical_pressure_while_its_owner_works() {
     });
 }
 
+#[test]
+fn critical_pressure_without_a_hold_drains_a_busy_cache_late() {
+    run_model(
+        "critical_pressure_without_a_hold_drains_a_busy_cache_late",
+        || {
+            // The default: a single critical signal holds nothing. A cache
+            // whose owner was inside an access when the signal came is asked
+            // to flush; what it held must not go to the depot when the owner
+            // serves that (it did, and stayed idle there until a pass).
+            let pool = Arc::new(
+                Pool::builder(Ledger::new())
+                    .batch_size(1)
+                    .max_idle(2)
+                    .build()
+                    .unwrap(),
+            );
+            let holders = Arc::new(Holders::default());
+            let signal = {
+                let pool = Arc::clone(&pool);
+                spawn(move || {
+                    pool.pressure(crate::pressure::Level::Critical);
+                })
+            };
+            let owner = {
+                let pool = Arc::clone(&pool);
+                let holders = Arc::clone(&holders);
+                spawn(move || {
+                    let held = pool.get().unwrap();
+                    holders.take(*held);
+                    burst(&pool, &holders, 1);
+                    signal.join().unwrap();
+                    // An access after the signal: a flush request is served.
+                    holders.give(*held);
+                    drop(held);
+                    let stats = pool.stats();
+                    assert_eq!(stats.idle_depot, 0, "{stats:?}");
+                })
+            };
+            owner.join().unwrap();
+            finish(pool);
+        },
+    );
+}
+
 /// Asks every owned cache of `pool` to give back `n` objects, as a pass
 /// does for a busy cache that held them unused through two intervals.
 fn request_trims(pool: &Pool<Ledger>, n: usize) {
