@@ -639,33 +639,10 @@ fn a_handle_from_a_lent_stack_keeps_the_pool_open_until_it_drops() {
     );
 }
 
-/// As below, with the stack put back through that handle: `put` skips the
-/// lifetime marker only on an open pool, so the first close's parked pool
-/// is still let go (a put that skipped it left the stack mapped for good).
-#[test]
-fn a_stack_put_through_a_handle_taken_after_the_pool_closed_is_freed_with_it() {
-    let pool = StackPool::builder(47 * PAGE)
-        .batch_size(1)
-        .guard_mode(GuardMode::Protect)
-        .build()
-        .unwrap();
-    let stack = pool.get().unwrap();
-    let range = stack.usable();
-    drop(pool);
-    let handle = stack.pool();
-    handle.put(stack);
-    let s = handle.stats().pool;
-    assert_eq!((s.live, s.idle, s.destroyed), (0, 1, 0));
-    assert!(is_mapped(range.clone()), "the new handle holds the pool");
-    drop(handle);
-    assert!(
-        !SEES_UNMAPPING || !is_mapped(range),
-        "the last handle's drop destroyed the idle stack"
-    );
-}
-
-#[test]
-fn a_handle_taken_after_the_pool_closed_holds_it_until_it_drops() {
+/// A pool closed with a stack out; a new handle taken from the stack;
+/// the stack given back (`give_back`) while only that handle holds the
+/// pool, which keeps it until the handle drops, and then lets it go.
+fn a_handle_taken_after_the_pool_closed(give_back: impl FnOnce(&StackPool, PooledStack)) {
     let pool = StackPool::builder(47 * PAGE)
         .batch_size(1)
         .guard_mode(GuardMode::Protect)
@@ -677,7 +654,7 @@ fn a_handle_taken_after_the_pool_closed_holds_it_until_it_drops() {
     drop(pool);
     let handle = stack.pool();
     assert_eq!(handle.stats().pool.live, 1);
-    drop(stack);
+    give_back(&handle, stack);
     assert!(is_mapped(range.clone()), "the new handle holds the pool");
     let s = handle.stats().pool;
     assert_eq!((s.live, s.idle, s.destroyed), (0, 1, 0));
@@ -686,4 +663,17 @@ fn a_handle_taken_after_the_pool_closed_holds_it_until_it_drops() {
         !SEES_UNMAPPING || !is_mapped(range),
         "the last handle's drop destroyed the idle stack"
     );
+}
+
+#[test]
+fn a_handle_taken_after_the_pool_closed_holds_it_until_it_drops() {
+    a_handle_taken_after_the_pool_closed(|_, stack| drop(stack));
+}
+
+/// `put` skips the lifetime marker only on an open pool, so the first
+/// close's parked pool is still let go (a put that skipped it left the
+/// stack mapped for good).
+#[test]
+fn a_stack_put_through_a_handle_taken_after_the_pool_closed_is_freed_with_it() {
+    a_handle_taken_after_the_pool_closed(|handle, stack| handle.put(stack));
 }
