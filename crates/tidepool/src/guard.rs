@@ -159,9 +159,8 @@ impl<M: Manage> Pool<M> {
     /// [`implementation`](crate::implementation#owned-guards)); here the
     /// caller's handle keeps the pool alive, so nothing is needed. For
     /// callers that hold the pool anyway and give objects back often, as an
-    /// event loop does with its coroutine stacks. A guard of another pool,
-    /// or of a pool whose handles were all dropped before `self` was taken
-    /// from a guard, is dropped as usual.
+    /// event loop does with its coroutine stacks. A guard of another pool
+    /// is dropped as usual.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -172,7 +171,7 @@ impl<M: Manage> Pool<M> {
     /// ```
     #[inline(always)]
     pub fn put(&self, guard: OwnedPooled<M>) {
-        if !std::ptr::eq(&**guard.pool.shared, &**self.shared) || self.shared.life.is_closed() {
+        if !std::ptr::eq(&**guard.pool.shared, &**self.shared) {
             return Self::put_as_drop(guard);
         }
         let mut guard = ManuallyDrop::new(guard);
@@ -182,19 +181,17 @@ impl<M: Manage> Pool<M> {
         // its pool field, an uncounted alias, owns nothing. The state stays
         // alive throughout: `self` is a handle on it, which holds an `Arc`,
         // or an alias of another guard of this pool, which cannot end while
-        // it is borrowed (and so the live count stays above zero). A pool
-        // closed before this call went the marker's way above; one that
-        // closes during it (only if `self` was taken from a guard while the
-        // last handle was dropping) is processed by the close of `self`,
-        // its last handle (`lifetime::close`).
+        // it is borrowed (and so the live count stays above zero). If the
+        // pool was closed before `self` was taken from a guard, its parked
+        // orphan is freed when `self`, now its last handle, closes it again
+        // (`lifetime::close`): no marker is needed for that either.
         unsafe { Shared::put(&self.shared, &mut guard.item) }
     }
 
-    /// A guard of another pool, or of a closed one (whose last end must
-    /// look at the orphans: see `lifetime`): it ends as if dropped. Out of
-    /// line, so the guard's drop glue keeps the callers it had (with one
-    /// more inlined here, the compiler stopped inlining it into them: 10
-    /// instructions more per stack get + drop).
+    /// A guard of another pool: it ends as if dropped. Out of line, so the
+    /// guard's drop glue keeps the callers it had (with one more inlined
+    /// here, the compiler stopped inlining it into them: 10 instructions
+    /// more per stack get + drop).
     #[cold]
     #[inline(never)]
     fn put_as_drop(guard: OwnedPooled<M>) {

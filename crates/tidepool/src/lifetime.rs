@@ -35,10 +35,11 @@
 //!   *orphans*, and the markers in its way are asked to *wake* (see
 //!   liveness).
 //! * **Ends through a handle.** [`Pool::put`](crate::Pool::put) ends a
-//!   guard through a handle its caller holds, which keeps the pool open,
-//!   so it needs no marker. A pool that is closed already (a handle taken
-//!   from a guard with `PooledStack::pool` after the last one went) is
-//!   ended with a marker, as a drop would, so that its orphan is processed.
+//!   guard through a handle its caller holds, which keeps the pool alive,
+//!   so it needs no marker. A pool closed before that handle was taken
+//!   from a guard (`PooledStack::pool` after the last one went) stays
+//!   parked while the handle lives; the handle's own close frees every
+//!   orphan of the pool, the first close's included.
 //! * **Counted ends.** An end on a thread without a marker (no
 //!   `membarrier` on this system, or a thread whose thread-locals are being
 //!   destroyed) counts itself in the pool's `inflight` instead (a
@@ -155,7 +156,7 @@ impl Life {
     }
 
     #[inline(always)]
-    pub(crate) fn is_closed(&self) -> bool {
+    fn is_closed(&self) -> bool {
         self.state.load(Ordering::Relaxed) & CLOSED != 0
     }
 

@@ -670,9 +670,9 @@ fn a_handle_taken_after_the_pool_closed_holds_it_until_it_drops() {
     a_handle_taken_after_the_pool_closed(|_, stack| drop(stack));
 }
 
-/// `put` skips the lifetime marker only on an open pool, so the first
-/// close's parked pool is still let go (a put that skipped it left the
-/// stack mapped for good).
+/// `put` skips the lifetime marker, so it never looks at the first close's
+/// parked pool: the handle's own close lets that go too (before it did,
+/// the stack stayed mapped for good).
 #[test]
 fn a_stack_put_through_a_handle_taken_after_the_pool_closed_is_freed_with_it() {
     a_handle_taken_after_the_pool_closed(|handle, stack| handle.put(stack));
