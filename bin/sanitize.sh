@@ -121,7 +121,7 @@ TSAN_SUITES=(--lib --test stress --test reentrant --test reclaim --test panics
 
 tsan() {
     # Halt on the first report, so CI fails loudly.
-    RUSTFLAGS="-Zsanitizer=thread ${RUSTFLAGS:-}" \
+    RUSTFLAGS="-Zsanitizer=thread --cfg tidepool_sanitize ${RUSTFLAGS:-}" \
         RUSTDOCFLAGS="-Zsanitizer=thread" \
         TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" \
         CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/tsan" \

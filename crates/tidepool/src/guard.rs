@@ -5,7 +5,7 @@ use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
-use crate::shared::Shared;
+use crate::shared::{PutRest, Shared};
 use crate::{Manage, Pool};
 
 /// An object borrowed from a [`Pool`]; returned to it on drop.
@@ -107,21 +107,47 @@ macro_rules! guard_impl {
             }
         }
 
-        impl<$($lt,)? M: Manage> Drop for $guard<$($lt,)? M> {
-            #[inline]
-            fn drop(&mut self) {
-                let shared = &self.pool.shared;
-                let item = &mut self.item;
-                Self::end(&self.pool, || {
-                    // SAFETY: the pool counts `item` as out until this
-                    // guard ends, and `put` takes it exactly once: here, or
-                    // `into_parts` does, which forgets the guard so this
-                    // never runs.
-                    unsafe { Shared::put(shared, item) }
-                });
-            }
-        }
     };
+}
+
+impl<M: Manage> Drop for Pooled<'_, M> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the pool counts `item` as out until this guard ends, and
+        // `put` takes it exactly once: here, or `into_parts` does, which
+        // forgets the guard so this never runs. The borrow of the handle
+        // keeps the pool alive throughout.
+        unsafe { Shared::put(&self.pool.shared, &mut self.item) }
+    }
+}
+
+impl<M: Manage> Drop for OwnedPooled<M> {
+    #[inline]
+    fn drop(&mut self) {
+        let recycled = if crate::lifetime::may_end_unmarked() {
+            // SAFETY: the pool counts `item` as out until this guard ends
+            // (so it is alive now), and `put_fast` takes it only on `Done`,
+            // whose last touch of the pool is the count of its return;
+            // `into_parts` forgets the guard, so this runs at most once.
+            let done = match unsafe { Shared::put_fast(&self.pool.shared, &mut self.item) } {
+                PutRest::Done => None,
+                PutRest::Other { recycled } => Some(recycled),
+                rest => return self.drop_rest(rest),
+            };
+            // Called with the `PutRest` gone: nothing left to drop if this
+            // unwinds (a landing pad here doubled the drop's inline cost).
+            match done {
+                None => {
+                    let address = &**self.pool.shared as *const Shared<M> as usize;
+                    return crate::lifetime::after_unmarked_end(address);
+                }
+                Some(recycled) => recycled,
+            }
+        } else {
+            false
+        };
+        self.drop_other(recycled);
+    }
 }
 
 guard_impl!(Pooled<'a>);
@@ -221,6 +247,36 @@ impl<M: Manage> OwnedPooled<M> {
             let pool = std::ptr::read(&this.pool);
             (pool, item)
         }
+    }
+
+    /// The drop in every case but the common one, inside the lifetime
+    /// marker: it cannot end unmarked, or its fast path did not cache the
+    /// object (`recycled`: after `recycle` ran).
+    #[cold]
+    #[inline(never)]
+    fn drop_other(&mut self, recycled: bool) {
+        let shared = &self.pool.shared;
+        let item = &mut self.item;
+        // SAFETY: as in `drop`; `item` is still ours, and `put_rest` takes
+        // it exactly once.
+        Self::end(&self.pool, || unsafe {
+            Shared::put_rest(shared, item, PutRest::Other { recycled })
+        });
+    }
+
+    /// The rest of a drop whose fast path did not cache the object (`item`
+    /// is still ours, maybe recycled): inside the lifetime marker, since it
+    /// may touch the pool after counting the object back.
+    #[cold]
+    #[inline(never)]
+    fn drop_rest(&mut self, rest: PutRest) {
+        let shared = &self.pool.shared;
+        let item = &mut self.item;
+        // SAFETY: as in `drop`; `rest` is what `put_fast` left on `item`,
+        // which `put_rest` takes exactly once.
+        Self::end(&self.pool, || unsafe {
+            Shared::put_rest(shared, item, rest)
+        });
     }
 
     /// Runs the guard's end (put, discard or detach) so that the pool

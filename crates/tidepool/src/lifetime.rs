@@ -40,6 +40,15 @@
 //!   from a guard (`PooledStack::pool` after the last one went) stays
 //!   parked while the handle lives; the handle's own close frees every
 //!   orphan of the pool, the first close's included.
+//! * **Unmarked ends.** The common drop of an owned guard (the object
+//!   cached in this thread's cache) touches the pool last when it counts
+//!   the object back: nothing after that count reaches the pool. So it
+//!   runs without the marker, and afterwards looks at the count of parked
+//!   pools (`pending`), processing its own if there are any. It does so
+//!   only on a thread that has a marker (the closer's heavy fences work)
+//!   while no pool is parked; anything else it meets (no cache, a full
+//!   batch, `recycle` refusing or panicking, waiters at `max_live`) goes on
+//!   inside the marker, which it may take late: the object is still out.
 //! * **Counted ends.** An end on a thread without a marker (no
 //!   `membarrier` on this system, or a thread whose thread-locals are being
 //!   destroyed) counts itself in the pool's `inflight` instead (a
@@ -71,13 +80,21 @@
 //!   the end stored its marker (`O` or `ANY`), or incremented `inflight`, so
 //!   `P` sees that marker (or increment), or a later value, and a marker
 //!   changes to anything but `ANY` only once the end has stopped touching
-//!   `O` (the decrement likewise).
+//!   `O` (the decrement likewise). An unmarked end's count is its last
+//!   touch of `O`.
 //!
 //! So safety rests on the counts and the markers alone; the closed flag,
 //! the wake flags and the heavy fences only make sure that someone frees
 //! the pool after the last blocker goes.
 //!
 //! # Liveness: every pool is freed once its last object is back
+//!
+//! An unmarked end loads `pending` after its count, with a compiler fence
+//! between, and processes if it sees an orphan; the closer counts its
+//! orphan pending before its first heavy fence and processes after the
+//! second: either the end's load comes after the closer's fence took
+//! effect on its thread and sees the orphan, or its count came before and
+//! the closer's processing sees it.
 //!
 //! A counted end processes after its `SeqCst` decrement of `inflight` if
 //! its `SeqCst` load sees an orphan pending; the closer counts its orphan
@@ -352,6 +369,39 @@ fn pending() -> &'static AtomicUsize {
         static ref PENDING: AtomicUsize = AtomicUsize::new(0);
     }
     &PENDING
+}
+
+/// Whether an owned guard's drop may try its fast path without a marker
+/// (module docs, unmarked ends): this thread has a marker, so the heavy
+/// fence its closer pairs with works, and no pool is parked anywhere, so
+/// the check after the end is a load that finds nothing (with orphans
+/// about, every end would look at the list).
+#[inline(always)]
+pub(crate) fn may_end_unmarked() -> bool {
+    pending().load(Ordering::Relaxed) == 0
+        && READER
+            .try_with(|r| r.marker.get().is_some())
+            .unwrap_or(false)
+}
+
+/// After an unmarked end has counted its object back (its last touch of
+/// the pool at `address`): if a pool was parked meanwhile, it may be that
+/// one, and this end may be what it waits for. The compiler fence pairs
+/// with the closer's heavy fence after it counts its orphan pending: either
+/// this load sees the orphan, or the closer's processing sees this end's
+/// count.
+#[inline(always)]
+pub(crate) fn after_unmarked_end(address: usize) {
+    light_fence();
+    if pending().load(Ordering::Relaxed) != 0 {
+        process_after_unmarked_end(address);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn process_after_unmarked_end(address: usize) {
+    process(address);
 }
 
 /// A closed pool waiting for its owned guards.

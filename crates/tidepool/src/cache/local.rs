@@ -67,6 +67,21 @@ impl<T> LocalCache<T> {
         }
     }
 
+    /// Takes an idle object from `loaded` only: the fast path, inlined
+    /// into every get. An empty `loaded` (once a batch: the swap with
+    /// `spare`, or a depot visit) is left to [`pop`](Self::pop), out of line,
+    /// which keeps the inlined code small enough to stay inlined.
+    #[inline(always)]
+    pub(crate) fn pop_loaded(&mut self) -> Option<T> {
+        let len = self.loaded.len().checked_sub(1)?;
+        // SAFETY: `len` was the last initialised element; shortening the
+        // batch first hands its ownership to us.
+        unsafe {
+            self.loaded.set_len(len);
+            Some(words::read(self.loaded.as_ptr().add(len)))
+        }
+    }
+
     /// Caches `item`, or gives it back if both batches are full. A batch
     /// is full at `batch_size` (the pool's batch size now) or at its
     /// capacity, whichever comes first: the batch size may have grown since
@@ -83,28 +98,29 @@ impl<T> LocalCache<T> {
         Ok(())
     }
 
-    /// [`push`](Self::push), moving the object out of `item`: `false`, and
-    /// `item` left as it is, if both batches are full.
+    /// [`push`](Self::push), moving the object out of `item`, and only into
+    /// `loaded`: `false`, and `item` left as it is, when `loaded` is full,
+    /// even if `spare` has room (the swap, once a batch, is `push`'s, out of
+    /// line; see [`pop_loaded`](Self::pop_loaded)).
     ///
     /// # Safety
     ///
     /// `item` holds an object; once this returns `true` it has been taken,
     /// and the caller must not touch it again.
     #[inline(always)]
-    pub(crate) unsafe fn push_from(
+    pub(crate) unsafe fn push_loaded_from(
         &mut self,
         item: &mut ManuallyDrop<T>,
         batch_size: usize,
     ) -> bool {
-        if !self.make_room(batch_size) {
+        let len = self.loaded.len();
+        if len >= batch_size.min(self.loaded.capacity()) {
             return false;
         }
-        // SAFETY: `make_room` made room in `loaded`; `item`: forwarded
-        // from our caller.
-        let len = self.loaded.len();
-        // SAFETY: `make_room` made room in `loaded`, so the slot at `len` is
-        // allocated and unused; `item` holds an object (our caller's
-        // promise), which moves into that slot and is then counted in.
+        // SAFETY: `len` is below `loaded`'s capacity (checked above), so the
+        // slot at `len` is allocated and unused; `item` holds an object (our
+        // caller's promise), which moves into that slot and is then counted
+        // in.
         unsafe {
             words::move_to(&**item, self.loaded.as_mut_ptr().add(len));
             self.loaded.set_len(len + 1);
@@ -234,6 +250,35 @@ mod tests {
         }
         assert_eq!(popped.len(), 6);
         assert_eq!(popped[0], 12);
+        assert_eq!(cache.len(), 0);
+    }
+
+    #[test]
+    fn the_fast_paths_touch_the_loaded_batch_only() {
+        let mut cache = claimed(2);
+        let mut item = ManuallyDrop::new(0);
+        for i in 0..2 {
+            *item = i;
+            // SAFETY: `item` holds a `u32`, not touched once taken.
+            assert!(unsafe { cache.push_loaded_from(&mut item, 2) });
+        }
+        // `loaded` full: no swap with the empty spare here (that is
+        // `push`'s, out of line), and `item` stays the caller's.
+        *item = 7;
+        // SAFETY: as above.
+        assert!(!unsafe { cache.push_loaded_from(&mut item, 2) });
+        assert_eq!((*item, cache.loaded.len(), cache.spare.len()), (7, 2, 0));
+        assert_eq!(cache.push(7, 2), Ok(()));
+        assert_eq!((cache.loaded.len(), cache.spare.len()), (1, 2));
+        // A smaller batch size caps `loaded` below its capacity.
+        *item = 8;
+        // SAFETY: as above.
+        assert!(!unsafe { cache.push_loaded_from(&mut item, 1) });
+        // `loaded` emptied: no swap with the full spare either.
+        assert_eq!(cache.pop_loaded(), Some(7));
+        assert_eq!(cache.pop_loaded(), None);
+        assert_eq!(cache.pop(), Some(1));
+        assert_eq!(cache.pop_loaded(), Some(0));
         assert_eq!(cache.len(), 0);
     }
 

@@ -521,13 +521,25 @@ impl<'a, T> LocalSlot<'a, T> {
     /// Takes an idle object from the cache and counts a get.
     #[inline(always)]
     pub(crate) fn pop(&self) -> Option<T> {
+        self.pop_with(LocalCache::pop)
+    }
+
+    /// [`pop`](Self::pop) from the loaded batch only (the inlined fast path:
+    /// see [`LocalCache::pop_loaded`]).
+    #[inline(always)]
+    pub(crate) fn pop_loaded(&self) -> Option<T> {
+        self.pop_with(LocalCache::pop_loaded)
+    }
+
+    #[inline(always)]
+    fn pop_with(&self, pop: impl FnOnce(&mut LocalCache<T>) -> Option<T>) -> Option<T> {
         if !self.enter() {
             return None;
         }
         // SAFETY: entered just above; left just below.
         let popped = unsafe {
             self.in_access(|cache| {
-                let item = cache.pop()?;
+                let item = pop(cache)?;
                 Some((item, cache.len()))
             })
         };
@@ -562,22 +574,26 @@ impl<'a, T> LocalSlot<'a, T> {
         pushed
     }
 
-    /// Moves the object out of `item` into the cache and counts a return;
-    /// `false`, leaving `item` as it is, if both batches are full or the
-    /// slot was revoked.
+    /// Moves the object out of `item` into the loaded batch and counts a
+    /// return; `false`, leaving `item` as it is, if that batch is full (see
+    /// [`LocalCache::push_loaded_from`]) or the slot was revoked.
     ///
     /// # Safety
     ///
     /// `item` holds an object; once this returns `true` it has been taken,
     /// and the caller must not touch it again.
     #[inline(always)]
-    pub(crate) unsafe fn push_from(&self, item: &mut ManuallyDrop<T>, batch_size: usize) -> bool {
+    pub(crate) unsafe fn push_loaded_from(
+        &self,
+        item: &mut ManuallyDrop<T>,
+        batch_size: usize,
+    ) -> bool {
         if !self.enter() {
             return false;
         }
         // SAFETY: entered just above, left just below; `item`: forwarded
         // from our caller.
-        let pushed = unsafe { self.in_access(|cache| cache.push_from(item, batch_size)) };
+        let pushed = unsafe { self.in_access(|cache| cache.push_loaded_from(item, batch_size)) };
         self.leave(if pushed {
             Tally::Return
         } else {

@@ -15,7 +15,7 @@
 //! number of threads that ever used the pool at once.
 
 use std::marker::PhantomData;
-use std::ptr;
+use std::ptr::{self, NonNull};
 
 use crossbeam_utils::CachePadded;
 
@@ -98,6 +98,15 @@ impl<T> SlotTable<T> {
     /// remembered.
     #[inline(always)]
     pub(crate) fn local(&self) -> Option<&Slot<T>> {
+        self.remembered().or_else(|| self.local_slow())
+    }
+
+    /// The calling thread's slot if it is the one remembered (see
+    /// [`local`](Self::local)); `None` otherwise, without looking it up:
+    /// the fast paths, which leave every other case to a cold path that
+    /// calls `local`.
+    #[inline(always)]
+    pub(crate) fn remembered(&self) -> Option<&Slot<T>> {
         let (table, slot) = thread::remembered();
         if table == self.id {
             // SAFETY: `remember` stored this pair in `local_slow` below:
@@ -105,13 +114,11 @@ impl<T> SlotTable<T> {
             // it has not released since (its release forgets the pair).
             // Ids are never reused, so the match means this very table, and
             // its slots live, unmoved, as long as `&self`. A table's id is
-            // never 0, so `slot` was stored with it, and is not null.
-            return Some(unsafe {
-                std::hint::assert_unchecked(!slot.is_null());
-                &**slot.cast::<CachePadded<Slot<T>>>()
-            });
+            // never 0, so `slot` was stored with it (not the dangling
+            // placeholder).
+            return Some(unsafe { &**slot.cast::<CachePadded<Slot<T>>>().as_ptr() });
         }
-        self.local_slow()
+        None
     }
 
     #[cold]
@@ -120,7 +127,8 @@ impl<T> SlotTable<T> {
         // The raw pointer, not one made from a `&Slot`: it is used again in
         // later calls, after other borrows of the slot came and went.
         let slot = self.slot_ptr(thread::current_tid()?)?;
-        thread::remember(self.id, slot.cast());
+        // Never null: `slot_ptr` offsets a non-null bucket pointer.
+        thread::remember(self.id, NonNull::new(slot.cast_mut().cast())?);
         // SAFETY: as in `get`.
         Some(unsafe { &**slot })
     }

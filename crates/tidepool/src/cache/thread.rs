@@ -24,6 +24,7 @@
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::ptr::NonNull;
 use std::sync::Weak;
 
 use crate::sync::Mutex;
@@ -45,7 +46,10 @@ pub(crate) trait ThreadExit: Send + Sync {
 struct Hot {
     tid: Cell<usize>,
     table: Cell<u64>,
-    slot: Cell<*const ()>,
+    /// Dangling, never null, while nothing is remembered: the fast path
+    /// then tests only the table id (a null test as well cost the guard's
+    /// drop its inlining).
+    slot: Cell<NonNull<()>>,
 }
 
 impl Hot {
@@ -53,7 +57,7 @@ impl Hot {
         Self {
             tid: Cell::new(NO_TID),
             table: Cell::new(0),
-            slot: Cell::new(std::ptr::null()),
+            slot: Cell::new(NonNull::dangling()),
         }
     }
 }
@@ -79,19 +83,20 @@ pub(crate) fn current_tid() -> Option<usize> {
     (tid != NO_TID).then_some(tid)
 }
 
-/// The slot this thread remembered last: `(table id, slot)`; `(0, null)`
-/// if none. Cleared when the thread starts to exit, with its id.
+/// The slot this thread remembered last: `(table id, slot)`; table 0 and
+/// a dangling slot if none. Cleared when the thread starts to exit, with
+/// its id.
 #[inline(always)]
-pub(crate) fn remembered() -> (u64, *const ()) {
+pub(crate) fn remembered() -> (u64, NonNull<()>) {
     HOT.try_with(|hot| (hot.table.get(), hot.slot.get()))
-        .unwrap_or((0, std::ptr::null()))
+        .unwrap_or((0, NonNull::dangling()))
 }
 
 /// Remembers `slot`, this thread's slot in the table `table`, looked up
 /// with the id [`current_tid`] returned (which stays this thread's until
 /// it exits, when this is forgotten).
 #[inline]
-pub(crate) fn remember(table: u64, slot: *const ()) {
+pub(crate) fn remember(table: u64, slot: NonNull<()>) {
     let _ = HOT.try_with(|hot| {
         if hot.tid.get() != NO_TID {
             hot.table.set(table);
@@ -170,7 +175,7 @@ impl ThreadGuard {
         let _ = HOT.try_with(|hot| {
             hot.tid.set(NO_TID);
             hot.table.set(0);
-            hot.slot.set(std::ptr::null());
+            hot.slot.set(NonNull::dangling());
         });
         let pools = std::mem::take(&mut *self.pools.borrow_mut());
         for pool in pools {

@@ -30,6 +30,7 @@ type Word = MaybeUninit<usize>;
 
 /// Largest object moved word by word: four words (a `Vec` is three).
 const MAX_WORDS: usize = 4;
+const _: () = assert!(MAX_WORDS == 4, "move_words_asm copies at most four words");
 
 /// Whether `T` is moved word by word.
 const fn by_words<T>() -> bool {
@@ -48,6 +49,14 @@ const fn by_words<T>() -> bool {
 /// is moved: the caller treats `src` as uninitialised afterwards.
 #[inline(always)]
 pub(crate) unsafe fn move_to<T>(src: *const T, dst: *mut T) {
+    #[cfg(all(target_arch = "x86_64", not(miri), not(tidepool_sanitize)))]
+    if by_words::<T>() {
+        // SAFETY: forwarded from our caller; `T` is a whole number of
+        // aligned words (`by_words`).
+        return unsafe {
+            move_words_asm(src.cast(), dst.cast(), size_of::<T>() / size_of::<Word>())
+        };
+    }
     if by_words::<T>() {
         let (src, dst) = (src.cast::<Word>(), dst.cast::<Word>());
         for i in 0..size_of::<T>() / size_of::<Word>() {
@@ -60,6 +69,67 @@ pub(crate) unsafe fn move_to<T>(src: *const T, dst: *mut T) {
     } else {
         // SAFETY: our caller's promise.
         unsafe { ptr::copy_nonoverlapping(src, dst, 1) };
+    }
+}
+
+/// [`move_to`]'s word copy as one `asm!` block on x86-64: the same word
+/// loads and stores as the volatile ones, but one opaque statement where
+/// those are `2n`, which is what the inliner charges for. The guard's drop,
+/// whose fast path ends in this copy, fits the default inline threshold
+/// with it (cost 240 against 250; 255 with the volatile copies), and a
+/// round trip runs in 3.8 ns instead of 5.1 (`tidepool-bench`,
+/// `round_trip/tidepool`). Not under Miri, which cannot run it, nor under
+/// ThreadSanitizer (`--cfg tidepool_sanitize`, set by `bin/sanitize.sh`),
+/// which cannot see into it.
+///
+/// # Safety
+///
+/// `src` is valid for reads and `dst` for writes of `words` aligned words,
+/// not overlapping.
+#[cfg(all(target_arch = "x86_64", not(miri), not(tidepool_sanitize)))]
+#[inline(always)]
+unsafe fn move_words_asm(src: *const Word, dst: *mut Word, words: usize) {
+    // SAFETY: our caller's promise, for every block: each offset is below
+    // `words` words. `t` is a scratch register; no flags, no stack.
+    unsafe {
+        match words {
+            1 => std::arch::asm!(
+                "mov {t}, qword ptr [{src}]",
+                "mov qword ptr [{dst}], {t}",
+                src = in(reg) src, dst = in(reg) dst, t = out(reg) _,
+                options(nostack, preserves_flags),
+            ),
+            2 => std::arch::asm!(
+                "mov {t}, qword ptr [{src}]",
+                "mov qword ptr [{dst}], {t}",
+                "mov {t}, qword ptr [{src} + 8]",
+                "mov qword ptr [{dst} + 8], {t}",
+                src = in(reg) src, dst = in(reg) dst, t = out(reg) _,
+                options(nostack, preserves_flags),
+            ),
+            3 => std::arch::asm!(
+                "mov {t}, qword ptr [{src}]",
+                "mov qword ptr [{dst}], {t}",
+                "mov {t}, qword ptr [{src} + 8]",
+                "mov qword ptr [{dst} + 8], {t}",
+                "mov {t}, qword ptr [{src} + 16]",
+                "mov qword ptr [{dst} + 16], {t}",
+                src = in(reg) src, dst = in(reg) dst, t = out(reg) _,
+                options(nostack, preserves_flags),
+            ),
+            _ => std::arch::asm!(
+                "mov {t}, qword ptr [{src}]",
+                "mov qword ptr [{dst}], {t}",
+                "mov {t}, qword ptr [{src} + 8]",
+                "mov qword ptr [{dst} + 8], {t}",
+                "mov {t}, qword ptr [{src} + 16]",
+                "mov qword ptr [{dst} + 16], {t}",
+                "mov {t}, qword ptr [{src} + 24]",
+                "mov qword ptr [{dst} + 24], {t}",
+                src = in(reg) src, dst = in(reg) dst, t = out(reg) _,
+                options(nostack, preserves_flags),
+            ),
+        }
     }
 }
 

@@ -127,6 +127,20 @@ struct Counters {
     waiter_returns: SharedCounter,
 }
 
+/// What the put fast path left to do ([`Shared::put_fast`]).
+pub(crate) enum PutRest {
+    /// Nothing: the object is cached and counted back.
+    Done,
+    /// Not the common case: the rest of the put; `recycled` if `recycle`
+    /// already ran (the loaded batch was full), else it has not.
+    Other { recycled: bool },
+    /// `recycle` said no: the object is to be destroyed.
+    Refused,
+    /// `recycle` panicked: the object is to be destroyed, the panic
+    /// settled at the caller.
+    Panicked(Caught),
+}
+
 impl<M: Manage> Shared<M> {
     pub(crate) fn new(manager: M, config: Config, clock: Arc<dyn Clock>) -> Self {
         Self {
@@ -198,6 +212,17 @@ impl<M: Manage> Shared<M> {
     #[inline(always)]
     fn local(&self) -> Option<LocalSlot<'_, M::Item>> {
         let slot = self.slots.local()?;
+        // SAFETY: the slot of this thread's own id, which it has not
+        // released (`current_tid` returns `None`, and the remembered slot is
+        // forgotten, from the moment it starts to).
+        Some(unsafe { LocalSlot::new(slot) })
+    }
+
+    /// This thread's slot if it is the one remembered (the fast paths; see
+    /// [`SlotTable::remembered`]).
+    #[inline(always)]
+    fn local_remembered(&self) -> Option<LocalSlot<'_, M::Item>> {
+        let slot = self.slots.remembered()?;
         // SAFETY: the slot of this thread's own id, which it has not
         // released (`current_tid` returns `None`, and the remembered slot is
         // forgotten, from the moment it starts to).
@@ -300,17 +325,31 @@ impl<M: Manage> Shared<M> {
     #[inline]
     pub(crate) fn get(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
         if let Some(slot) = this.local() {
-            if let Some(item) = slot.pop() {
+            if let Some(item) = slot.pop_loaded() {
                 return Ok(item);
             }
         }
         Self::get_slow(this)
     }
 
-    /// Both batches empty, or no cache yet: refill from the depot or create.
+    /// The loaded batch empty, or no cache yet: swap in the spare batch, or
+    /// refill from the depot, or create.
     #[cold]
     #[inline(never)]
     fn get_slow(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
+        // Once a batch: the spare has objects (the swap `pop` does).
+        if let Some(slot) = this.local() {
+            if let Some(item) = slot.pop() {
+                return Ok(item);
+            }
+        }
+        Self::get_refill_slow(this)
+    }
+
+    /// Both batches empty, or no cache yet: refill from the depot or create.
+    #[cold]
+    #[inline(never)]
+    fn get_refill_slow(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
         let batch_size = this.batch();
         // Times round the recycle-before-failing loop (`at_limit.rs`).
         let mut rounds = 0;
@@ -538,10 +577,13 @@ impl<M: Manage> Shared<M> {
     /// Gives back the object in `item` (a guard's field): the fast path,
     /// inlined into the guard's drop, runs the manager's `recycle` on it in
     /// place and moves it from the guard straight into this thread's cache.
-    /// Everything else (a panicking thread, no cache yet, waiters at
-    /// `max_live`, both batches full, `recycle` refusing or panicking) is
-    /// out of line and takes the object from `item` itself, so the inlined
-    /// code never copies the object to the stack to call out.
+    /// Everything else (a panicking thread, a cache other than the
+    /// remembered one or none yet, waiters at `max_live`, the loaded batch
+    /// full, `recycle` refusing or panicking) is one cold call, which takes
+    /// the object from `item` itself, so the inlined code never copies the
+    /// object to the stack to call out, and stays small enough for the
+    /// compiler to inline the guard's drop (see `implementation`, thread
+    /// cache; `bin/budget.sh` checks it).
     ///
     /// # Safety
     ///
@@ -549,7 +591,89 @@ impl<M: Manage> Shared<M> {
     /// takes it, exactly once, and the caller never touches `item` again.
     #[inline(always)]
     pub(crate) unsafe fn put(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
-        // Every path below hands `item` on exactly once and returns.
+        // SAFETY: forwarded from our caller; `put_fast` leaves `item` to us
+        // unless `Done`. The arms spelled out, not `put_rest`: the managers
+        // whose `recycle` cannot refuse or panic leave one cold call here.
+        unsafe {
+            match Self::put_fast(this, item) {
+                PutRest::Done => {}
+                PutRest::Other { recycled } => Self::put_other_from(this, item, recycled),
+                PutRest::Refused => this.discard_from(item),
+                PutRest::Panicked(caught) => this.recycle_panicked_from(item, caught),
+            }
+        }
+    }
+
+    /// The fast path of [`put`](Self::put): the object cached in this
+    /// thread's remembered cache (`Done`: taken from `item`, counted back
+    /// as the very last touch of the pool), or what is left to do
+    /// ([`put_rest`](Self::put_rest); `item` untouched, but maybe
+    /// recycled). Calls nothing out of line: an owned guard's end may run
+    /// this without its lifetime marker (`lifetime`, unmarked ends).
+    ///
+    /// # Safety
+    ///
+    /// As for [`put`](Self::put), except that `item` is taken only on
+    /// `Done`.
+    #[inline(always)]
+    pub(crate) unsafe fn put_fast(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) -> PutRest {
+        let Some(slot) = this.local_remembered() else {
+            return PutRest::Other { recycled: false };
+        };
+        if std::thread::panicking() || this.waiters.any() {
+            return PutRest::Other { recycled: false };
+        }
+        match this.callbacks().try_recycle(item) {
+            Ok(true) => {}
+            Ok(false) => return PutRest::Refused,
+            Err(caught) => return PutRest::Panicked(caught),
+        }
+        // SAFETY: forwarded from our caller; `push_loaded_from` takes `item`
+        // only when it returns `true`, and its last store (the count) is
+        // the end of its access.
+        if unsafe { slot.push_loaded_from(item, this.batch()) } {
+            return PutRest::Done;
+        }
+        PutRest::Other { recycled: true }
+    }
+
+    /// What [`put_fast`](Self::put_fast) left: the rest of the put.
+    ///
+    /// # Safety
+    ///
+    /// As for [`put`](Self::put), with `rest` from `put_fast` on `item`.
+    #[inline(always)]
+    pub(crate) unsafe fn put_rest(
+        this: &Arc<Self>,
+        item: &mut ManuallyDrop<M::Item>,
+        rest: PutRest,
+    ) {
+        match rest {
+            PutRest::Done => {}
+            // SAFETY: forwarded from our caller.
+            PutRest::Other { recycled } => unsafe { Self::put_other_from(this, item, recycled) },
+            // SAFETY: forwarded from our caller.
+            PutRest::Refused => unsafe { this.discard_from(item) },
+            // SAFETY: forwarded from our caller.
+            PutRest::Panicked(caught) => unsafe { this.recycle_panicked_from(item, caught) },
+        }
+    }
+
+    /// [`put`](Self::put) in every case but the common one: a panicking
+    /// thread, this thread's cache not the one remembered (or none yet),
+    /// waiters at `max_live` (all before `recycle` ran), or the loaded batch
+    /// full (`recycled`: after).
+    ///
+    /// # Safety
+    ///
+    /// As for [`put`](Self::put).
+    #[cold]
+    #[inline(never)]
+    unsafe fn put_other_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>, recycled: bool) {
+        if recycled {
+            // SAFETY: forwarded from our caller.
+            return unsafe { Self::put_slow_from(this, item) };
+        }
         if std::thread::panicking() {
             // SAFETY: forwarded from our caller.
             return unsafe { this.discard_from(item) };
@@ -569,11 +693,10 @@ impl<M: Manage> Shared<M> {
             // SAFETY: forwarded from our caller.
             return unsafe { Self::put_waiting_from(this, item) };
         }
-        // SAFETY: forwarded from our caller; `push_from` takes `item` only
-        // when it returns `true`.
-        if !unsafe { slot.push_from(item, this.batch()) } {
-            // SAFETY: not taken (`false` above); forwarded from our caller.
-            unsafe { Self::put_slow_from(this, item) };
+        // SAFETY: forwarded from our caller.
+        let item = unsafe { ManuallyDrop::take(item) };
+        if let Err(item) = slot.push(item, this.batch()) {
+            Self::put_slow(this, item, Site::Caller);
         }
     }
 
@@ -646,7 +769,15 @@ impl<M: Manage> Shared<M> {
     #[inline(never)]
     unsafe fn put_slow_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
         // SAFETY: forwarded from our caller.
-        Self::put_slow(this, unsafe { ManuallyDrop::take(item) }, Site::Caller);
+        let mut item = unsafe { ManuallyDrop::take(item) };
+        // Once a batch: the spare has room (the swap `push` does).
+        if let Some(slot) = this.local() {
+            item = match slot.push(item, this.batch()) {
+                Ok(()) => return,
+                Err(back) => back,
+            };
+        }
+        Self::put_slow(this, item, Site::Caller);
     }
 
     /// No cache yet, or this thread is exiting (its thread-locals are being

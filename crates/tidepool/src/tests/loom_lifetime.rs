@@ -229,3 +229,43 @@ fn handle_dropped_while_the_last_end_destroys_a_refused_batch() {
         },
     );
 }
+
+/// An unmarked end (`lifetime`, unmarked ends): the ender remembers its
+/// cache (a get) and registers its marker (`h`'s end, marked), so that its
+/// drop of `g` caches the object without marking itself, counting it back
+/// as its last touch of the pool, then looks for parked pools. The
+/// handle's drop races both: whoever is last frees the pool, and never
+/// under an end.
+#[test]
+fn handle_dropped_while_a_guard_ends_unmarked() {
+    run_model("handle_dropped_while_a_guard_ends_unmarked", || {
+        // Batches of 4: `g` goes into the loaded batch, not through a swap.
+        let (pool, state) = pool(4, 4);
+        let taker = {
+            let pool = Arc::clone(&pool);
+            let state = Arc::clone(&state);
+            spawn(move || {
+                let (g, h) = (pool.get_owned().unwrap(), pool.get_owned().unwrap());
+                state.lock().unwrap().held.insert(*g);
+                (g, h)
+            })
+        };
+        let (g, h) = taker.join().unwrap();
+        let mut gate = Gate::new();
+        let ender = {
+            let state = Arc::clone(&state);
+            gate.spawn(move || {
+                // A get through the guard's pool (legal after the close: `g`
+                // keeps it alive) makes this thread remember its cache.
+                drop(g.pool().get().unwrap());
+                drop(h);
+                state.lock().unwrap().held.remove(&*g);
+                drop(g);
+            })
+        };
+        drop(pool);
+        gate.open();
+        ender.join().unwrap();
+        assert!(state.lock().unwrap().freed, "the last party freed the pool");
+    });
+}
