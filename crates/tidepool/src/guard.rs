@@ -4,6 +4,7 @@ use std::fmt;
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use crate::shared::{PutRest, Shared};
 use crate::{Manage, Pool};
@@ -41,7 +42,7 @@ pub struct Pooled<'a, M: Manage> {
 pub struct OwnedPooled<M: Manage> {
     /// An uncounted copy of the pool handle (`Pool::alias`): valid while
     /// the pool counts `item` as out, which it does until this guard ends
-    /// (`lifetime::end_owned`).
+    /// (`OwnedPooled`'s drop, `discard` or `detach`; `lifetime`).
     pool: ManuallyDrop<Pool<M>>,
     item: ManuallyDrop<M::Item>,
 }
@@ -125,6 +126,9 @@ impl<M: Manage> Drop for OwnedPooled<M> {
     #[inline]
     fn drop(&mut self) {
         let recycled = if crate::lifetime::may_end_unmarked() {
+            // Taken now, as a number, without a reference: once `put_fast`
+            // has counted the object back, the pool may be freed.
+            let address = Arc::as_ptr(&self.pool.shared) as usize;
             // SAFETY: the pool counts `item` as out until this guard ends
             // (so it is alive now), and `put_fast` takes it only on `Done`,
             // whose last touch of the pool is the count of its return;
@@ -137,10 +141,7 @@ impl<M: Manage> Drop for OwnedPooled<M> {
             // Called with the `PutRest` gone: nothing left to drop if this
             // unwinds (a landing pad here doubled the drop's inline cost).
             match done {
-                None => {
-                    let address = &**self.pool.shared as *const Shared<M> as usize;
-                    return crate::lifetime::after_unmarked_end(address);
-                }
+                None => return crate::lifetime::after_unmarked_end(address),
                 Some(recycled) => recycled,
             }
         } else {
@@ -181,7 +182,8 @@ impl<M: Manage> Pool<M> {
     /// Gives an owned guard's object back through this handle: what
     /// dropping the guard does, minus the work of keeping the pool alive
     /// through it. A dropped owned guard may be the last thing holding its
-    /// pool, so its end is bracketed by this thread's lifetime marker (see
+    /// pool, so its end looks for parked pools afterwards, or, except in
+    /// the common case, is bracketed by this thread's lifetime marker (see
     /// [`implementation`](crate::implementation#owned-guards)); here the
     /// caller's handle keeps the pool alive, so nothing is needed. For
     /// callers that hold the pool anyway and give objects back often, as an

@@ -102,11 +102,11 @@
 //!   statement where the volatile word moves were six.
 //!
 //! Inlined, the drop needs no frame, no call and no reload of the guard:
-//! a get + put round trip with a touch of the object is 103 instructions,
-//! harness included, and 3.8 ns against 4.6 out of line (2-vCPU EPYC,
-//! criterion `round_trip/tidepool`; a bare thread-local `Vec` pop/push,
-//! 68 instructions). `bin/budget.sh` fails if the drop stops being
-//! inlined.
+//! a get + put round trip with a touch of the object is 105 instructions,
+//! harness included, and 3.7–4.1 ns against 4.3–4.9 out of line (2-vCPU
+//! EPYC, criterion `round_trip/tidepool`; a bare thread-local `Vec`
+//! pop/push, 68 instructions). `bin/budget.sh` fails if the drop stops
+//! being inlined.
 //!
 //! Both moves of the object, batch → guard on a get and guard → batch on a
 //! put, go a machine word at a time for objects of up to four words
@@ -561,6 +561,7 @@
 //! end of an owned guard:   marker[this thread] = pool    (plain store)
 //!                          put / discard / detach        (counts the end)
 //!                          marker[this thread] = 0       (plain store)
+//!   (its common case, unmarked: put_fast, then a look at `pending`; below)
 //! handle drop:             closed = true
 //!                          free now if  live == 0  and no marker == pool,
 //!                          else park it; the last end out frees it
@@ -580,8 +581,8 @@
 //! the pool alive for the whole call (or, for a guard's alias, that other
 //! guard being out does: `live >= 1`), which is the invariant the marker
 //! stands in for; a pool closed before that handle was taken from a guard
-//! is freed by the handle's own close. 21 instructions fewer per stack get
-//! and give back.
+//! is freed by the handle's own close (`StackPool::get` + `put`: 107
+//! instructions, against 110 for get + drop).
 //!
 //! A dropped owned guard whose object goes into this thread's loaded batch
 //! needs no marker either: that put's last touch of the pool is the count

@@ -23,7 +23,8 @@
 //!   counted (a full cache donates a batch to the depot and may run a
 //!   reclaim pass). So each end ([`Ending`]) runs between a plain store of
 //!   the pool's address into this thread's *marker* and a plain store of
-//!   zero. Ends nest when one runs user code that ends another guard: the
+//!   zero, except the common drop, which counts last (unmarked ends,
+//!   below). Ends nest when one runs user code that ends another guard: the
 //!   outermost end marks and unmarks, and a nested end of another pool
 //!   widens the marker to `ANY`.
 //! * **Closing.** When the handle drops after owned guards were handed out,
@@ -54,7 +55,8 @@
 //!   destroyed) counts itself in the pool's `inflight` instead (a
 //!   read-modify-write, off the fast path).
 //! * **Whoever may be last processes its pool's orphan**: the closer; every
-//!   counted end, after it is done; and a reader whose marker is asked to
+//!   counted end, after it is done; an unmarked end that finds an orphan
+//!   pending after its count; and a reader whose marker is asked to
 //!   wake (by a closer, by ending a guard of a closed pool, or by widening;
 //!   a reader with an `ANY` marker processes every orphan). So a pool's
 //!   objects are destroyed by the thread whose end or close let it go,
@@ -62,9 +64,12 @@
 //!   and no user code runs under the list's lock: a freed pool is dropped
 //!   after it is released.
 //!
-//! The fast path of an end is a few plain loads and stores on this
+//! The fast path of a marked end is a few plain loads and stores on this
 //! thread's own lines, a load of the pool's closed flag, and compiler
-//! fences.
+//! fences; an unmarked end's is two loads of `pending` and a compiler
+//! fence. While any pool stays parked (an owned guard kept long after its
+//! pool's last handle went), `pending` is not zero and every owned end in
+//! the process takes its marker, as before unmarked ends existed.
 //!
 //! # Invariant: a pool is freed only when nothing can touch it again
 //!

@@ -300,3 +300,89 @@ fn places_parked_in_another_threads_credits_are_recalled_at_the_limit() {
     drop(pool);
     ledger.assert_all_accounted();
 }
+
+/// A manager whose `recycle`, once armed, holds the put inside it until the
+/// test lets it go: a waiter can queue exactly then.
+struct GatedRecycle {
+    armed: std::sync::atomic::AtomicBool,
+    inside: std::sync::atomic::AtomicBool,
+    go: std::sync::atomic::AtomicBool,
+}
+
+impl tidepool::Manage for GatedRecycle {
+    type Item = u64;
+    type Error = std::convert::Infallible;
+
+    fn create(&self) -> Result<u64, Self::Error> {
+        Ok(7)
+    }
+
+    fn recycle(&self, _: &mut u64) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.armed.swap(false, SeqCst) {
+            self.inside.store(true, SeqCst);
+            while !self.go.load(SeqCst) {
+                thread::yield_now();
+            }
+        }
+        true
+    }
+}
+
+/// A waiter queues while a put runs `recycle` (the fast path, this thread's
+/// cache remembered): it gets that object, and nothing is created. The put
+/// looks for waiters after `recycle`, right before caching; a review of
+/// this release's fast path caught it looking before (the waiter was still
+/// served here, by its own recall of the putter's cache at the limit).
+/// Bounded, so that a stranded waiter fails the test instead of hanging it.
+#[test]
+fn a_waiter_that_queues_while_a_put_recycles_is_handed_that_object() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let pool = Arc::new(
+        Pool::builder(GatedRecycle {
+            armed: false.into(),
+            inside: false.into(),
+            go: false.into(),
+        })
+        .max_live(1)
+        .build()
+        .unwrap(),
+    );
+    // The putter stays alive until the end: its exit would give its cache
+    // back, and that would serve the waiter too.
+    let (done, stay) = channel::<()>();
+    let (put, put_done) = channel::<()>();
+    let putter = {
+        let pool = Arc::clone(&pool);
+        thread::spawn(move || {
+            // Twice, so that this thread's cache is the remembered one and
+            // the third drop takes the inlined fast path.
+            drop(pool.get().unwrap());
+            drop(pool.get().unwrap());
+            let g = pool.get().unwrap();
+            pool.manager().armed.store(true, SeqCst);
+            drop(g);
+            put.send(()).unwrap();
+            let _ = stay.recv();
+        })
+    };
+    while !pool.manager().inside.load(SeqCst) {
+        thread::yield_now();
+    }
+    let waiter = {
+        let pool = Arc::clone(&pool);
+        thread::spawn(move || pool.get_timeout(Duration::from_secs(20)).map(|g| *g))
+    };
+    until_waiting(&pool, 1);
+    pool.manager().go.store(true, SeqCst);
+    put_done.recv().unwrap();
+    assert_eq!(
+        waiter.join().unwrap().ok(),
+        Some(7),
+        "handed the object the put was recycling"
+    );
+    drop(done);
+    putter.join().unwrap();
+    let s = pool.stats();
+    assert_eq!((s.created, s.live, s.waiting), (1, 0, 0));
+}

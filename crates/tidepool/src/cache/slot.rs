@@ -509,8 +509,9 @@ impl<'a, T> LocalSlot<'a, T> {
         self.slot.cache.with_mut(|cache| f(unsafe { &mut *cache }))
     }
 
-    // `pop` and `push` are the fast path and spell the bracket out instead of
-    // going through `access`: moving the object through `access`'s
+    // `pop`/`pop_loaded` and `push`/`push_loaded_from` (the latter of each
+    // pair is the inlined fast path) spell the bracket out instead of going
+    // through `access`: moving the object through `access`'s
     // `Result<(R, Tally), A>` layers keeps it in memory as a 24-byte blob,
     // which LLVM copies as 8 + 16 bytes. On the put side that 16-byte load of
     // the guard's `ptr, len` straddles the caller's fresh 8-byte store of

@@ -14,8 +14,10 @@
 //! earlier store exactly. The loads and stores are volatile only so that
 //! LLVM keeps them word-sized (it would merge adjacent ones into a vector
 //! move again); the words are `MaybeUninit`, so padding and pointer
-//! provenance are copied as they are. Every other object is moved with a
-//! plain `ptr::read`/`write`.
+//! provenance are copied as they are. On 64-bit x86, `move_to` does the
+//! same word moves in one `asm!` block instead ([`move_words_asm`]), which
+//! keeps the guard's drop small enough to inline. Every other object is
+//! moved with a plain `ptr::read`/`write`.
 //!
 //! The other direction is [`widen`]: a value handed out by value is copied
 //! by the caller's code in 16-byte pieces, so a three-word stack handle is
@@ -49,7 +51,12 @@ const fn by_words<T>() -> bool {
 /// is moved: the caller treats `src` as uninitialised afterwards.
 #[inline(always)]
 pub(crate) unsafe fn move_to<T>(src: *const T, dst: *mut T) {
-    #[cfg(all(target_arch = "x86_64", not(miri), not(tidepool_sanitize)))]
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_pointer_width = "64",
+        not(miri),
+        not(tidepool_sanitize)
+    ))]
     if by_words::<T>() {
         // SAFETY: forwarded from our caller; `T` is a whole number of
         // aligned words (`by_words`).
@@ -77,7 +84,7 @@ pub(crate) unsafe fn move_to<T>(src: *const T, dst: *mut T) {
 /// those are `2n`, which is what the inliner charges for. The guard's drop,
 /// whose fast path ends in this copy, fits the default inline threshold
 /// with it (cost 240 against 250; 255 with the volatile copies), and a
-/// round trip runs in 3.8 ns instead of 5.1 (`tidepool-bench`,
+/// round trip runs in 3.7–4.1 ns instead of 4.3–4.9 (`tidepool-bench`,
 /// `round_trip/tidepool`). Not under Miri, which cannot run it, nor under
 /// ThreadSanitizer (`--cfg tidepool_sanitize`, set by `bin/sanitize.sh`),
 /// which cannot see into it.
@@ -86,7 +93,12 @@ pub(crate) unsafe fn move_to<T>(src: *const T, dst: *mut T) {
 ///
 /// `src` is valid for reads and `dst` for writes of `words` aligned words,
 /// not overlapping.
-#[cfg(all(target_arch = "x86_64", not(miri), not(tidepool_sanitize)))]
+#[cfg(all(
+    target_arch = "x86_64",
+    target_pointer_width = "64",
+    not(miri),
+    not(tidepool_sanitize)
+))]
 #[inline(always)]
 unsafe fn move_words_asm(src: *const Word, dst: *mut Word, words: usize) {
     // SAFETY: our caller's promise, for every block: each offset is below
@@ -174,7 +186,7 @@ pub(crate) unsafe fn read<T>(src: *const T) -> T {
 /// `T` has no padding: every byte of it is part of a word-sized field.
 #[inline(always)]
 pub(crate) unsafe fn widen<T>(value: T) -> T {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    #[cfg(all(target_arch = "x86_64", target_pointer_width = "64", not(miri)))]
     if size_of::<T>() == 3 * size_of::<usize>() && align_of::<T>() >= align_of::<usize>() {
         let value = std::mem::ManuallyDrop::new(value);
         let words = (&*value as *const T).cast::<*const u8>();

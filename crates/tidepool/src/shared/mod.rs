@@ -132,7 +132,8 @@ pub(crate) enum PutRest {
     /// Nothing: the object is cached and counted back.
     Done,
     /// Not the common case: the rest of the put; `recycled` if `recycle`
-    /// already ran (the loaded batch was full), else it has not.
+    /// already ran (waiters at `max_live`, or the loaded batch full), else
+    /// it has not.
     Other { recycled: bool },
     /// `recycle` said no: the object is to be destroyed.
     Refused,
@@ -620,13 +621,19 @@ impl<M: Manage> Shared<M> {
         let Some(slot) = this.local_remembered() else {
             return PutRest::Other { recycled: false };
         };
-        if std::thread::panicking() || this.waiters.any() {
+        if std::thread::panicking() {
             return PutRest::Other { recycled: false };
         }
         match this.callbacks().try_recycle(item) {
             Ok(true) => {}
             Ok(false) => return PutRest::Refused,
             Err(caught) => return PutRest::Panicked(caught),
+        }
+        // After `recycle`, right before the push: a waiter that queued
+        // while `recycle` ran looks for the object only once, as it queues
+        // (`at_limit.rs`), so a put that checked before would strand it.
+        if this.waiters.any() {
+            return PutRest::Other { recycled: true };
         }
         // SAFETY: forwarded from our caller; `push_loaded_from` takes `item`
         // only when it returns `true`, and its last store (the count) is
@@ -660,8 +667,8 @@ impl<M: Manage> Shared<M> {
     }
 
     /// [`put`](Self::put) in every case but the common one: a panicking
-    /// thread, this thread's cache not the one remembered (or none yet),
-    /// waiters at `max_live` (all before `recycle` ran), or the loaded batch
+    /// thread, this thread's cache not the one remembered or none yet
+    /// (before `recycle` ran), waiters at `max_live` or the loaded batch
     /// full (`recycled`: after).
     ///
     /// # Safety
@@ -671,6 +678,10 @@ impl<M: Manage> Shared<M> {
     #[inline(never)]
     unsafe fn put_other_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>, recycled: bool) {
         if recycled {
+            if this.waiters.any() {
+                // SAFETY: forwarded from our caller.
+                return unsafe { Self::put_waiting_from(this, item) };
+            }
             // SAFETY: forwarded from our caller.
             return unsafe { Self::put_slow_from(this, item) };
         }
