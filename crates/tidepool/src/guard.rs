@@ -254,16 +254,12 @@ impl<M: Manage> OwnedPooled<M> {
     /// The drop in every case but the common one, inside the lifetime
     /// marker: it cannot end unmarked, or its fast path did not cache the
     /// object (`recycled`: after `recycle` ran).
+    /// A `bool`, not a `PutRest`, so that the inlined drop does not build
+    /// one in memory.
     #[cold]
     #[inline(never)]
     fn drop_other(&mut self, recycled: bool) {
-        let shared = &self.pool.shared;
-        let item = &mut self.item;
-        // SAFETY: as in `drop`; `item` is still ours, and `put_rest` takes
-        // it exactly once.
-        Self::end(&self.pool, || unsafe {
-            Shared::put_rest(shared, item, PutRest::Other { recycled })
-        });
+        self.drop_rest(PutRest::Other { recycled });
     }
 
     /// The rest of a drop whose fast path did not cache the object (`item`

@@ -399,14 +399,8 @@ pub(crate) fn may_end_unmarked() -> bool {
 pub(crate) fn after_unmarked_end(address: usize) {
     light_fence();
     if pending().load(Ordering::Relaxed) != 0 {
-        process_after_unmarked_end(address);
+        process(address);
     }
-}
-
-#[cold]
-#[inline(never)]
-fn process_after_unmarked_end(address: usize) {
-    process(address);
 }
 
 /// A closed pool waiting for its owned guards.

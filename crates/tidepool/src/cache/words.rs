@@ -101,46 +101,28 @@ pub(crate) unsafe fn move_to<T>(src: *const T, dst: *mut T) {
 ))]
 #[inline(always)]
 unsafe fn move_words_asm(src: *const Word, dst: *mut Word, words: usize) {
+    /// One `asm!` block moving the words at the given byte offsets, each
+    /// through the scratch register `t`.
+    macro_rules! move_words {
+        ($($offset:literal),+) => {
+            std::arch::asm!(
+                $(
+                    concat!("mov {t}, qword ptr [{src} + ", $offset, "]"),
+                    concat!("mov qword ptr [{dst} + ", $offset, "], {t}"),
+                )+
+                src = in(reg) src, dst = in(reg) dst, t = out(reg) _,
+                options(nostack, preserves_flags),
+            )
+        };
+    }
     // SAFETY: our caller's promise, for every block: each offset is below
     // `words` words. `t` is a scratch register; no flags, no stack.
     unsafe {
         match words {
-            1 => std::arch::asm!(
-                "mov {t}, qword ptr [{src}]",
-                "mov qword ptr [{dst}], {t}",
-                src = in(reg) src, dst = in(reg) dst, t = out(reg) _,
-                options(nostack, preserves_flags),
-            ),
-            2 => std::arch::asm!(
-                "mov {t}, qword ptr [{src}]",
-                "mov qword ptr [{dst}], {t}",
-                "mov {t}, qword ptr [{src} + 8]",
-                "mov qword ptr [{dst} + 8], {t}",
-                src = in(reg) src, dst = in(reg) dst, t = out(reg) _,
-                options(nostack, preserves_flags),
-            ),
-            3 => std::arch::asm!(
-                "mov {t}, qword ptr [{src}]",
-                "mov qword ptr [{dst}], {t}",
-                "mov {t}, qword ptr [{src} + 8]",
-                "mov qword ptr [{dst} + 8], {t}",
-                "mov {t}, qword ptr [{src} + 16]",
-                "mov qword ptr [{dst} + 16], {t}",
-                src = in(reg) src, dst = in(reg) dst, t = out(reg) _,
-                options(nostack, preserves_flags),
-            ),
-            _ => std::arch::asm!(
-                "mov {t}, qword ptr [{src}]",
-                "mov qword ptr [{dst}], {t}",
-                "mov {t}, qword ptr [{src} + 8]",
-                "mov qword ptr [{dst} + 8], {t}",
-                "mov {t}, qword ptr [{src} + 16]",
-                "mov qword ptr [{dst} + 16], {t}",
-                "mov {t}, qword ptr [{src} + 24]",
-                "mov qword ptr [{dst} + 24], {t}",
-                src = in(reg) src, dst = in(reg) dst, t = out(reg) _,
-                options(nostack, preserves_flags),
-            ),
+            1 => move_words!(0),
+            2 => move_words!(0, 8),
+            3 => move_words!(0, 8, 16),
+            _ => move_words!(0, 8, 16, 24),
         }
     }
 }

@@ -333,24 +333,18 @@ impl<M: Manage> Shared<M> {
         Self::get_slow(this)
     }
 
-    /// The loaded batch empty, or no cache yet: swap in the spare batch, or
-    /// refill from the depot, or create.
+    /// The loaded batch empty, or no cache yet: swap in the spare batch, or,
+    /// both empty, refill from the depot or create.
     #[cold]
     #[inline(never)]
     fn get_slow(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
-        // Once a batch: the spare has objects (the swap `pop` does).
+        // Once a batch: the spare has objects (the swap `pop` does), found
+        // without the claim below.
         if let Some(slot) = this.local() {
             if let Some(item) = slot.pop() {
                 return Ok(item);
             }
         }
-        Self::get_refill_slow(this)
-    }
-
-    /// Both batches empty, or no cache yet: refill from the depot or create.
-    #[cold]
-    #[inline(never)]
-    fn get_refill_slow(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
         let batch_size = this.batch();
         // Times round the recycle-before-failing loop (`at_limit.rs`).
         let mut rounds = 0;
@@ -592,16 +586,12 @@ impl<M: Manage> Shared<M> {
     /// takes it, exactly once, and the caller never touches `item` again.
     #[inline(always)]
     pub(crate) unsafe fn put(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
-        // SAFETY: forwarded from our caller; `put_fast` leaves `item` to us
-        // unless `Done`. The arms spelled out, not `put_rest`: the managers
-        // whose `recycle` cannot refuse or panic leave one cold call here.
+        // SAFETY: forwarded from our caller; `put_fast` leaves `item` to
+        // `put_rest` unless `Done`. Both inlined: for a manager whose
+        // `recycle` cannot refuse or panic, one cold call is left here.
         unsafe {
-            match Self::put_fast(this, item) {
-                PutRest::Done => {}
-                PutRest::Other { recycled } => Self::put_other_from(this, item, recycled),
-                PutRest::Refused => this.discard_from(item),
-                PutRest::Panicked(caught) => this.recycle_panicked_from(item, caught),
-            }
+            let rest = Self::put_fast(this, item);
+            Self::put_rest(this, item, rest);
         }
     }
 
@@ -644,7 +634,8 @@ impl<M: Manage> Shared<M> {
         PutRest::Other { recycled: true }
     }
 
-    /// What [`put_fast`](Self::put_fast) left: the rest of the put.
+    /// What [`put_fast`](Self::put_fast) left: the rest of the put (nothing
+    /// on `Done`), each case out of line.
     ///
     /// # Safety
     ///
