@@ -131,8 +131,10 @@ impl Subject for Tidepool {
     }
 }
 
-/// Like [`Tidepool`], but the round trip goes through the `Arc`-holding
-/// guard of `get_owned` (one `Arc` clone and drop more).
+/// Like [`Tidepool`], but the round trip goes through the `'static` guard
+/// of `get_owned` (no `Arc` clone: the guard copies the handle's pointer,
+/// and its drop looks for parked pools after its count; see tidepool's
+/// `lifetime` module).
 pub struct TidepoolOwned(pub Tidepool);
 
 impl Subject for TidepoolOwned {
