@@ -87,13 +87,12 @@ for entry in "${entries[@]}"; do
     # instruction counted in the drop glue itself means it was not.
     if [[ $name == tidepool || $name == core_get_drop ]]; then
         callgrind_annotate --inclusive=no "$tmp/out" >"$tmp/annotated" 2>/dev/null || true
-    fi
-    if [[ $name == tidepool || $name == core_get_drop ]] &&
-        grep -q ':core::ptr::drop_in_place<tidepool::guard::Pooled<' "$tmp/annotated"; then
-        echo "$name: the guard's drop (drop_in_place<Pooled>) was not inlined" \
-            "(Shared::put's fast path outgrew the inliner's threshold: keep every" \
-            "case but the common one behind its one cold call)" >&2
-        failed=1
+        if grep -q ':core::ptr::drop_in_place<tidepool::guard::Pooled<' "$tmp/annotated"; then
+            echo "$name: the guard's drop (drop_in_place<Pooled>) was not inlined" \
+                "(Shared::put's fast path outgrew the inliner's threshold: keep every" \
+                "case but the common one behind its one cold call)" >&2
+            failed=1
+        fi
     fi
 done
 

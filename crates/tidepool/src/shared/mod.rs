@@ -668,38 +668,31 @@ impl<M: Manage> Shared<M> {
     #[cold]
     #[inline(never)]
     unsafe fn put_other_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>, recycled: bool) {
-        if recycled {
-            if this.waiters.any() {
+        if !recycled {
+            if std::thread::panicking() {
                 // SAFETY: forwarded from our caller.
-                return unsafe { Self::put_waiting_from(this, item) };
+                return unsafe { this.discard_from(item) };
             }
-            // SAFETY: forwarded from our caller.
-            return unsafe { Self::put_slow_from(this, item) };
+            if this.local().is_none() {
+                // SAFETY: forwarded from our caller.
+                return unsafe { Self::put_cold_from(this, item) };
+            }
+            match this.callbacks().try_recycle(item) {
+                Ok(true) => {}
+                // SAFETY: forwarded from our caller.
+                Ok(false) => return unsafe { this.discard_from(item) },
+                // SAFETY: forwarded from our caller.
+                Err(caught) => return unsafe { this.recycle_panicked_from(item, caught) },
+            }
         }
-        if std::thread::panicking() {
-            // SAFETY: forwarded from our caller.
-            return unsafe { this.discard_from(item) };
-        }
-        let Some(slot) = this.local() else {
-            // SAFETY: forwarded from our caller.
-            return unsafe { Self::put_cold_from(this, item) };
-        };
-        match this.callbacks().try_recycle(item) {
-            Ok(true) => {}
-            // SAFETY: forwarded from our caller.
-            Ok(false) => return unsafe { this.discard_from(item) },
-            // SAFETY: forwarded from our caller.
-            Err(caught) => return unsafe { this.recycle_panicked_from(item, caught) },
-        }
+        // Recycled: to the oldest waiter at `max_live`, else into the cache
+        // (a swap, or a depot visit).
         if this.waiters.any() {
             // SAFETY: forwarded from our caller.
             return unsafe { Self::put_waiting_from(this, item) };
         }
         // SAFETY: forwarded from our caller.
-        let item = unsafe { ManuallyDrop::take(item) };
-        if let Err(item) = slot.push(item, this.batch()) {
-            Self::put_slow(this, item, Site::Caller);
-        }
+        unsafe { Self::put_slow_from(this, item) }
     }
 
     /// A guard dropped while its thread panics (its object may be
@@ -741,16 +734,8 @@ impl<M: Manage> Shared<M> {
     unsafe fn put_waiting_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
         // SAFETY: forwarded from our caller.
         let item = unsafe { ManuallyDrop::take(item) };
-        let Some(item) = this.hand_to_waiter(item) else {
-            return;
-        };
-        match this.local() {
-            Some(slot) => {
-                if let Err(item) = slot.push(item, this.batch()) {
-                    Self::put_slow(this, item, Site::Caller);
-                }
-            }
-            None => Self::put_slow(this, item, Site::Caller),
+        if let Some(item) = this.hand_to_waiter(item) {
+            Self::push_local_or_slow(this, item);
         }
     }
 
@@ -771,14 +756,20 @@ impl<M: Manage> Shared<M> {
     #[inline(never)]
     unsafe fn put_slow_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
         // SAFETY: forwarded from our caller.
-        let mut item = unsafe { ManuallyDrop::take(item) };
-        // Once a batch: the spare has room (the swap `push` does).
-        if let Some(slot) = this.local() {
-            item = match slot.push(item, this.batch()) {
+        Self::push_local_or_slow(this, unsafe { ManuallyDrop::take(item) });
+    }
+
+    /// Caches a recycled object in this thread's cache (the swap with the
+    /// spare, once a batch, is `push`'s), or, with both batches full or no
+    /// cache, takes it to [`put_slow`](Self::put_slow).
+    fn push_local_or_slow(this: &Arc<Self>, item: M::Item) {
+        let item = match this.local() {
+            Some(slot) => match slot.push(item, this.batch()) {
                 Ok(()) => return,
                 Err(back) => back,
-            };
-        }
+            },
+            None => item,
+        };
         Self::put_slow(this, item, Site::Caller);
     }
 
