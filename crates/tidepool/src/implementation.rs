@@ -196,7 +196,11 @@
 //! touching the cache (folly's asymmetric fences; the loom models replace
 //! the pair with two `SeqCst` fences and fail if the owner's is dropped).
 //! Without `membarrier` (non-Linux, seccomp), revokers only leave flush
-//! requests.
+//! requests. One revoker waits instead: a `get` at `max_live` (below), which
+//! spins (yielding) until the owner's access ends and then takes the cache
+//! (`IfBusy::WaitOut`). An access is straight-line code with no lock,
+//! call-out or allocation, and any access the owner starts after the
+//! barrier backs out, so the wait ends when the owner next runs.
 //!
 //! ## Reclaim and pressure (`reclaim/`, `pressure/`)
 //!
@@ -416,8 +420,9 @@
 //!
 //! Zero false `Exhausted`: a `get` fails only when no idle object is left
 //! anywhere it can reach (`tests/limits.rs`). Stealing uses the revocation
-//! protocol above, so where the OS has no process-wide barrier the owner
-//! is only asked to flush and the `get` may still fail.
+//! protocol above and waits out an owner inside an access (it may be
+//! caching the very object wanted); where the OS has no process-wide
+//! barrier the owner is only asked to flush and the `get` may still fail.
 //!
 //! Waiting (`shared/waiters.rs`): `get_timeout` threads and `get_async`
 //! tasks queue in one FIFO, each with its way to be woken (a condvar, a
@@ -432,8 +437,23 @@
 //!   (timed out, future dropped): to the next waiter, else the depot
 //! ```
 //!
-//! The model `src/tests/loom_waiters.rs` races a future's cancel against
-//! a hand-off; `tests/get_async.rs` stresses it with threads.
+//! A waiter looks for an idle object once, as it queues (first in line;
+//! behind others every put serves the line first). Every object that
+//! becomes idle after a waiter's look must therefore meet a look at the
+//! queue after it is placed, or be found by the look:
+//!
+//! ```text
+//! put, fast or slow    waiters? after recycle, and again in put_slow after
+//!                      (re-)claiming the cache (a look may have revoked it)
+//! cached during look   the look waits the owner's access out and takes it
+//! shelved in depot     waiters served from the depot after the object lands
+//!   (passed on, slot-less put, prefill: Shared::shelve)
+//! ```
+//!
+//! `src/tests/limit_races.rs` forces each of these interleavings (a test
+//! hook holds a thread at the point) and fails without its rule. The model
+//! `src/tests/loom_waiters.rs` races a future's cancel against a hand-off;
+//! `tests/get_async.rs` stresses it with threads.
 //!
 //! # Batch size
 //!

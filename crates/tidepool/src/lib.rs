@@ -64,6 +64,8 @@ mod manage;
 mod os;
 mod pool;
 pub mod pressure;
+#[cfg(all(test, not(loom)))]
+mod probe;
 pub mod reclaim;
 mod shared;
 mod signal;

@@ -14,6 +14,6 @@ pub(crate) mod table;
 pub(crate) mod thread;
 pub(crate) mod words;
 
-pub(crate) use slot::{LocalSlot, Slot};
+pub(crate) use slot::{IfBusy, LocalSlot, Slot};
 pub(crate) use table::SlotTable;
 pub(crate) use thread::ThreadExit;

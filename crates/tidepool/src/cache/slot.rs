@@ -8,8 +8,8 @@
 //! |---|---|---|---|
 //! | `UNCLAIMED` | `ACTIVE` | owner | first use ([`LocalSlot::claim`]) |
 //! | `ACTIVE`, `FLUSH` | `REVOKING` | remote | [`Slot::revoke_remote`] |
-//! | `REVOKING` | `REVOKED` | remote | owner outside an access after the barrier: cache taken |
-//! | `REVOKING` | `FLUSH` | remote | owner inside an access, or no barrier available |
+//! | `REVOKING` | `REVOKED` | remote | owner outside an access after the barrier (or waited out of it: [`IfBusy::WaitOut`]): cache taken |
+//! | `REVOKING` | `FLUSH` | remote | owner inside an access ([`IfBusy::Flush`]), or no barrier available |
 //! | `REVOKED`, `FLUSH` | `ACTIVE` | owner | its next access (`FLUSH`: it hands its batches to the depot) |
 //! | `ACTIVE` | `TRIM` | remote | [`Slot::request_trim`]: objects sat in the busy cache through two intervals |
 //! | `TRIM` | `REVOKING` | remote | [`Slot::revoke_remote`] |
@@ -53,15 +53,6 @@
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 
-/// For tests: whether this thread is inside a bracketed access, so a test
-/// allocator can check that nothing allocates there.
-#[cfg(all(test, not(loom)))]
-pub(crate) mod probe {
-    std::thread_local! {
-        pub(crate) static INSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    }
-}
-
 use super::credit::Credit;
 use super::local::LocalCache;
 use crate::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -90,6 +81,22 @@ pub(crate) enum Tally {
     Return,
     /// Neither (slow-path bookkeeping).
     Nothing,
+}
+
+/// What a revoker does about an owner it finds inside an access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IfBusy {
+    /// Leaves it a flush request (`FLUSH`): reclaim, pressure and drains,
+    /// which must not wait on a busy thread and lose nothing by it (the
+    /// owner hands its cache over at its next access).
+    Flush,
+    /// Waits until the access ends, then takes the cache: a `get` at
+    /// `max_live`, whose answer may not wait for the owner's next access
+    /// (that access may never come: a waiter queued behind this `get`
+    /// would sleep beside the object the owner was caching). An access is
+    /// a few instructions with no lock, call-out or allocation in it, so it
+    /// ends as soon as its thread runs.
+    WaitOut,
 }
 
 /// The cache was revoked by another thread while the owner was not looking;
@@ -210,14 +217,30 @@ impl<T> Slot<T> {
         self.cache.with_mut(|cache| unsafe { (*cache).take_all() })
     }
 
+    /// Whether the owner is inside an access, as far as a revoker past its
+    /// barrier can tell. `entered` first: if it shows an entry, the
+    /// counters it was computed from are visible too (the owner stores it
+    /// `Release`). The `Acquire` loads pair with the owner's `Release` ends
+    /// of access: once this says no, its writes to the cache happen before
+    /// our reads.
+    fn owner_inside(&self) -> bool {
+        let entered = self.entered.load(Ordering::Acquire);
+        let ops = self.gets.read_acquire() + self.returns.read_acquire();
+        entered == ops
+    }
+
     /// Takes the caches of the owners of `slots` from this (other) thread.
     ///
-    /// Returns the batches taken. A slot whose owner is inside an access, or
-    /// every slot if the OS offers no process-wide barrier, is asked to
-    /// flush instead (`FLUSH`): its owner hands its cache to the depot at its
-    /// next access. Callers must not run two of these on one slot at once
-    /// (the pool serialises them under its reclaim lock).
-    pub(crate) fn revoke_remote<'a>(slots: impl IntoIterator<Item = &'a Self>) -> Vec<Vec<T>>
+    /// Returns the batches taken. A slot whose owner is inside an access is
+    /// asked to flush (`FLUSH`: its owner hands its cache to the depot at its
+    /// next access) or waited out, as `if_busy` says; every slot is asked to
+    /// flush if the OS offers no process-wide barrier. Callers must not run
+    /// two of these on one slot at once (the pool serialises them under its
+    /// reclaim lock).
+    pub(crate) fn revoke_remote<'a>(
+        slots: impl IntoIterator<Item = &'a Self>,
+        if_busy: IfBusy,
+    ) -> Vec<Vec<T>>
     where
         T: 'a,
     {
@@ -239,20 +262,27 @@ impl<T> Slot<T> {
         let fenced = heavy_fence();
         let mut taken = Vec::new();
         for slot in revoking {
-            // `entered` first: if it shows an entry, the counters it was
-            // computed from are visible too (the owner stores it `Release`).
-            // The `Acquire` loads pair with the owner's `Release` ends of
-            // access: its writes to the cache happen before our reads.
-            let entered = slot.entered.load(Ordering::Acquire);
-            let ops = slot.gets.read_acquire() + slot.returns.read_acquire();
-            if !fenced || entered == ops {
+            let mut inside = fenced && slot.owner_inside();
+            if inside && if_busy == IfBusy::WaitOut {
+                #[cfg(all(test, not(loom)))]
+                crate::probe::WAITED_OUT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                // The access under way ends without waiting on us; any it
+                // starts after our barrier sees `REVOKING` and backs out
+                // (storing `OUTSIDE`), so this loop ends when it does.
+                while slot.owner_inside() {
+                    yield_now();
+                }
+                inside = false;
+            }
+            if !fenced || inside {
                 slot.state.store(FLUSH, Ordering::Release);
                 continue;
             }
             // SAFETY: the state is `REVOKING` (we stored it), and after the
-            // barrier the owner was not inside an access: any access it
-            // starts sees a state other than `ACTIVE` and keeps off until we
-            // store `REVOKED`. Only one revoker runs per slot.
+            // barrier the owner was not inside an access (or we waited until
+            // it left the one under way): any access it starts sees a state
+            // other than `ACTIVE` and keeps off until we store `REVOKED`.
+            // Only one revoker runs per slot.
             let batches = slot.cache.with_mut(|cache| unsafe { (*cache).take_all() });
             slot.low.store(0, Ordering::Relaxed);
             // Pairs with the owner's `Acquire` in `claim`: our writes to the
@@ -441,6 +471,8 @@ impl<'a, T> LocalSlot<'a, T> {
     /// again) if the slot is not claimed by this thread.
     #[inline(always)]
     fn enter(&self) -> bool {
+        #[cfg(all(test, not(loom)))]
+        crate::probe::pause(crate::probe::Point::BeforeAccess);
         let slot = self.slot;
         // `Release`: a revoker that reads this entry also sees the counter
         // values it was computed from.
@@ -453,7 +485,10 @@ impl<'a, T> LocalSlot<'a, T> {
             return false;
         }
         #[cfg(all(test, not(loom)))]
-        probe::INSIDE.with(|inside| inside.set(true));
+        {
+            crate::probe::INSIDE.set(true);
+            crate::probe::pause(crate::probe::Point::InsideAccess);
+        }
         true
     }
 
@@ -462,7 +497,7 @@ impl<'a, T> LocalSlot<'a, T> {
     #[inline(always)]
     fn leave(&self, tally: Tally) {
         #[cfg(all(test, not(loom)))]
-        probe::INSIDE.with(|inside| inside.set(false));
+        crate::probe::INSIDE.set(false);
         let slot = self.slot;
         match tally {
             Tally::Get => slot.gets.bump_release(),

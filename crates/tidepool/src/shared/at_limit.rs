@@ -5,7 +5,8 @@
 //!  create refused (max_live)
 //!    1. the depot           another thread may have donated since we looked
 //!    2. other threads' caches  steal one (the revocation protocol of
-//!                           cache/slot.rs), its batches go to the depot
+//!                           cache/slot.rs, waiting out an owner inside an
+//!                           access), its batches go to the depot
 //!    3. pending destroys    `flush_pending_destroys` (destroy.rs)
 //!    then the caller's get loop tries again; after ROUNDS fruitless
 //!    rounds (or when nothing at all turned up) the answer is Exhausted
@@ -165,12 +166,26 @@ impl<M: Manage> Shared<M> {
             Handoff::Place => self.release_place(),
             Handoff::Object(item) => {
                 if let Err(Handoff::Object(item)) = self.waiters.serve(Handoff::Object(item)) {
-                    if let Err(item) = self.depot.put_one(item) {
+                    if let Err(item) = self.shelve(item) {
                         self.destroy_batches(vec![vec![item]], Site::Upkeep);
                     }
                 }
             }
         }
+    }
+
+    /// Shelves one object in the depot, then serves the waiters from it;
+    /// gives the object back if the depot is at its cap (the caller
+    /// destroys it). A waiter that queued since the caller last looked at
+    /// the queue made its one look before the object got here.
+    pub(crate) fn shelve(&self, item: M::Item) -> Result<(), M::Item> {
+        #[cfg(all(test, not(loom)))]
+        crate::probe::pause(crate::probe::Point::Shelve);
+        self.depot.put_one(item)?;
+        if self.waiters.any() {
+            self.serve_waiters_from_depot();
+        }
+        Ok(())
     }
 
     /// A guard's object, recycled, goes to the oldest waiter if there is
@@ -197,11 +212,12 @@ impl<M: Manage> Shared<M> {
                 return;
             };
             if let Err(Handoff::Object(item)) = self.waiters.serve(Handoff::Object(item)) {
-                // They left meanwhile: back where it was.
+                // They left meanwhile: back where it was, and round again,
+                // as `shelve` does (one may have queued since).
                 if let Err(item) = self.depot.put_one(item) {
                     self.destroy_batches(vec![vec![item]], Site::Upkeep);
+                    return;
                 }
-                return;
             }
         }
     }

@@ -830,6 +830,15 @@ impl<M: Manage> Shared<M> {
                 break;
             };
             refused.extend(flushed);
+            // Our caller's last look at the waiters may predate this cache's
+            // revocation by a waiter's one look (`at_limit.rs`): an object
+            // cached now would be out of its sight. Look again.
+            if this.waiters.any() {
+                match this.hand_to_waiter(item) {
+                    None => break,
+                    Some(back) => item = back,
+                }
+            }
             item = match slot.push(item, batch_size) {
                 Ok(()) => break,
                 Err(back) => back,
@@ -863,7 +872,7 @@ impl<M: Manage> Shared<M> {
     #[cold]
     fn put_slotless(&self, item: M::Item, site: Site) {
         self.counters.slotless_returns.add(1);
-        if let Err(item) = self.depot.put_one(item) {
+        if let Err(item) = self.shelve(item) {
             self.tear_down(vec![vec![item]], 1, site);
         }
     }

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cache::Slot;
+use crate::cache::{IfBusy, Slot};
 use crate::callbacks::{Caught, Site};
 use crate::reclaim::fork;
 use crate::reclaim::Clock;
@@ -213,7 +213,7 @@ impl<M: Manage> Shared<M> {
                 state.seen_ops[tid] = ops;
             });
             self.reclaim.caches_taken.add(quiet.len() as u64);
-            let taken = Slot::revoke_remote(quiet);
+            let taken = Slot::revoke_remote(quiet, IfBusy::Flush);
             let tick = self.depot.tick(intervals, self.config.min_idle);
             // Objects trimmed from busy caches since the last pass go in
             // as idle and are reclaimed here: that is the trim working, not
@@ -367,7 +367,7 @@ impl<M: Manage> Shared<M> {
                     }
                     let owned = self.owned_slots();
                     self.reclaim.caches_taken.add(owned.len() as u64);
-                    let taken = Slot::revoke_remote(owned);
+                    let taken = Slot::revoke_remote(owned, IfBusy::Flush);
                     drop(state);
                     taken
                 };
@@ -492,7 +492,7 @@ impl<M: Manage> Shared<M> {
         let caches = {
             let _gate = fork::gate();
             let _state = self.reclaim.lock.lock();
-            Slot::revoke_remote(self.owned_slots())
+            Slot::revoke_remote(self.owned_slots(), IfBusy::Flush)
         };
         let depot = self.depot.take_down_to(0);
         caches.into_iter().chain(depot).collect()
@@ -543,8 +543,13 @@ impl<M: Manage> Shared<M> {
     /// (`at_limit.rs`): the first owned slot, after the caller's own id
     /// (`me`, never taken) and wrapping round, whose revocation yields
     /// objects. Returns its batches (empty if none could be taken: every
-    /// cache is empty, or its owner is busy, or the OS has no barrier and
-    /// the owners were only asked to flush).
+    /// cache is empty, or the OS has no barrier and the owners were only
+    /// asked to flush).
+    ///
+    /// An owner inside an access is waited out, not asked to flush: it may
+    /// be caching the very object this `get` is after, and a flush waits
+    /// for the owner's next access, which may never come (the owner's next
+    /// call may be a wait of its own, queued behind ours).
     ///
     /// One barrier per slot tried: costly, but only at the limit, and it
     /// stops at the first cache with objects.
@@ -562,7 +567,7 @@ impl<M: Manage> Shared<M> {
         let start = me.map_or(0, |me| others.partition_point(|&(tid, _)| tid < me));
         others.rotate_left(start);
         for (_, slot) in others {
-            let taken = Slot::revoke_remote([slot]);
+            let taken = Slot::revoke_remote([slot], IfBusy::WaitOut);
             if !taken.is_empty() {
                 self.reclaim.caches_taken.add(1);
                 return taken;
@@ -617,7 +622,7 @@ impl<M: Manage> Shared<M> {
         while self.depot.counts().idle < self.config.min_idle {
             let item = self.create()?;
             created += 1;
-            if let Err(item) = self.depot.put_one(item) {
+            if let Err(item) = self.shelve(item) {
                 self.destroy_batches(vec![vec![item]], Site::Caller);
                 break;
             }

@@ -8,7 +8,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 
-use crate::cache::slot::probe::INSIDE;
+use crate::probe::INSIDE;
 use crate::Pool;
 
 struct Probe;

@@ -387,3 +387,50 @@ fn trim_overtaken_by_a_take_back() {
         });
     });
 }
+
+#[test]
+fn cache_taken_at_max_live_while_its_owner_works() {
+    run_model("cache_taken_at_max_live_while_its_owner_works", || {
+        // A `get` at `max_live` takes another thread's cache, waiting out
+        // an access under way rather than leaving a flush request: loom's
+        // cell checks catch a take that overlaps the owner's access. Once
+        // the owner's last put has returned, the take must find its object.
+        use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+        let pool = pool(2);
+        let holders = Arc::new(Holders::default());
+        let cached = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let owner = {
+            let (pool, holders) = (Arc::clone(&pool), Arc::clone(&holders));
+            let (cached, done) = (Arc::clone(&cached), Arc::clone(&done));
+            spawn(move || {
+                burst(&pool, &holders, 1);
+                burst(&pool, &holders, 1);
+                cached.store(true, SeqCst);
+                // Stay (its exit would hand the cache over) until the
+                // other has looked.
+                while !done.load(SeqCst) {
+                    thread::yield_now();
+                }
+            })
+        };
+        let was_cached = cached.load(SeqCst);
+        let taken = pool.shared.steal_cache(None);
+        done.store(true, SeqCst);
+        if was_cached {
+            assert_eq!(taken.iter().map(Vec::len).sum::<usize>(), 1);
+        }
+        for batch in &taken {
+            for id in batch {
+                // Not held by anyone: `take` panics on a double hand-out.
+                holders.take(*id);
+                holders.give(*id);
+            }
+        }
+        let refused = pool.shared.donate_all(taken);
+        pool.shared
+            .destroy_batches(refused, crate::callbacks::Site::Caller);
+        owner.join().unwrap();
+        finish(pool);
+    });
+}

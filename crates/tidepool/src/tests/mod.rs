@@ -2,6 +2,8 @@
 
 #[cfg(not(loom))]
 mod bracket_alloc;
+#[cfg(not(loom))]
+mod limit_races;
 #[cfg(loom)]
 mod loom_cache;
 #[cfg(loom)]

@@ -1,0 +1,235 @@
+//! Interleavings at `max_live` that once stranded a waiter beside an idle
+//! object (`tests/get_async.rs`' stress test hung that way, about once in
+//! a thousand runs), forced with the `probe::PAUSE` hook, which holds a
+//! thread at a chosen point (a cache access, the depot), so each test fails
+//! the same way every time without its fix.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::thread;
+
+use crate::probe::{Pause, Point, PAUSE, WAITED_OUT};
+use crate::Pool;
+
+/// Where a test holds a thread, and when it lets it go.
+struct Gate {
+    held: AtomicBool,
+    go: AtomicBool,
+}
+
+impl Gate {
+    const fn new() -> Self {
+        Self {
+            held: AtomicBool::new(false),
+            go: AtomicBool::new(false),
+        }
+    }
+
+    /// On the held thread (inside or just before an access): allocates
+    /// nothing (see `bracket_alloc`).
+    fn hold(&self) {
+        self.held.store(true, SeqCst);
+        while !self.go.load(SeqCst) {
+            thread::yield_now();
+        }
+    }
+
+    fn wait_held(&self) {
+        while !self.held.load(SeqCst) {
+            thread::yield_now();
+        }
+    }
+}
+
+static INSIDE_PUSH: Gate = Gate::new();
+
+/// A `get` at `max_live` while the one idle object is being cached: its
+/// owner is inside the access that pushes it. The `get` must wait the
+/// access out and take the object. It used to ask the owner to flush and
+/// fail: a flush waits for the owner's next access, and a waiter whose one
+/// look was such a `get` slept beside the object until then, forever if the
+/// owner's next call was a wait of its own.
+#[test]
+fn a_get_at_max_live_waits_out_an_owner_caching_the_object() {
+    let pool = Arc::new(
+        Pool::builder(|| 7u32)
+            .max_live(1)
+            .background(false)
+            .build()
+            .unwrap(),
+    );
+    let owner = {
+        let pool = Arc::clone(&pool);
+        thread::spawn(move || {
+            let guard = pool.get().unwrap();
+            PAUSE.set(Some(Pause {
+                point: Point::InsideAccess,
+                skip: 0,
+                then: || INSIDE_PUSH.hold(),
+            }));
+            drop(guard);
+        })
+    };
+    INSIDE_PUSH.wait_held();
+    let waited_before = WAITED_OUT.load(SeqCst);
+    let getter = {
+        let pool = Arc::clone(&pool);
+        thread::spawn(move || pool.get().map(|guard| *guard))
+    };
+    // Keep the owner inside until the getter has decided: it answered
+    // (without waiting the owner out), or it is waiting the owner out.
+    while !getter.is_finished() && WAITED_OUT.load(SeqCst) == waited_before {
+        thread::yield_now();
+    }
+    INSIDE_PUSH.go.store(true, SeqCst);
+    owner.join().unwrap();
+    let got = getter.join().unwrap();
+    assert!(
+        matches!(got, Ok(7)),
+        "the get failed while the object was being cached: {got:?}"
+    );
+    let s = pool.stats();
+    assert_eq!((s.created, s.live, s.idle), (1, 0, 1), "{s:?}");
+}
+
+static BEFORE_SLOW_PUSH: Gate = Gate::new();
+
+/// A put whose last look at the waiters came before a waiter queued, and
+/// whose cache was revoked before it pushed: it re-claims the cache in
+/// `put_slow`. The waiter's one look (as it queued) found nothing, so the
+/// put must look at the waiters again after the claim; it used to cache
+/// the object, and the waiter slept beside it.
+#[test]
+fn a_put_that_reclaims_its_cache_serves_a_waiter_queued_meanwhile() {
+    let pool = Arc::new(
+        Pool::builder(|| 7u32)
+            .max_live(1)
+            .background(false)
+            .build()
+            .unwrap(),
+    );
+    let flag = || Arc::new(AtomicBool::new(false));
+    let (got, taken, put, looked) = (flag(), flag(), flag(), flag());
+    let owner = {
+        let (pool, got, taken) = (Arc::clone(&pool), Arc::clone(&got), Arc::clone(&taken));
+        let (put, looked) = (Arc::clone(&put), Arc::clone(&looked));
+        let wait = |flag: &AtomicBool| {
+            while !flag.load(SeqCst) {
+                thread::yield_now();
+            }
+        };
+        thread::spawn(move || {
+            let guard = pool.get().unwrap();
+            got.store(true, SeqCst);
+            wait(&taken);
+            // The put's first access (its fast push) finds the cache
+            // revoked; the put then looks at the waiters (none yet) and
+            // tries again: held just before that second access.
+            PAUSE.set(Some(Pause {
+                point: Point::BeforeAccess,
+                skip: 1,
+                then: || BEFORE_SLOW_PUSH.hold(),
+            }));
+            drop(guard);
+            // Alive until the waiter has been looked at: this thread's exit
+            // would hand its cache to the waiter.
+            put.store(true, SeqCst);
+            wait(&looked);
+        })
+    };
+    // Revoke the owner's (empty) cache while it holds the object.
+    while !got.load(SeqCst) {
+        thread::yield_now();
+    }
+    pool.drain();
+    taken.store(true, SeqCst);
+    BEFORE_SLOW_PUSH.wait_held();
+    // A waiter queues and looks once: nothing to find.
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut waiting = Box::pin(pool.get_async());
+    let first = waiting.as_mut().poll(&mut cx);
+    assert!(
+        first.is_pending(),
+        "{:?} {:?}",
+        first.map(|r| r.map(|g| *g)),
+        pool.stats()
+    );
+    assert_eq!(pool.stats().waiting, 1);
+    BEFORE_SLOW_PUSH.go.store(true, SeqCst);
+    while !put.load(SeqCst) {
+        thread::yield_now();
+    }
+    // The put is over: the object must have been handed to the waiter.
+    let second = waiting.as_mut().poll(&mut cx);
+    let then = pool.stats();
+    looked.store(true, SeqCst);
+    owner.join().unwrap();
+    match second {
+        Poll::Ready(Ok(guard)) => assert_eq!(*guard, 7),
+        Poll::Ready(Err(e)) => panic!("{e}"),
+        Poll::Pending => panic!("the waiter was stranded beside the object: {then:?}"),
+    }
+    let s = pool.stats();
+    assert_eq!(
+        (s.created, s.live, s.idle, s.waiting),
+        (1, 0, 1, 0),
+        "{s:?}"
+    );
+}
+
+static BEFORE_SHELVING: Gate = Gate::new();
+
+/// A `get_async` future dropped after it was handed an object passes the
+/// object on: to the next waiter, else to the depot. A waiter that queued
+/// in between looked (once) in a depot without it, so once the object is
+/// shelved the waiters must be served from the depot; it used to stay
+/// there, and the waiter slept beside it.
+#[test]
+fn an_object_passed_on_to_the_depot_serves_a_waiter_queued_meanwhile() {
+    let pool = Pool::builder(|| 7u32)
+        .max_live(1)
+        .background(false)
+        .build()
+        .unwrap();
+    let mut cx = Context::from_waker(Waker::noop());
+    let guard = pool.get().unwrap();
+    let mut first = Box::pin(pool.get_async());
+    assert!(first.as_mut().poll(&mut cx).is_pending());
+    // Handed straight to the queued future, which is not polled again.
+    drop(guard);
+    thread::scope(|s| {
+        let canceller = s.spawn(move || {
+            PAUSE.set(Some(Pause {
+                point: Point::Shelve,
+                skip: 0,
+                then: || BEFORE_SHELVING.hold(),
+            }));
+            drop(first);
+        });
+        BEFORE_SHELVING.wait_held();
+        // A second waiter queues and looks once: the object is in the
+        // canceller's hands.
+        let mut second = Box::pin(pool.get_async());
+        assert!(second.as_mut().poll(&mut cx).is_pending());
+        BEFORE_SHELVING.go.store(true, SeqCst);
+        canceller.join().unwrap();
+        // The canceller's thread is gone (its exit handed over nothing: it
+        // never used the pool's caches); the object must be the waiter's.
+        match second.as_mut().poll(&mut cx) {
+            Poll::Ready(Ok(guard)) => assert_eq!(*guard, 7),
+            Poll::Ready(Err(e)) => panic!("{e}"),
+            Poll::Pending => panic!(
+                "the waiter was stranded beside the object: {:?}",
+                pool.stats()
+            ),
+        }
+    });
+    let s = pool.stats();
+    assert_eq!(
+        (s.created, s.live, s.idle, s.waiting),
+        (1, 0, 1, 0),
+        "{s:?}"
+    );
+}
