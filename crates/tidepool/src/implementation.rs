@@ -448,6 +448,7 @@
 //! cached during look   the look waits the owner's access out and takes it
 //! shelved in depot     waiters served from the depot after the object lands
 //!   (passed on, slot-less put, prefill: Shared::shelve)
+//! back from a purge    waiters served from the depot after restore_purged
 //! ```
 //!
 //! `src/tests/limit_races.rs` forces each of these interleavings (a test

@@ -233,3 +233,63 @@ fn an_object_passed_on_to_the_depot_serves_a_waiter_queued_meanwhile() {
         "{s:?}"
     );
 }
+
+static IN_PURGE: Gate = Gate::new();
+
+/// Holds its pool's purge until the test says go.
+struct SlowPurge;
+
+impl crate::Manage for SlowPurge {
+    type Item = u32;
+    type Error = std::convert::Infallible;
+
+    fn create(&self) -> Result<u32, Self::Error> {
+        Ok(7)
+    }
+
+    fn purge(&self, _: &mut u32) {
+        IN_PURGE.hold();
+    }
+}
+
+/// A purge takes idle objects out of the depot and puts them back purged.
+/// A waiter that queued meanwhile looked in the depot without them, so
+/// once they are back the waiters must be served; they used to stay, and
+/// the waiter slept beside them.
+#[test]
+fn objects_back_from_a_purge_serve_a_waiter_queued_meanwhile() {
+    let pool = Pool::builder(SlowPurge)
+        .max_live(2)
+        .background(false)
+        .build()
+        .unwrap();
+    // One object held here, one idle in the depot (handed over at its
+    // thread's exit): the pool is at `max_live`.
+    let held = pool.get().unwrap();
+    thread::scope(|s| s.spawn(|| drop(pool.get().unwrap())).join().unwrap());
+    assert_eq!(pool.stats().idle_depot, 1);
+    let mut cx = Context::from_waker(Waker::noop());
+    thread::scope(|s| {
+        let purger = s.spawn(|| pool.purge());
+        IN_PURGE.wait_held();
+        let mut waiting = Box::pin(pool.get_async());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        IN_PURGE.go.store(true, SeqCst);
+        assert_eq!(purger.join().unwrap(), 1);
+        match waiting.as_mut().poll(&mut cx) {
+            Poll::Ready(Ok(guard)) => assert_eq!(*guard, 7),
+            Poll::Ready(Err(e)) => panic!("{e}"),
+            Poll::Pending => panic!(
+                "the waiter was stranded beside the object: {:?}",
+                pool.stats()
+            ),
+        }
+    });
+    drop(held);
+    let s = pool.stats();
+    assert_eq!(
+        (s.created, s.live, s.idle, s.waiting),
+        (2, 0, 2, 0),
+        "{s:?}"
+    );
+}
