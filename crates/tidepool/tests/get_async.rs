@@ -230,6 +230,18 @@ fn stress_body() {
             drop(held);
         }
     });
+    // A thread that purges the depot now and then: its objects are out
+    // while it runs, and come back while waiters wait.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let purger = {
+        let (pool, stop) = (Arc::clone(&pool), Arc::clone(&stop));
+        thread::spawn(move || {
+            while !stop.load(SeqCst) {
+                pool.purge();
+                thread::yield_now();
+            }
+        })
+    };
     let workers: Vec<_> = (0..THREADS)
         .map(|t| {
             let (pool, tx, ledger) = (Arc::clone(&pool), tx.clone(), Arc::clone(&ledger));
@@ -274,6 +286,8 @@ fn stress_body() {
     let cancelled: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
     drop(tx);
     dropper.join().unwrap();
+    stop.store(true, SeqCst);
+    purger.join().unwrap();
     let s = pool.stats();
     assert_eq!(s.waiting, 0, "every cancelled future left the queue");
     assert_eq!(s.live, 0);
