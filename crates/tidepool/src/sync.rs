@@ -18,6 +18,11 @@ mod inner {
     pub(crate) use loom::thread::yield_now;
     pub(crate) use loom::thread_local;
 
+    /// Loom explores every schedule: a yield is all a wait needs.
+    pub(crate) fn back_off(_round: &mut u32) {
+        yield_now();
+    }
+
     /// Loom cannot model `membarrier`; a `SeqCst` fence on both sides gives
     /// the same guarantee (one side sees the other's store), so the models
     /// check the protocol built on it.
@@ -97,6 +102,19 @@ mod inner {
     pub(crate) use parking_lot::{Mutex, MutexGuard};
     pub(crate) use std::thread::yield_now;
     pub(crate) use std::thread_local;
+
+    /// One round of waiting for another thread to finish a few
+    /// instructions: a yield at first, then a short sleep, which gives the
+    /// CPU up even to a thread of lower real-time priority (a yield would
+    /// not) so the wait cannot starve what it waits for.
+    pub(crate) fn back_off(round: &mut u32) {
+        *round = round.saturating_add(1);
+        if *round <= 64 {
+            yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    }
 
     /// parking_lot's condition variable, with the guard passed by value as
     /// loom's wants it.

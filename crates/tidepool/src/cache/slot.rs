@@ -56,7 +56,7 @@ use std::mem::ManuallyDrop;
 use super::credit::Credit;
 use super::local::LocalCache;
 use crate::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use crate::sync::{heavy_fence, light_fence, yield_now, OwnerCounter, UnsafeCell};
+use crate::sync::{back_off, heavy_fence, light_fence, OwnerCounter, UnsafeCell};
 
 const UNCLAIMED: u8 = 0;
 const ACTIVE: u8 = 1;
@@ -269,8 +269,9 @@ impl<T> Slot<T> {
                 // The access under way ends without waiting on us; any it
                 // starts after our barrier sees `REVOKING` and backs out
                 // (storing `OUTSIDE`), so this loop ends when it does.
+                let mut round = 0;
                 while slot.owner_inside() {
-                    yield_now();
+                    back_off(&mut round);
                 }
                 inside = false;
             }
@@ -334,6 +335,7 @@ impl<'a, T> LocalSlot<'a, T> {
     pub(crate) fn claim(&self, batch_size: usize) -> (Vec<Vec<T>>, Vec<T>) {
         let mut flushed = Vec::new();
         let mut trimmed = Vec::new();
+        let mut waited = 0;
         loop {
             let state = self.slot.state.load(Ordering::Acquire);
             match state {
@@ -364,8 +366,10 @@ impl<'a, T> LocalSlot<'a, T> {
                     }
                 }
                 _ => {
-                    // REVOKING: a revoker is deciding; it never waits for us.
-                    yield_now();
+                    // REVOKING: a revoker is deciding. It never waits for us
+                    // here: at most for an access under way, and we are
+                    // outside one.
+                    back_off(&mut waited);
                     continue;
                 }
             }
@@ -667,6 +671,7 @@ impl<'a, T> LocalSlot<'a, T> {
     /// thread with this id claim it. Returns the cached batches.
     pub(crate) fn release(self) -> Vec<Vec<T>> {
         let mut batches = Vec::new();
+        let mut waited = 0;
         loop {
             let state = self.slot.state.load(Ordering::Acquire);
             match state {
@@ -690,7 +695,8 @@ impl<'a, T> LocalSlot<'a, T> {
                 UNCLAIMED => return batches,
                 REVOKED => {}
                 _ => {
-                    yield_now();
+                    // REVOKING: as in `claim`.
+                    back_off(&mut waited);
                     continue;
                 }
             }
