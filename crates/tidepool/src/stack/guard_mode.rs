@@ -26,10 +26,10 @@ use crate::os;
 /// between: the lab's fio request loop (4 threads, 256 requests each,
 /// 16 KiB of frame written and read back per request), long alternating
 /// chunks in one process, req/s against QEMU 2024's policy on its own stacks:
-/// 0.85–0.98× with markers, 0.94–1.01× with `Protect` (15 and 12 runs; in
+/// 0.85–0.99× with markers, 0.94–1.01× with `Protect` (18 and 15 runs; in
 /// pairs, `Protect` ahead in 11 of 12, by 5–10 % in some batches and 0–3 %
-/// in others; QEMU 2021's policy against QEMU 2024's, the same work, read
-/// 0.99–1.04×). A slab mapped writable without any guard (page tables the
+/// in others, and not at all in a later batch; QEMU 2021's policy against
+/// QEMU 2024's, the same work, read 0.99–1.04×). A slab mapped writable without any guard (page tables the
 /// same as `Protect`'s, the VMA the same as `Markers`') was as slow as
 /// markers, so it is how the memory is mapped, not the markers as such; why
 /// is not known (no hardware counters there). Markers still win where the
