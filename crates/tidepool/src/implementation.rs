@@ -437,10 +437,11 @@
 //!   (timed out, future dropped): to the next waiter, else the depot
 //! ```
 //!
-//! A waiter looks for an idle object once, as it queues (first in line;
-//! behind others every put serves the line first). Every object that
-//! becomes idle after a waiter's look must therefore meet a look at the
-//! queue after it is placed, or be found by the look:
+//! A waiter looks for an idle object (or a free place) once, as it
+//! queues (first in line; behind others every put serves the line first).
+//! Every object that becomes idle, and every place freed, after a waiter's
+//! look must therefore meet a look at the queue after it is placed, or be
+//! found by the look:
 //!
 //! ```text
 //! put, fast or slow    waiters? after recycle, and again in put_slow after
@@ -449,6 +450,8 @@
 //! shelved in depot     waiters served from the depot after the object lands
 //!   (passed on, slot-less put, prefill: Shared::shelve)
 //! back from a purge    waiters served from the depot after restore_purged
+//! a place freed        released to the count, then taken back for a waiter
+//!                      that queued since the releaser's look (release_place)
 //! ```
 //!
 //! `src/tests/limit_races.rs` forces each of these interleavings (a test

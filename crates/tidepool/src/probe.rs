@@ -27,6 +27,9 @@ pub(crate) enum Point {
     InsideAccess,
     /// Just before an object is shelved in the depot (`Shared::shelve`).
     Shelve,
+    /// Just before a freed place under `max_live` goes back to the count
+    /// (`Shared::release_place`), no waiter having been there to take it.
+    ReleasePlace,
 }
 
 /// A test's hold on a thread: `then` runs once, at the thread's next

@@ -45,6 +45,7 @@ use std::sync::{Arc, Weak};
 
 use crossbeam_utils::CachePadded;
 
+use crate::cache::credit::Credit;
 use crate::cache::{thread, LocalSlot, SlotTable, ThreadExit};
 use crate::callbacks::{self, Callbacks, Caught, PanicRecord, Site};
 use crate::depot::Depot;
@@ -556,7 +557,35 @@ impl<M: Manage> Shared<M> {
         if self.waiters.any() && self.waiters.serve(Handoff::Place).is_ok() {
             return;
         }
+        #[cfg(all(test, not(loom)))]
+        crate::probe::pause(crate::probe::Point::ReleasePlace);
         places.release(self.local().as_ref().map(LocalSlot::credit));
+        // A waiter that queued since the look above looked for a place
+        // before this one was free.
+        if self.waiters.any() {
+            self.serve_waiters_places(places);
+        }
+    }
+
+    /// Free places go to the waiters, oldest first: one taken back from the
+    /// count for each, while there are both.
+    #[cold]
+    fn serve_waiters_places(&self, places: &Places) {
+        while self.waiters.any() {
+            let local = self.local();
+            let credit = local.as_ref().map(LocalSlot::credit);
+            let all = |visit: &mut dyn FnMut(&Credit)| {
+                self.slots.for_each(|_, slot| visit(slot.credit()));
+            };
+            if places.reserve(credit, all).is_err() {
+                return;
+            }
+            if self.waiters.serve(Handoff::Place).is_err() {
+                // They left meanwhile: back to the count, and round again
+                // (one may have queued since).
+                places.release(credit);
+            }
+        }
     }
 
     /// Returns every thread's unused places under `max_live` to the global

@@ -293,3 +293,50 @@ fn objects_back_from_a_purge_serve_a_waiter_queued_meanwhile() {
         "{s:?}"
     );
 }
+
+static BEFORE_RELEASE: Gate = Gate::new();
+
+/// A place under `max_live` freed (here by a detach) when nobody waited
+/// goes back to the count. A waiter that queued in between looked for a
+/// place before it was free, so once it is back the waiters must be
+/// served a place; it used to stay free, and the waiter slept.
+#[test]
+fn a_place_freed_serves_a_waiter_queued_meanwhile() {
+    let pool = Pool::builder(|| 7u32)
+        .max_live(1)
+        .background(false)
+        .build()
+        .unwrap();
+    let guard = pool.get().unwrap();
+    let mut cx = Context::from_waker(Waker::noop());
+    thread::scope(|s| {
+        let detacher = s.spawn(move || {
+            PAUSE.set(Some(Pause {
+                point: Point::ReleasePlace,
+                skip: 0,
+                then: || BEFORE_RELEASE.hold(),
+            }));
+            guard.detach()
+        });
+        BEFORE_RELEASE.wait_held();
+        // A waiter queues and looks once: every place is taken.
+        let mut waiting = Box::pin(pool.get_async());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        BEFORE_RELEASE.go.store(true, SeqCst);
+        assert_eq!(detacher.join().unwrap(), 7);
+        match waiting.as_mut().poll(&mut cx) {
+            Poll::Ready(Ok(guard)) => assert_eq!(*guard, 7),
+            Poll::Ready(Err(e)) => panic!("{e}"),
+            Poll::Pending => panic!(
+                "the waiter was stranded beside a free place: {:?}",
+                pool.stats()
+            ),
+        }
+    });
+    let s = pool.stats();
+    assert_eq!(
+        (s.created, s.detached, s.live, s.idle, s.waiting),
+        (2, 1, 0, 1, 0),
+        "{s:?}"
+    );
+}
