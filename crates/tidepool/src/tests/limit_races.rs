@@ -4,14 +4,18 @@
 //! thread at a chosen point (a cache access, the depot), so each test fails
 //! the same way every time without its fix.
 
+use std::convert::Infallible;
 use std::future::Future;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::thread;
 
 use crate::probe::{Pause, Point, PAUSE, WAITED_OUT};
-use crate::Pool;
+use crate::{Manage, Pool, Stats};
+
+type Error = crate::Error<Infallible>;
 
 /// Where a test holds a thread, and when it lets it go.
 struct Gate {
@@ -31,16 +35,52 @@ impl Gate {
     /// nothing (see `bracket_alloc`).
     fn hold(&self) {
         self.held.store(true, SeqCst);
-        while !self.go.load(SeqCst) {
-            thread::yield_now();
-        }
+        wait_for(&self.go);
     }
 
     fn wait_held(&self) {
-        while !self.held.load(SeqCst) {
-            thread::yield_now();
-        }
+        wait_for(&self.held);
     }
+}
+
+/// Spins until `flag` is set (a test's own hand-shakes).
+fn wait_for(flag: &AtomicBool) {
+    while !flag.load(SeqCst) {
+        thread::yield_now();
+    }
+}
+
+fn seven() -> u32 {
+    7
+}
+
+/// A pool of one kind of object at `max_live`, no reclaimer thread.
+fn pool(max_live: usize) -> Pool<fn() -> u32> {
+    with_manager(seven as fn() -> u32, max_live)
+}
+
+fn with_manager<M: Manage>(manager: M, max_live: usize) -> Pool<M> {
+    Pool::builder(manager)
+        .max_live(max_live)
+        .background(false)
+        .build()
+        .unwrap()
+}
+
+/// The waiter's poll after the race: it must have been served; `stats`
+/// (taken then) says what the pool held if not.
+fn assert_served<G: Deref<Target = u32>>(polled: Poll<Result<G, Error>>, stats: Stats) {
+    match polled {
+        Poll::Ready(Ok(guard)) => assert_eq!(*guard, 7),
+        Poll::Ready(Err(e)) => panic!("{e}"),
+        Poll::Pending => panic!("the waiter was stranded beside what it waited for: {stats:?}"),
+    }
+}
+
+/// `(created, live, idle, waiting)` at the end of a test.
+fn assert_counts<M: Manage>(pool: &Pool<M>, want: (u64, u64, u64, u64)) {
+    let s = pool.stats();
+    assert_eq!((s.created, s.live, s.idle, s.waiting), want, "{s:?}");
 }
 
 static INSIDE_PUSH: Gate = Gate::new();
@@ -53,13 +93,7 @@ static INSIDE_PUSH: Gate = Gate::new();
 /// owner's next call was a wait of its own.
 #[test]
 fn a_get_at_max_live_waits_out_an_owner_caching_the_object() {
-    let pool = Arc::new(
-        Pool::builder(|| 7u32)
-            .max_live(1)
-            .background(false)
-            .build()
-            .unwrap(),
-    );
+    let pool = Arc::new(pool(1));
     let owner = {
         let pool = Arc::clone(&pool);
         thread::spawn(move || {
@@ -90,8 +124,7 @@ fn a_get_at_max_live_waits_out_an_owner_caching_the_object() {
         matches!(got, Ok(7)),
         "the get failed while the object was being cached: {got:?}"
     );
-    let s = pool.stats();
-    assert_eq!((s.created, s.live, s.idle), (1, 0, 1), "{s:?}");
+    assert_counts(&pool, (1, 0, 1, 0));
 }
 
 static BEFORE_SLOW_PUSH: Gate = Gate::new();
@@ -103,27 +136,16 @@ static BEFORE_SLOW_PUSH: Gate = Gate::new();
 /// the object, and the waiter slept beside it.
 #[test]
 fn a_put_that_reclaims_its_cache_serves_a_waiter_queued_meanwhile() {
-    let pool = Arc::new(
-        Pool::builder(|| 7u32)
-            .max_live(1)
-            .background(false)
-            .build()
-            .unwrap(),
-    );
+    let pool = Arc::new(pool(1));
     let flag = || Arc::new(AtomicBool::new(false));
     let (got, taken, put, looked) = (flag(), flag(), flag(), flag());
     let owner = {
         let (pool, got, taken) = (Arc::clone(&pool), Arc::clone(&got), Arc::clone(&taken));
         let (put, looked) = (Arc::clone(&put), Arc::clone(&looked));
-        let wait = |flag: &AtomicBool| {
-            while !flag.load(SeqCst) {
-                thread::yield_now();
-            }
-        };
         thread::spawn(move || {
             let guard = pool.get().unwrap();
             got.store(true, SeqCst);
-            wait(&taken);
+            wait_for(&taken);
             // The put's first access (its fast push) finds the cache
             // revoked; the put then looks at the waiters (none yet) and
             // tries again: held just before that second access.
@@ -136,13 +158,11 @@ fn a_put_that_reclaims_its_cache_serves_a_waiter_queued_meanwhile() {
             // Alive until the waiter has been looked at: this thread's exit
             // would hand its cache to the waiter.
             put.store(true, SeqCst);
-            wait(&looked);
+            wait_for(&looked);
         })
     };
     // Revoke the owner's (empty) cache while it holds the object.
-    while !got.load(SeqCst) {
-        thread::yield_now();
-    }
+    wait_for(&got);
     pool.drain();
     taken.store(true, SeqCst);
     BEFORE_SLOW_PUSH.wait_held();
@@ -158,25 +178,14 @@ fn a_put_that_reclaims_its_cache_serves_a_waiter_queued_meanwhile() {
     );
     assert_eq!(pool.stats().waiting, 1);
     BEFORE_SLOW_PUSH.go.store(true, SeqCst);
-    while !put.load(SeqCst) {
-        thread::yield_now();
-    }
+    wait_for(&put);
     // The put is over: the object must have been handed to the waiter.
     let second = waiting.as_mut().poll(&mut cx);
     let then = pool.stats();
     looked.store(true, SeqCst);
     owner.join().unwrap();
-    match second {
-        Poll::Ready(Ok(guard)) => assert_eq!(*guard, 7),
-        Poll::Ready(Err(e)) => panic!("{e}"),
-        Poll::Pending => panic!("the waiter was stranded beside the object: {then:?}"),
-    }
-    let s = pool.stats();
-    assert_eq!(
-        (s.created, s.live, s.idle, s.waiting),
-        (1, 0, 1, 0),
-        "{s:?}"
-    );
+    assert_served(second, then);
+    assert_counts(&pool, (1, 0, 1, 0));
 }
 
 static BEFORE_SHELVING: Gate = Gate::new();
@@ -188,11 +197,7 @@ static BEFORE_SHELVING: Gate = Gate::new();
 /// there, and the waiter slept beside it.
 #[test]
 fn an_object_passed_on_to_the_depot_serves_a_waiter_queued_meanwhile() {
-    let pool = Pool::builder(|| 7u32)
-        .max_live(1)
-        .background(false)
-        .build()
-        .unwrap();
+    let pool = pool(1);
     let mut cx = Context::from_waker(Waker::noop());
     let guard = pool.get().unwrap();
     let mut first = Box::pin(pool.get_async());
@@ -217,21 +222,9 @@ fn an_object_passed_on_to_the_depot_serves_a_waiter_queued_meanwhile() {
         canceller.join().unwrap();
         // The canceller's thread is gone (its exit handed over nothing: it
         // never used the pool's caches); the object must be the waiter's.
-        match second.as_mut().poll(&mut cx) {
-            Poll::Ready(Ok(guard)) => assert_eq!(*guard, 7),
-            Poll::Ready(Err(e)) => panic!("{e}"),
-            Poll::Pending => panic!(
-                "the waiter was stranded beside the object: {:?}",
-                pool.stats()
-            ),
-        }
+        assert_served(second.as_mut().poll(&mut cx), pool.stats());
     });
-    let s = pool.stats();
-    assert_eq!(
-        (s.created, s.live, s.idle, s.waiting),
-        (1, 0, 1, 0),
-        "{s:?}"
-    );
+    assert_counts(&pool, (1, 0, 1, 0));
 }
 
 static IN_PURGE: Gate = Gate::new();
@@ -258,11 +251,7 @@ impl crate::Manage for SlowPurge {
 /// the waiter slept beside them.
 #[test]
 fn objects_back_from_a_purge_serve_a_waiter_queued_meanwhile() {
-    let pool = Pool::builder(SlowPurge)
-        .max_live(2)
-        .background(false)
-        .build()
-        .unwrap();
+    let pool = with_manager(SlowPurge, 2);
     // One object held here, one idle in the depot (handed over at its
     // thread's exit): the pool is at `max_live`.
     let held = pool.get().unwrap();
@@ -276,22 +265,10 @@ fn objects_back_from_a_purge_serve_a_waiter_queued_meanwhile() {
         assert!(waiting.as_mut().poll(&mut cx).is_pending());
         IN_PURGE.go.store(true, SeqCst);
         assert_eq!(purger.join().unwrap(), 1);
-        match waiting.as_mut().poll(&mut cx) {
-            Poll::Ready(Ok(guard)) => assert_eq!(*guard, 7),
-            Poll::Ready(Err(e)) => panic!("{e}"),
-            Poll::Pending => panic!(
-                "the waiter was stranded beside the object: {:?}",
-                pool.stats()
-            ),
-        }
+        assert_served(waiting.as_mut().poll(&mut cx), pool.stats());
     });
     drop(held);
-    let s = pool.stats();
-    assert_eq!(
-        (s.created, s.live, s.idle, s.waiting),
-        (2, 0, 2, 0),
-        "{s:?}"
-    );
+    assert_counts(&pool, (2, 0, 2, 0));
 }
 
 static BEFORE_RELEASE: Gate = Gate::new();
@@ -302,11 +279,7 @@ static BEFORE_RELEASE: Gate = Gate::new();
 /// served a place; it used to stay free, and the waiter slept.
 #[test]
 fn a_place_freed_serves_a_waiter_queued_meanwhile() {
-    let pool = Pool::builder(|| 7u32)
-        .max_live(1)
-        .background(false)
-        .build()
-        .unwrap();
+    let pool = pool(1);
     let guard = pool.get().unwrap();
     let mut cx = Context::from_waker(Waker::noop());
     thread::scope(|s| {
@@ -324,19 +297,8 @@ fn a_place_freed_serves_a_waiter_queued_meanwhile() {
         assert!(waiting.as_mut().poll(&mut cx).is_pending());
         BEFORE_RELEASE.go.store(true, SeqCst);
         assert_eq!(detacher.join().unwrap(), 7);
-        match waiting.as_mut().poll(&mut cx) {
-            Poll::Ready(Ok(guard)) => assert_eq!(*guard, 7),
-            Poll::Ready(Err(e)) => panic!("{e}"),
-            Poll::Pending => panic!(
-                "the waiter was stranded beside a free place: {:?}",
-                pool.stats()
-            ),
-        }
+        assert_served(waiting.as_mut().poll(&mut cx), pool.stats());
     });
-    let s = pool.stats();
-    assert_eq!(
-        (s.created, s.detached, s.live, s.idle, s.waiting),
-        (2, 1, 0, 1, 0),
-        "{s:?}"
-    );
+    assert_eq!(pool.stats().detached, 1);
+    assert_counts(&pool, (2, 0, 1, 0));
 }
