@@ -55,6 +55,7 @@ use std::mem::ManuallyDrop;
 
 use super::credit::Credit;
 use super::local::LocalCache;
+use super::thread;
 use crate::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use crate::sync::{back_off, heavy_fence, light_fence, OwnerCounter, UnsafeCell};
 
@@ -95,7 +96,10 @@ pub(crate) enum IfBusy {
     /// (that access may never come: a waiter queued behind this `get`
     /// would sleep beside the object the owner was caching). An access is
     /// a few instructions with no lock, call-out or allocation in it, so it
-    /// ends as soon as its thread runs.
+    /// ends as soon as its thread runs. Only an owner that claimed its
+    /// slot since the process's last fork is waited for (in a forked
+    /// child, a parent's thread inside an access is inside it for good: it
+    /// does not exist there); any other is asked to flush.
     WaitOut,
 }
 
@@ -119,6 +123,9 @@ pub(crate) struct Slot<T> {
     gets: OwnerCounter,
     /// Objects given back to the pool by this slot's owners.
     returns: OwnerCounter,
+    /// [`thread::fork_generation`] when the owner last claimed the slot
+    /// (see [`IfBusy::WaitOut`]).
+    claimed_in: AtomicU64,
     /// Objects created and destroyed by this slot's owners: the pool's
     /// `created` and `destroyed` are these summed, plus the slot-less ones,
     /// so no create or destroy writes a shared counter.
@@ -154,6 +161,7 @@ impl<T> Default for Slot<T> {
             cache: UnsafeCell::new(LocalCache::new()),
             gets: OwnerCounter::default(),
             returns: OwnerCounter::default(),
+            claimed_in: AtomicU64::new(0),
             created: OwnerCounter::default(),
             destroyed: OwnerCounter::default(),
             misses: OwnerCounter::default(),
@@ -263,7 +271,11 @@ impl<T> Slot<T> {
         let mut taken = Vec::new();
         for slot in revoking {
             let mut inside = fenced && slot.owner_inside();
-            if inside && if_busy == IfBusy::WaitOut {
+            // A stale stamp can only be an older generation: then the
+            // owner is asked to flush, as before this wait existed.
+            let wait_out = if_busy == IfBusy::WaitOut
+                && slot.claimed_in.load(Ordering::Relaxed) == thread::fork_generation();
+            if inside && wait_out {
                 #[cfg(all(test, not(loom)))]
                 crate::probe::WAITED_OUT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 // The access under way ends without waiting on us; any it
@@ -333,6 +345,9 @@ impl<'a, T> LocalSlot<'a, T> {
     /// [`release`](LocalSlot::release) to run at thread exit.
     #[cold]
     pub(crate) fn claim(&self, batch_size: usize) -> (Vec<Vec<T>>, Vec<T>) {
+        self.slot
+            .claimed_in
+            .store(thread::fork_generation(), Ordering::Relaxed);
         let mut flushed = Vec::new();
         let mut trimmed = Vec::new();
         let mut waited = 0;

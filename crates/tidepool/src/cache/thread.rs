@@ -27,6 +27,8 @@ use std::collections::BinaryHeap;
 use std::ptr::NonNull;
 use std::sync::Weak;
 
+#[cfg(all(unix, not(loom)))]
+use crate::sync::process::Ordering as ProcessOrdering;
 use crate::sync::Mutex;
 
 /// The id of a thread that has none.
@@ -238,6 +240,7 @@ mod fork_safety {
     use std::sync::Once;
 
     use super::{ids, Ids};
+    use crate::sync::process::{AtomicU64, Ordering};
 
     std::thread_local! {
         static HELD: RefCell<Option<parking_lot::MutexGuard<'static, Ids>>> =
@@ -249,7 +252,7 @@ mod fork_safety {
         ONCE.call_once(|| {
             // Without the handlers, a fork while another thread registers
             // could leave the child's id lock held: reported, not fatal.
-            if let Err(e) = crate::os::fork::at_fork(prepare, release, release) {
+            if let Err(e) = crate::os::fork::at_fork(prepare, release, child) {
                 crate::callbacks::warn(format_args!(
                     "tidepool: cannot install fork handlers for thread ids ({e})"
                 ));
@@ -264,6 +267,24 @@ mod fork_safety {
     extern "C" fn release() {
         drop(HELD.try_with(|held| held.borrow_mut().take()));
     }
+
+    extern "C" fn child() {
+        FORKS.fetch_add(1, Ordering::Relaxed);
+        release();
+    }
+
+    /// Forks this process is a child of, since the handlers went in.
+    pub(super) static FORKS: AtomicU64 = AtomicU64::new(0);
+}
+
+/// How many forks this process is a child of (since the first thread
+/// registered): a slot claimed under another value was claimed by a thread
+/// of a parent, which does not exist here.
+pub(crate) fn fork_generation() -> u64 {
+    #[cfg(all(unix, not(loom)))]
+    return fork_safety::FORKS.load(ProcessOrdering::Relaxed);
+    #[cfg(not(all(unix, not(loom))))]
+    0
 }
 
 /// The id registry, modelled: handing a freed id to the next thread is what

@@ -302,3 +302,72 @@ fn a_place_freed_serves_a_waiter_queued_meanwhile() {
     assert_eq!(pool.stats().detached, 1);
     assert_counts(&pool, (2, 0, 1, 0));
 }
+
+/// Cases that fork: skipped under ThreadSanitizer (`--skip fork::`), which
+/// cannot fork a multi-threaded process, and under miri.
+#[cfg(unix)]
+mod fork {
+    use super::*;
+
+    static INSIDE_AT_FORK: Gate = Gate::new();
+
+    /// A thread inside an access when another forks is inside it for good
+    /// in the child, where it does not exist. A `get` at `max_live` there
+    /// must not wait for it (it hung: the child never answered); it finds
+    /// the pool as the fork left it and says `Exhausted`.
+    #[test]
+    #[cfg_attr(miri, ignore = "miri cannot fork")]
+    fn a_get_at_max_live_in_a_forked_child_does_not_wait_for_a_parent_thread() {
+        let pool = Arc::new(pool(1));
+        let owner = {
+            let pool = Arc::clone(&pool);
+            thread::spawn(move || {
+                let guard = pool.get().unwrap();
+                PAUSE.set(Some(Pause {
+                    point: Point::InsideAccess,
+                    skip: 0,
+                    then: || INSIDE_AT_FORK.hold(),
+                }));
+                drop(guard);
+            })
+        };
+        INSIDE_AT_FORK.wait_held();
+        // SAFETY: the child only calls into the pool (whose locks the
+        // crate's fork handlers keep consistent) and then `_exit`s.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let code = match pool.get() {
+                Err(crate::Error::Exhausted { .. }) => 0,
+                _ => 1,
+            };
+            // SAFETY: ends the child at once, running nothing of the
+            // parent's (no destructors, no test harness).
+            unsafe { libc::_exit(code) };
+        }
+        INSIDE_AT_FORK.go.store(true, SeqCst);
+        owner.join().unwrap();
+        // The child's answer, or a kill after a generous wait: a hang.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut status = 0;
+        loop {
+            // SAFETY: our own child; `status` is a valid out-pointer.
+            if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                // SAFETY: our own child, not yet reaped; then reaped.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+                panic!("the forked child hung in get");
+            }
+            thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child's get did not answer Exhausted (status {status})"
+        );
+    }
+}
