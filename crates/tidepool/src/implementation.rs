@@ -452,7 +452,16 @@
 //! back from a purge    waiters served from the depot after restore_purged
 //! a place freed        released to the count, then taken back for a waiter
 //!                      that queued since the releaser's look (release_place)
+//! credits recalled     the same, after they are back in the count
+//!                      (Shared::places_freed)
 //! ```
+//!
+//! Where the object or place is made available by atomics alone (no lock
+//! shared with the waiter's look), the second look follows a `SeqCst`
+//! fence (`Shared::waiters_after_freeing`) that pairs with one the waiter
+//! runs between queueing and looking: either the look finds it or the
+//! freer sees the waiter. A revoker waits out only owners that claimed
+//! their slot since the last fork (`cache::thread::fork_generation`).
 //!
 //! `src/tests/limit_races.rs` forces each of these interleavings (a test
 //! hook holds a thread at the point) and fails without its rule. The model

@@ -30,6 +30,9 @@ pub(crate) enum Point {
     /// Just before a freed place under `max_live` goes back to the count
     /// (`Shared::release_place`), no waiter having been there to take it.
     ReleasePlace,
+    /// Between taking every thread's credits (unused places) and giving
+    /// them back to the count (`Places::recall`).
+    ReturnCredits,
 }
 
 /// A test's hold on a thread: `then` runs once, at the thread's next

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use super::waiters::{Handoff, TaskTicket};
 use super::Shared;
 use crate::callbacks::Site;
+use crate::sync::atomic::{fence, Ordering};
 use crate::{Error, Manage};
 
 /// How many times one `get` goes round the recycle-then-retry loop before
@@ -182,10 +183,19 @@ impl<M: Manage> Shared<M> {
         #[cfg(all(test, not(loom)))]
         crate::probe::pause(crate::probe::Point::Shelve);
         self.depot.put_one(item)?;
-        if self.waiters.any() {
+        if self.waiters_after_freeing() {
             self.serve_waiters_from_depot();
         }
         Ok(())
+    }
+
+    /// Whether anyone waits, asked by a path that has just made an object
+    /// or a place available: the `SeqCst` fence pairs with the one a
+    /// waiter runs between queueing and its one look (`Waiters::push`), so
+    /// either that look finds what we made available or we see the waiter.
+    pub(crate) fn waiters_after_freeing(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.waiters.any()
     }
 
     /// A guard's object, recycled, goes to the oldest waiter if there is

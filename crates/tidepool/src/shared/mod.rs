@@ -506,17 +506,19 @@ impl<M: Manage> Shared<M> {
         };
         loop {
             let local = self.local();
-            let mut got = 0;
-            while got < want
-                && places
-                    .reserve(local.as_ref().map(LocalSlot::credit), |visit| {
-                        self.slots.for_each(|_, slot| visit(slot.credit()));
-                    })
-                    .is_ok()
-            {
+            let (mut got, mut recalled) = (0, 0);
+            while got < want {
+                let all = |visit: &mut dyn FnMut(&Credit)| {
+                    self.slots.for_each(|_, slot| visit(slot.credit()));
+                };
+                match places.reserve(local.as_ref().map(LocalSlot::credit), all) {
+                    Ok(n) => recalled += n,
+                    Err(_) => break,
+                }
                 got += 1;
             }
             if got > 0 {
+                self.places_freed(places, recalled.saturating_sub(got));
                 return Ok(Reservation(self, got));
             }
             if self.teardown.destroying() == 0 {
@@ -560,9 +562,14 @@ impl<M: Manage> Shared<M> {
         #[cfg(all(test, not(loom)))]
         crate::probe::pause(crate::probe::Point::ReleasePlace);
         places.release(self.local().as_ref().map(LocalSlot::credit));
-        // A waiter that queued since the look above looked for a place
-        // before this one was free.
-        if self.waiters.any() {
+        self.places_freed(places, 1);
+    }
+
+    /// `n` places came free (released, or recalled from threads' credits
+    /// to the count): a waiter that queued since whoever freed them looked
+    /// at the queue looked for a place before they were free.
+    fn places_freed(&self, places: &Places, n: usize) {
+        if n > 0 && self.waiters_after_freeing() {
             self.serve_waiters_places(places);
         }
     }
@@ -592,7 +599,8 @@ impl<M: Manage> Shared<M> {
     /// count (`reclaim_unused`, `drain`).
     pub(crate) fn recall_credits(&self) {
         if let Some(places) = &self.places {
-            places.recall(|visit| self.slots.for_each(|_, slot| visit(slot.credit())));
+            let n = places.recall(|visit| self.slots.for_each(|_, slot| visit(slot.credit())));
+            self.places_freed(places, n);
         }
     }
 
@@ -862,7 +870,7 @@ impl<M: Manage> Shared<M> {
             // Our caller's last look at the waiters may predate this cache's
             // revocation by a waiter's one look (`at_limit.rs`): an object
             // cached now would be out of its sight. Look again.
-            if this.waiters.any() {
+            if this.waiters_after_freeing() {
                 match this.hand_to_waiter(item) {
                     None => break,
                     Some(back) => item = back,
@@ -1039,7 +1047,9 @@ impl<M: Manage> ThreadExit for Shared<M> {
         self.tear_down(refused, usize::MAX, Site::ThreadExit);
         // Its unused places under `max_live` go back to everyone.
         if let Some(places) = &self.places {
-            places.return_credits(slot.credit().recall());
+            let n = slot.credit().recall();
+            places.return_credits(n);
+            self.places_freed(places, n);
         }
     }
 }

@@ -613,7 +613,7 @@ impl<M: Manage> Shared<M> {
         let refused = self.depot.restore_purged(kept);
         // A waiter that queued while they were out looked in the depot
         // without them.
-        if self.waiters.any() {
+        if self.waiters_after_freeing() {
             self.serve_waiters_from_depot();
         }
         self.destroy_all(broken.into_iter().chain(refused), caught);

@@ -94,26 +94,29 @@ impl Places {
     /// Reserves one place for a create: from `local` (the caller's slot's
     /// credits) if it has one, else a chunk from the global count (keeping
     /// the rest in `local`), else, with the count full, after recalling
-    /// every slot's credits (`all` visits them).
+    /// every slot's credits (`all` visits them). Returns how many credits
+    /// it recalled to the count on the way (places freed, as far as other
+    /// threads can tell, that waiters may want).
     pub(crate) fn reserve(
         &self,
         local: Option<&Credit>,
         all: impl Fn(&mut dyn FnMut(&Credit)),
-    ) -> Result<(), Full> {
+    ) -> Result<usize, Full> {
         if local.is_some_and(Credit::take_one) {
-            return Ok(());
+            return Ok(0);
         }
         if self.take_global(local) {
-            return Ok(());
+            return Ok(0);
         }
         // Full: bring back what other threads hold unused, and try again.
         // More than once, yielding between: another thread may be in the
         // middle of a recall (credits swapped out, not yet returned) or of
         // taking a chunk; both finish in a few instructions.
+        let mut recalled = 0;
         for _ in 0..RECALL_ROUNDS {
-            self.recall(&all);
+            recalled += self.recall(&all);
             if self.take_global(local) {
-                return Ok(());
+                return Ok(recalled);
             }
             yield_now();
         }
@@ -174,6 +177,8 @@ impl Places {
     pub(crate) fn recall(&self, all: impl Fn(&mut dyn FnMut(&Credit))) -> usize {
         let mut n = 0;
         all(&mut |credit| n += credit.recall());
+        #[cfg(all(test, not(loom)))]
+        crate::probe::pause(crate::probe::Point::ReturnCredits);
         self.return_credits(n);
         n
     }

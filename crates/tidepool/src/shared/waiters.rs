@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::task::Waker;
 use std::time::Instant;
 
-use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::atomic::{fence, AtomicUsize, Ordering};
 use crate::sync::{Condvar, Mutex};
 
 /// What a waiter was served with.
@@ -132,8 +132,10 @@ impl<T> Waiters<T> {
         q.waiting.push_back((id, wake));
         // `SeqCst`, then the caller looks at the pool once more: a put that
         // read `count == 0` before this put its object where that look
-        // finds it.
+        // finds it. The fence pairs with `Shared::waiters_after_freeing`'s
+        // (a place or object made available by atomics alone, no lock).
         let before = self.count.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         (id, before == 0)
     }
 

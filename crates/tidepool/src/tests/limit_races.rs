@@ -371,3 +371,61 @@ mod fork {
         );
     }
 }
+
+static CREDITS_OUT: Gate = Gate::new();
+
+/// Places parked unused in a thread's credits are recalled (here by
+/// `reclaim_unused`): taken from every slot, then given back to the count.
+/// A waiter whose one look came in between saw neither, so once they are
+/// back the waiters must be served; they used to stay free, and the waiter
+/// slept.
+#[test]
+fn recalled_credits_serve_a_waiter_queued_meanwhile() {
+    let pool = Pool::builder(seven as fn() -> u32)
+        .max_live(64)
+        .burst(1)
+        .background(false)
+        .build()
+        .unwrap();
+    let (parked, done) = (AtomicBool::new(false), AtomicBool::new(false));
+    let mut cx = Context::from_waker(Waker::noop());
+    /// Lets the parking thread go however the scope ends (a failed
+    /// assertion too: the scope joins it).
+    struct Release<'a>(&'a AtomicBool);
+    impl Drop for Release<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, SeqCst);
+        }
+    }
+    thread::scope(|s| {
+        let _release = Release(&done);
+        // Far from the limit, a detached object's place stays with its
+        // thread, as a credit; the thread stays (its exit would give it
+        // back).
+        s.spawn(|| {
+            pool.get().unwrap().detach();
+            parked.store(true, SeqCst);
+            wait_for(&done);
+        });
+        wait_for(&parked);
+        // Every other place is taken here.
+        let held: Vec<_> = (0..63).map(|_| pool.get().unwrap()).collect();
+        let recaller = s.spawn(|| {
+            PAUSE.set(Some(Pause {
+                point: Point::ReturnCredits,
+                skip: 0,
+                then: || CREDITS_OUT.hold(),
+            }));
+            pool.reclaim_unused();
+        });
+        CREDITS_OUT.wait_held();
+        let mut waiting = Box::pin(pool.get_async());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        CREDITS_OUT.go.store(true, SeqCst);
+        recaller.join().unwrap();
+        assert_served(waiting.as_mut().poll(&mut cx), pool.stats());
+        drop(held);
+    });
+    assert_eq!(pool.stats().detached, 1);
+    assert_counts(&pool, (65, 0, 64, 0));
+}
