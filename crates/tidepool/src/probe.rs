@@ -11,7 +11,7 @@ std::thread_local! {
     /// allocator can check that nothing allocates there (`bracket_alloc`).
     pub(crate) static INSIDE: Cell<bool> = const { Cell::new(false) };
     /// Holds this thread at one of its next points (see [`Pause`]).
-    pub(crate) static PAUSE: Cell<Option<Pause>> = const { Cell::new(None) };
+    static PAUSE: Cell<Option<Pause>> = const { Cell::new(None) };
 }
 
 /// Times a revoker found a cache's owner inside an access and waited it
@@ -39,10 +39,15 @@ pub(crate) enum Point {
 /// `point` after `skip` others. A plain `fn`, so arming and running it
 /// allocate nothing (`bracket_alloc` counts allocations inside brackets).
 #[derive(Clone, Copy)]
-pub(crate) struct Pause {
-    pub(crate) point: Point,
-    pub(crate) skip: u32,
-    pub(crate) then: fn(),
+struct Pause {
+    point: Point,
+    skip: u32,
+    then: fn(),
+}
+
+/// Holds this thread, with `then`, at its next `point` after `skip` others.
+pub(crate) fn arm(point: Point, skip: u32, then: fn()) {
+    PAUSE.set(Some(Pause { point, skip, then }));
 }
 
 /// Runs this thread's armed pause if `point` is its own.

@@ -237,6 +237,30 @@ impl<T> Slot<T> {
         entered == ops
     }
 
+    /// For a revoker past its barrier that found the owner inside an
+    /// access: waits until the access ends if `if_busy` says so and the
+    /// owner claimed the slot in this process (`true`), else leaves it
+    /// (`false`: the caller asks for a flush). A stamp read stale can only
+    /// be an older generation: then the owner is asked to flush, as before
+    /// this wait existed.
+    fn waited_out(&self, if_busy: IfBusy) -> bool {
+        if if_busy != IfBusy::WaitOut
+            || self.claimed_in.load(Ordering::Relaxed) != thread::fork_generation()
+        {
+            return false;
+        }
+        #[cfg(all(test, not(loom)))]
+        crate::probe::WAITED_OUT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // The access under way ends without waiting on us; any it starts
+        // after our barrier sees `REVOKING` and backs out (storing
+        // `OUTSIDE`), so this loop ends when it does.
+        let mut round = 0;
+        while self.owner_inside() {
+            back_off(&mut round);
+        }
+        true
+    }
+
     /// Takes the caches of the owners of `slots` from this (other) thread.
     ///
     /// Returns the batches taken. A slot whose owner is inside an access is
@@ -270,24 +294,7 @@ impl<T> Slot<T> {
         let fenced = heavy_fence();
         let mut taken = Vec::new();
         for slot in revoking {
-            let mut inside = fenced && slot.owner_inside();
-            // A stale stamp can only be an older generation: then the
-            // owner is asked to flush, as before this wait existed.
-            let wait_out = if_busy == IfBusy::WaitOut
-                && slot.claimed_in.load(Ordering::Relaxed) == thread::fork_generation();
-            if inside && wait_out {
-                #[cfg(all(test, not(loom)))]
-                crate::probe::WAITED_OUT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                // The access under way ends without waiting on us; any it
-                // starts after our barrier sees `REVOKING` and backs out
-                // (storing `OUTSIDE`), so this loop ends when it does.
-                let mut round = 0;
-                while slot.owner_inside() {
-                    back_off(&mut round);
-                }
-                inside = false;
-            }
-            if !fenced || inside {
+            if !fenced || (slot.owner_inside() && !slot.waited_out(if_busy)) {
                 slot.state.store(FLUSH, Ordering::Release);
                 continue;
             }

@@ -60,9 +60,15 @@ use waiters::{Handoff, Waiters};
 
 pub(crate) use pass::ReclaimShared;
 
-/// This thread's cache, and the batches of a flush request the depot
-/// refused.
-type Claimed<'a, T> = (LocalSlot<'a, T>, Vec<Vec<T>>);
+/// This thread's cache, as [`Shared::claim_local`] returns it.
+struct Claimed<'a, T> {
+    slot: LocalSlot<'a, T>,
+    /// The batches of a flush or trim request the depot refused.
+    refused: Vec<Vec<T>>,
+    /// Claimed just now (first use, or after a revocation), not found
+    /// active.
+    fresh: bool,
+}
 
 /// Everything a pool's threads share. [`Pool`](crate::Pool) is an `Arc` of
 /// this; thread caches point back at it weakly for the thread-exit hand-off.
@@ -246,7 +252,11 @@ impl<M: Manage> Shared<M> {
         // its exit: `current_tid_or_register` returned it).
         let local = unsafe { LocalSlot::new(slot) };
         if local.is_active() {
-            return Some((local, Vec::new()));
+            return Some(Claimed {
+                slot: local,
+                refused: Vec::new(),
+                fresh: false,
+            });
         }
         let me: Weak<dyn ThreadExit> = Arc::downgrade(this) as Weak<Self>;
         if !thread::watch(me) {
@@ -269,7 +279,11 @@ impl<M: Manage> Shared<M> {
         if !trimmed.is_empty() {
             refused.extend(this.donate_trimmed(trimmed, batch));
         }
-        Some((local, refused))
+        Some(Claimed {
+            slot: local,
+            refused,
+            fresh: true,
+        })
     }
 
     /// Gives the objects a busy cache did not need through two intervals
@@ -350,7 +364,7 @@ impl<M: Manage> Shared<M> {
         // Times round the recycle-before-failing loop (`at_limit.rs`).
         let mut rounds = 0;
         let item = loop {
-            let Some((slot, refused)) = Self::claim_local(this) else {
+            let Some(Claimed { slot, refused, .. }) = Self::claim_local(this) else {
                 return this.get_slotless();
             };
             // Nothing in hand yet: a panic here may reach the caller.
@@ -508,10 +522,7 @@ impl<M: Manage> Shared<M> {
             let local = self.local();
             let (mut got, mut recalled) = (0, 0);
             while got < want {
-                let all = |visit: &mut dyn FnMut(&Credit)| {
-                    self.slots.for_each(|_, slot| visit(slot.credit()));
-                };
-                match places.reserve(local.as_ref().map(LocalSlot::credit), all) {
+                match places.reserve(local.as_ref().map(LocalSlot::credit), self.credits()) {
                     Ok(n) => recalled += n,
                     Err(_) => break,
                 }
@@ -581,10 +592,7 @@ impl<M: Manage> Shared<M> {
         while self.waiters.any() {
             let local = self.local();
             let credit = local.as_ref().map(LocalSlot::credit);
-            let all = |visit: &mut dyn FnMut(&Credit)| {
-                self.slots.for_each(|_, slot| visit(slot.credit()));
-            };
-            if places.reserve(credit, all).is_err() {
+            if places.reserve(credit, self.credits()).is_err() {
                 return;
             }
             if self.waiters.serve(Handoff::Place).is_err() {
@@ -599,9 +607,14 @@ impl<M: Manage> Shared<M> {
     /// count (`reclaim_unused`, `drain`).
     pub(crate) fn recall_credits(&self) {
         if let Some(places) = &self.places {
-            let n = places.recall(|visit| self.slots.for_each(|_, slot| visit(slot.credit())));
+            let n = places.recall(self.credits());
             self.places_freed(places, n);
         }
+    }
+
+    /// Every slot's credits, for [`Places`] to recall.
+    fn credits(&self) -> impl Fn(&mut dyn FnMut(&Credit)) + '_ {
+        |visit| self.slots.for_each(|_, slot| visit(slot.credit()))
     }
 
     // === put ===
@@ -862,15 +875,17 @@ impl<M: Manage> Shared<M> {
         // so a panicking `destroy` cannot lose it.
         let mut refused = Vec::new();
         loop {
-            let Some((slot, flushed)) = Self::claim_local(this) else {
+            let Some(claimed) = Self::claim_local(this) else {
                 this.put_slotless(item, site);
                 break;
             };
-            refused.extend(flushed);
-            // Our caller's last look at the waiters may predate this cache's
-            // revocation by a waiter's one look (`at_limit.rs`): an object
-            // cached now would be out of its sight. Look again.
-            if this.waiters_after_freeing() {
+            let slot = claimed.slot;
+            refused.extend(claimed.refused);
+            // Claimed just now: our caller's last look at the waiters may
+            // predate the cache's revocation by a waiter's one look
+            // (`at_limit.rs`), and an object cached now would be out of its
+            // sight. Look again. (A cache found active was not revoked.)
+            if claimed.fresh && this.waiters_after_freeing() {
                 match this.hand_to_waiter(item) {
                     None => break,
                     Some(back) => item = back,

@@ -1,6 +1,6 @@
 //! Interleavings at `max_live` that once stranded a waiter beside an idle
 //! object (`tests/get_async.rs`' stress test hung that way, about once in
-//! a thousand runs), forced with the `probe::PAUSE` hook, which holds a
+//! a thousand runs), forced with the `probe::arm` hook, which holds a
 //! thread at a chosen point (a cache access, the depot), so each test fails
 //! the same way every time without its fix.
 
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::thread;
 
-use crate::probe::{Pause, Point, PAUSE, WAITED_OUT};
+use crate::probe::{arm, Point, WAITED_OUT};
 use crate::{Manage, Pool, Stats};
 
 type Error = crate::Error<Infallible>;
@@ -83,6 +83,17 @@ fn assert_counts<M: Manage>(pool: &Pool<M>, want: (u64, u64, u64, u64)) {
     assert_eq!((s.created, s.live, s.idle, s.waiting), want, "{s:?}");
 }
 
+/// A thread that takes the pool's one object and gives it back, held by
+/// `hold` inside the access that caches it.
+fn owner_inside_push(pool: &Arc<Pool<fn() -> u32>>, hold: fn()) -> thread::JoinHandle<()> {
+    let pool = Arc::clone(pool);
+    thread::spawn(move || {
+        let guard = pool.get().unwrap();
+        arm(Point::InsideAccess, 0, hold);
+        drop(guard);
+    })
+}
+
 static INSIDE_PUSH: Gate = Gate::new();
 
 /// A `get` at `max_live` while the one idle object is being cached: its
@@ -94,18 +105,7 @@ static INSIDE_PUSH: Gate = Gate::new();
 #[test]
 fn a_get_at_max_live_waits_out_an_owner_caching_the_object() {
     let pool = Arc::new(pool(1));
-    let owner = {
-        let pool = Arc::clone(&pool);
-        thread::spawn(move || {
-            let guard = pool.get().unwrap();
-            PAUSE.set(Some(Pause {
-                point: Point::InsideAccess,
-                skip: 0,
-                then: || INSIDE_PUSH.hold(),
-            }));
-            drop(guard);
-        })
-    };
+    let owner = owner_inside_push(&pool, || INSIDE_PUSH.hold());
     INSIDE_PUSH.wait_held();
     let waited_before = WAITED_OUT.load(SeqCst);
     let getter = {
@@ -149,11 +149,7 @@ fn a_put_that_reclaims_its_cache_serves_a_waiter_queued_meanwhile() {
             // The put's first access (its fast push) finds the cache
             // revoked; the put then looks at the waiters (none yet) and
             // tries again: held just before that second access.
-            PAUSE.set(Some(Pause {
-                point: Point::BeforeAccess,
-                skip: 1,
-                then: || BEFORE_SLOW_PUSH.hold(),
-            }));
+            arm(Point::BeforeAccess, 1, || BEFORE_SLOW_PUSH.hold());
             drop(guard);
             // Alive until the waiter has been looked at: this thread's exit
             // would hand its cache to the waiter.
@@ -206,11 +202,7 @@ fn an_object_passed_on_to_the_depot_serves_a_waiter_queued_meanwhile() {
     drop(guard);
     thread::scope(|s| {
         let canceller = s.spawn(move || {
-            PAUSE.set(Some(Pause {
-                point: Point::Shelve,
-                skip: 0,
-                then: || BEFORE_SHELVING.hold(),
-            }));
+            arm(Point::Shelve, 0, || BEFORE_SHELVING.hold());
             drop(first);
         });
         BEFORE_SHELVING.wait_held();
@@ -284,11 +276,7 @@ fn a_place_freed_serves_a_waiter_queued_meanwhile() {
     let mut cx = Context::from_waker(Waker::noop());
     thread::scope(|s| {
         let detacher = s.spawn(move || {
-            PAUSE.set(Some(Pause {
-                point: Point::ReleasePlace,
-                skip: 0,
-                then: || BEFORE_RELEASE.hold(),
-            }));
+            arm(Point::ReleasePlace, 0, || BEFORE_RELEASE.hold());
             guard.detach()
         });
         BEFORE_RELEASE.wait_held();
@@ -319,18 +307,7 @@ mod fork {
     #[cfg_attr(miri, ignore = "miri cannot fork")]
     fn a_get_at_max_live_in_a_forked_child_does_not_wait_for_a_parent_thread() {
         let pool = Arc::new(pool(1));
-        let owner = {
-            let pool = Arc::clone(&pool);
-            thread::spawn(move || {
-                let guard = pool.get().unwrap();
-                PAUSE.set(Some(Pause {
-                    point: Point::InsideAccess,
-                    skip: 0,
-                    then: || INSIDE_AT_FORK.hold(),
-                }));
-                drop(guard);
-            })
-        };
+        let owner = owner_inside_push(&pool, || INSIDE_AT_FORK.hold());
         INSIDE_AT_FORK.wait_held();
         // SAFETY: the child only calls into the pool (whose locks the
         // crate's fork handlers keep consistent) and then `_exit`s.
@@ -411,11 +388,7 @@ fn recalled_credits_serve_a_waiter_queued_meanwhile() {
         // Every other place is taken here.
         let held: Vec<_> = (0..63).map(|_| pool.get().unwrap()).collect();
         let recaller = s.spawn(|| {
-            PAUSE.set(Some(Pause {
-                point: Point::ReturnCredits,
-                skip: 0,
-                then: || CREDITS_OUT.hold(),
-            }));
+            arm(Point::ReturnCredits, 0, || CREDITS_OUT.hold());
             pool.reclaim_unused();
         });
         CREDITS_OUT.wait_held();
