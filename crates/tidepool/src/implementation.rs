@@ -447,6 +447,9 @@
 //! put, fast or slow    waiters? after recycle, and again in put_slow after
 //!                      (re-)claiming the cache (a look may have revoked it)
 //! cached during look   the look waits the owner's access out and takes it
+//! refill in hand       the look takes the owner's cache, empty as it is:
+//!   (depot batch, burst)  the install is refused and the refill goes to
+//!                      the depot, which serves the waiters
 //! shelved in depot     waiters served from the depot after the object lands
 //!   (passed on, slot-less put, prefill: Shared::shelve)
 //! back from a purge    waiters served from the depot after restore_purged

@@ -33,6 +33,10 @@ pub(crate) enum Point {
     /// Between taking every thread's credits (unused places) and giving
     /// them back to the count (`Places::recall`).
     ReturnCredits,
+    /// Just before a refill becomes a `get`'s cache's loaded batch: a
+    /// batch taken from the depot or the rest of a burst it created, less
+    /// the object it keeps (`Shared::get_slow`).
+    Refill,
 }
 
 /// A test's hold on a thread: `then` runs once, at the thread's next

@@ -382,6 +382,8 @@ impl<M: Manage> Shared<M> {
                 // batch split by reclaim may be short of it).
                 batch.reserve_exact(batch_size.saturating_sub(batch.len()));
                 let item = batch.pop().expect("full batches are never empty");
+                #[cfg(all(test, not(loom)))]
+                crate::probe::pause(crate::probe::Point::Refill);
                 match slot.install_loaded(batch) {
                     Ok(empty) => this.depot.keep_empty(empty),
                     // Revoked meanwhile: the rest goes back.
@@ -420,6 +422,8 @@ impl<M: Manage> Shared<M> {
                 // The rest of the burst becomes this cache's loaded batch
                 // (room for a whole batch made here, outside the bracket).
                 made.reserve_exact(batch_size - made.len());
+                #[cfg(all(test, not(loom)))]
+                crate::probe::pause(crate::probe::Point::Refill);
                 if let Err(made) = slot.install_loaded(made) {
                     // Revoked meanwhile: the rest goes to the depot.
                     let refused = this.donate_all(vec![made]);

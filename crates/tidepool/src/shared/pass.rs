@@ -551,6 +551,13 @@ impl<M: Manage> Shared<M> {
     /// for the owner's next access, which may never come (the owner's next
     /// call may be a wait of its own, queued behind ours).
     ///
+    /// Empty caches on the way are taken too, and must be: their owner may
+    /// hold a refill in hand (a batch from the depot, the rest of a burst)
+    /// that it is about to install. Taken, the cache refuses it, and the
+    /// refill goes back to the depot, which serves the waiters; passed
+    /// over, the refill would land in a cache this `get` (a waiter's one
+    /// look) already found empty (`tests/limit_races.rs`, `a_refill_*`).
+    ///
     /// One barrier per slot tried: costly, but only at the limit, and it
     /// stops at the first cache with objects.
     pub(crate) fn steal_cache(&self, me: Option<usize>) -> Vec<Vec<M::Item>> {

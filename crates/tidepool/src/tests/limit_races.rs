@@ -291,6 +291,92 @@ fn a_place_freed_serves_a_waiter_queued_meanwhile() {
     assert_counts(&pool, (2, 0, 1, 0));
 }
 
+static REFILL_FROM_DEPOT: Gate = Gate::new();
+static REFILL_FROM_BURST: Gate = Gate::new();
+
+/// A `get` that refills its cache takes a whole batch from the depot,
+/// keeps one object and installs the rest as its cache's loaded batch. A
+/// waiter whose one look came in between found the depot empty and that
+/// cache empty; its look takes (revokes) the empty cache too, so the
+/// install fails and the rest goes back to the depot, which serves the
+/// waiter. A look that passed over empty caches would leave the rest to
+/// be installed out of the waiter's sight, and the waiter asleep beside it.
+#[test]
+fn a_refill_from_the_depot_in_flight_serves_a_waiter_queued_meanwhile() {
+    let pool = refilling_pool(1);
+    // One object held here; two idle in the depot as one full batch
+    // (handed over at their thread's exit): the pool is at `max_live`.
+    let held = pool.get().unwrap();
+    thread::scope(|s| {
+        s.spawn(|| drop([pool.get().unwrap(), pool.get().unwrap()]))
+            .join()
+            .unwrap()
+    });
+    assert_eq!(pool.stats().idle_depot, 2);
+    refill_meets_a_waiter(&pool, || REFILL_FROM_DEPOT.hold(), &REFILL_FROM_DEPOT);
+    drop(held);
+    assert_counts(&pool, (3, 0, 3, 0));
+}
+
+/// As [`a_refill_from_the_depot_in_flight_serves_a_waiter_queued_meanwhile`],
+/// with a refill the `get` created: a burst of two, one kept, one to be
+/// installed, the burst's places making the pool full.
+#[test]
+fn a_refill_from_a_burst_in_flight_serves_a_waiter_queued_meanwhile() {
+    let pool = refilling_pool(2);
+    let held = pool.get().unwrap();
+    assert_eq!(pool.stats().idle, 1, "the burst's second object is cached");
+    // Back to one live object, none idle: the next burst fills the pool.
+    pool.drain();
+    refill_meets_a_waiter(&pool, || REFILL_FROM_BURST.hold(), &REFILL_FROM_BURST);
+    drop(held);
+    assert_eq!(pool.stats().destroyed, 1, "drained");
+    assert_counts(&pool, (4, 0, 3, 0));
+}
+
+/// At most three objects, batches of two, bursts of `burst`.
+fn refilling_pool(burst: usize) -> Pool<fn() -> u32> {
+    Pool::builder(seven as fn() -> u32)
+        .max_live(3)
+        .batch_size(2)
+        .burst(burst)
+        .background(false)
+        .build()
+        .unwrap()
+}
+
+/// A thread's `get` held (by `hold`, at `gate`) with a refill in hand; a
+/// waiter queues and looks meanwhile, and must be served once the `get`
+/// is over, while its thread still holds what it got.
+fn refill_meets_a_waiter(pool: &Pool<fn() -> u32>, hold: fn(), gate: &Gate) {
+    let flag = || AtomicBool::new(false);
+    let (got, looked) = (flag(), flag());
+    let mut cx = Context::from_waker(Waker::noop());
+    thread::scope(|s| {
+        let refiller = s.spawn(|| {
+            arm(Point::Refill, 0, hold);
+            let guard = pool.get().unwrap();
+            got.store(true, SeqCst);
+            // Held, and the thread alive, until the waiter has been looked
+            // at: a put or this thread's exit would serve it either way.
+            wait_for(&looked);
+            drop(guard);
+        });
+        gate.wait_held();
+        // A waiter queues and looks once: the refill is in the refiller's
+        // hands.
+        let mut waiting = Box::pin(pool.get_async());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        gate.go.store(true, SeqCst);
+        wait_for(&got);
+        let polled = waiting.as_mut().poll(&mut cx);
+        let then = pool.stats();
+        looked.store(true, SeqCst);
+        refiller.join().unwrap();
+        assert_served(polled, then);
+    });
+}
+
 /// Cases that fork: skipped under ThreadSanitizer (`--skip fork::`), which
 /// cannot fork a multi-threaded process, and under miri.
 #[cfg(unix)]
