@@ -23,10 +23,12 @@
 //! The [`GetDrop`] subjects take an object and drop the guard at once, with
 //! no touch: `core` ([`Tidepool`], `Pool::get`), `core_owned`
 //! ([`TidepoolOwned`], `Pool::get_owned`) and `stack` ([`Stacks`],
-//! `StackPool::get` of a 1 MiB guarded stack). The guards are the same size
-//! (a pool pointer and a 24-byte object), so the three compare what each
-//! kind of guard costs. `stack_get_drop_apart` ([`StacksApart`], instruction
-//! count only) is `stack` with each half behind a call that is not inlined.
+//! `StackPool::get` of a 1 MiB guarded stack). The core's guards hold a
+//! pool pointer and a 24-byte object, the stack handle two words (the
+//! stack and its slab set, through which it finds its pool), so the three
+//! compare what each kind of guard costs. `stack_get_drop_apart`
+//! ([`StacksApart`], instruction count only) is `stack` with each half
+//! behind a call that is not inlined.
 //! `stack_get_put` ([`StacksPut`]) and `stack_get_put_apart`
 //! ([`StacksPutApart`]) give the stack back with `StackPool::put` instead
 //! of dropping it (instruction counts only).

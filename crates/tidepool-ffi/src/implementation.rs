@@ -31,7 +31,8 @@
 //! (`Pooled<'static, _>`): no reference count moves on `get` or `put`. That
 //! is sound because `tidepool_pool_destroy` refuses (`TIDEPOOL_ERR_BUSY`)
 //! while `live > 0`, and a pool is freed nowhere else. Stack guards are
-//! `PooledStack`s, which hold an `Arc` of their pool as the core makes them.
+//! `PooledStack`s, which keep their pool alive as the core's owned guards
+//! do (no reference count: see the core's `lifetime` module).
 //!
 //! # Misuse, detected
 //!

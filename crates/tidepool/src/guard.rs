@@ -40,7 +40,8 @@ pub struct Pooled<'a, M: Manage> {
 /// assert_eq!(pool.stats().live, 0);
 /// ```
 pub struct OwnedPooled<M: Manage> {
-    /// An uncounted copy of the pool handle (`Pool::alias`): valid while
+    /// An uncounted copy of the pool handle (`Pool::alias`, or
+    /// `Pool::alias_of` for a stack handle's guard): valid while
     /// the pool counts `item` as out, which it does until this guard ends
     /// (`OwnedPooled`'s drop, `discard` or `detach`; `lifetime`).
     pool: ManuallyDrop<Pool<M>>,
@@ -239,7 +240,7 @@ impl<M: Manage> OwnedPooled<M> {
         }
     }
 
-    fn into_parts(self) -> (ManuallyDrop<Pool<M>>, M::Item) {
+    pub(crate) fn into_parts(self) -> (ManuallyDrop<Pool<M>>, M::Item) {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped, so each field is moved out exactly
         // once: `item` by `take`, `pool` by `read` of a field that nothing

@@ -120,16 +120,25 @@
 //! The rule behind both: a load must not be wider than the stores it
 //! reads. Loads inside tidepool are a word at a time, so they forward from
 //! any store; a value handed to the caller is copied by the caller's code,
-//! 16 bytes at a time from its start. `StackPool::get` therefore lays its
-//! three-word handle down as 16 + 8 bytes (`words::widen`, one SSE2 store
-//! and one word store) instead of three word stores: the lab's `fio`
-//! adapter had spent about 20 % of its request loop (perf `cpu-clock`,
-//! 256-byte frames) on that one stalled copy, and `StackPool::get` + drop
-//! went from 9.0 to 5.6 ns (criterion `get_drop/stack`). `StackPool::get`
-//! is always inlined: a caller that is itself out of line (a trait object,
-//! as the lab's policies are) otherwise called it and took the `Result`
-//! back through memory, 11 instructions more per get + drop (budget
-//! `stack_get_drop_apart`).
+//! 16 bytes at a time from its start once it is bigger than two words. A
+//! lent stack's handle (`PooledStack`) is therefore two words, the stack's
+//! start and its slab set, which the compiler moves as a pair of
+//! registers; the pool it came from is found through the slab set
+//! (`Slabs::pool`, recorded by the builder before any stack is lent, and
+//! valid while the stack is counted out: see owned guards below). With the
+//! pool in the handle, three words went through memory at every move:
+//! stored a word at a time, the caller's first 16-byte copy waited for
+//! them (about 20 % of the lab's `fio` adapter loop with 256-byte frames;
+//! 9.0 ns per `StackPool::get` + drop); laid down as 16 + 8 bytes (one
+//! SSE2 store), the stack's words went through vector registers and back
+//! on every get and drop (5.1–5.2 ns, criterion `get_drop/stack`, against
+//! 3.3 for the core's get + drop). Two words: 3.8 ns, level with the
+//! core's in the same run, and 115 instructions per get and give back
+//! with each half out of line, against 127 (budget `stack_get_put_apart`).
+//! `StackPool::get` is always inlined: a caller that is itself out of
+//! line (a trait object, as the lab's policies are) otherwise called it
+//! and took the `Result` back through memory, 11 instructions more per
+//! get + drop (budget `stack_get_drop_apart`).
 //!
 //! Nothing allocates, frees, takes a lock or calls user code inside an
 //! access bracket: every batch that enters a cache gets its room for
@@ -585,9 +594,11 @@
 //!
 //! # Owned guards
 //!
-//! An owned guard ([`OwnedPooled`](crate::OwnedPooled), and every
-//! `PooledStack`) holds an uncounted copy of the handle's pointer, not an
-//! `Arc`: taking and dropping one touch no shared reference count. The
+//! An owned guard ([`OwnedPooled`](crate::OwnedPooled)) holds an uncounted
+//! copy of the handle's pointer, not an `Arc`: taking and dropping one
+//! touch no shared reference count. A `PooledStack` stands for one without
+//! the pointer: it finds it through its stack's slab set and rebuilds the
+//! guard to end it (`Pool::alias_of`). The
 //! shared state lives until the last of {the handle, the owned guards} is
 //! gone (`src/lifetime.rs`, after Linux's `percpu_ref` and liburcu's
 //! `membarrier` RCU). Pool handles themselves are counted (`Life::handles`:
@@ -617,7 +628,7 @@
 //! the pool alive for the whole call (or, for a guard's alias, that other
 //! guard being out does: `live >= 1`), which is the invariant the marker
 //! stands in for; a pool closed before that handle was taken from a guard
-//! is freed by the handle's own close (`StackPool::get` + `put`: 107
+//! is freed by the handle's own close (`StackPool::get` + `put`: 103
 //! instructions, against 110 for get + drop).
 //!
 //! A dropped owned guard whose object goes into this thread's loaded batch

@@ -1,7 +1,8 @@
 //! How owned guards keep their pool alive without a reference count.
 //!
 //! An [`OwnedPooled`](crate::OwnedPooled) (and so every
-//! [`PooledStack`](crate::stack::PooledStack)) is `'static`: it may outlive
+//! [`PooledStack`](crate::stack::PooledStack), which stands for one and
+//! finds the pointer below through its stack's slab set) is `'static`: it may outlive
 //! the [`Pool`](crate::Pool) handle, on any thread. It used to hold a clone
 //! of the pool's `Arc`, paid for with a `lock incq` when taken and a
 //! `lock decq` when dropped, on one cache line that every thread writes.

@@ -147,6 +147,35 @@ impl<M: Manage> Pool<M> {
         })
     }
 
+    /// The address of this pool's shared state, which
+    /// [`alias_of`](Self::alias_of) turns back into a handle.
+    #[cfg(unix)]
+    pub(crate) fn shared_ptr(&self) -> *const Shared<M> {
+        Arc::as_ptr(&self.shared)
+    }
+
+    /// An uncounted handle on the pool whose shared state is at `shared`,
+    /// as [`alias`](Self::alias) makes one: for a stack handle, which finds
+    /// its pool by address (`stack::PooledStack`).
+    ///
+    /// # Safety
+    ///
+    /// `shared` came from [`shared_ptr`](Self::shared_ptr), and the pool
+    /// still counts an object out to the caller (so its shared state is
+    /// alive: see `lifetime`) for as long as the handle is used.
+    #[cfg(unix)]
+    #[inline(always)]
+    pub(crate) unsafe fn alias_of(shared: *const Shared<M>) -> ManuallyDrop<Pool<M>> {
+        // SAFETY: `shared` is an `Arc`'s pointer (`shared_ptr`: `as_ptr`,
+        // the pointer `into_raw` gives) whose allocation is alive (our
+        // caller's promise); the `Arc` made here is never dropped
+        // (`ManuallyDrop`), so the count stays as it is.
+        let shared = unsafe { Arc::from_raw(shared) };
+        ManuallyDrop::new(Pool {
+            shared: ManuallyDrop::new(shared),
+        })
+    }
+
     /// A new counted handle on this pool, for an owned guard's holder that
     /// wants one ([`PooledStack::pool`](crate::stack::PooledStack::pool)).
     /// The pool closes when its last handle drops.

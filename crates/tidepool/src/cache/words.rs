@@ -2,7 +2,7 @@
 //!
 //! A round trip moves the object twice through memory: `pop` copies it from
 //! the batch into the caller's guard, the guard's drop copies it back. Left
-//! to itself, LLVM copies a 24-byte object (a `Vec`, a stack handle) as
+//! to itself, LLVM copies a 24-byte object (a `Vec`, a stack and its slab set) as
 //! 8 + 16 bytes in one place and 16 + 8 in another. A load that spans two
 //! earlier stores cannot take its data from the store buffer: it waits until
 //! both stores reach the cache (a store-forwarding stall, some 10-20 cycles
@@ -19,11 +19,11 @@
 //! keeps the guard's drop small enough to inline. Every other object is
 //! moved with a plain `ptr::read`/`write`.
 //!
-//! The other direction is [`widen`]: a value handed out by value is copied
-//! by the caller's code in 16-byte pieces, so a three-word stack handle is
-//! laid down that way (one SSE2 store and one word store) rather than as
-//! three word stores the caller's first 16-byte load would stall on. In
-//! short: loads no wider than the stores they read.
+//! The other direction, a value handed to the caller, is the caller's
+//! code: it copies anything bigger than two words in 16-byte pieces, so a
+//! handle handed out by value is kept to two words, which are moved in
+//! registers (`stack::PooledStack`). In short: loads no wider than the
+//! stores they read.
 
 use std::mem::{align_of, size_of, MaybeUninit};
 use std::ptr;
@@ -150,57 +150,6 @@ pub(crate) unsafe fn read<T>(src: *const T) -> T {
     unsafe { out.assume_init() }
 }
 
-/// Returns `value` as it is, but laid down in memory the way a copy of it
-/// will be read: in 16-byte pieces from its start, then a word.
-///
-/// A guard handed out by value is moved at once by the caller (out of the
-/// `Result`, into an enum, into a coroutine), and the compiler copies a
-/// three-word value as 16 + 8 bytes. Built from registers, the guard is
-/// stored a word at a time, so the caller's first 16-byte load spans two
-/// stores still in the store buffer and waits for both (a store-forwarding
-/// stall, measured at about 20 % of the lab's `fio` request loop with a
-/// small frame). Written here in the copy's own pieces (an SSE2 pair of
-/// words, `movups`, then the last word), every later copy forwards; the
-/// local is then returned as a plain move of a value in memory.
-///
-/// # Safety
-///
-/// `T` has no padding: every byte of it is part of a word-sized field.
-#[inline(always)]
-pub(crate) unsafe fn widen<T>(value: T) -> T {
-    #[cfg(all(target_arch = "x86_64", target_pointer_width = "64", not(miri)))]
-    if size_of::<T>() == 3 * size_of::<usize>() && align_of::<T>() >= align_of::<usize>() {
-        let value = std::mem::ManuallyDrop::new(value);
-        let words = (&*value as *const T).cast::<*const u8>();
-        let mut out = MaybeUninit::<T>::uninit();
-        let dst = out.as_mut_ptr().cast::<u8>();
-        // SAFETY: `T` is three words without padding (our caller's
-        // promise), so each is initialised and may be read as a pointer,
-        // provenance included; `dst` is valid for the 24 bytes written.
-        // The moved value is forgotten (`ManuallyDrop`) and `out` holds
-        // its bytes, so it is owned once.
-        unsafe {
-            let (w0, w1, w2) = (words.read(), words.add(1).read(), words.add(2).read());
-            std::arch::asm!(
-                "movq {a}, {w0}",
-                "movq {b}, {w1}",
-                "punpcklqdq {a}, {b}",
-                "movups xmmword ptr [{dst}], {a}",
-                "mov qword ptr [{dst} + 16], {w2}",
-                w0 = in(reg) w0,
-                w1 = in(reg) w1,
-                w2 = in(reg) w2,
-                dst = in(reg) dst,
-                a = out(xmm_reg) _,
-                b = out(xmm_reg) _,
-                options(nostack, preserves_flags),
-            );
-            return out.assume_init();
-        }
-    }
-    value
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -249,29 +198,6 @@ mod tests {
         assert_eq!(round_trip(*b"abc"), *b"abc");
         assert_eq!(round_trip(Box::new(9)), Box::new(9));
         round_trip(());
-    }
-
-    #[test]
-    fn a_widened_value_keeps_every_word_and_is_dropped_once() {
-        let drops = Rc::new(Cell::new(0));
-        struct Three(Rc<Cell<u32>>, Box<u64>, &'static str);
-        impl Drop for Three {
-            fn drop(&mut self) {
-                self.0.set(self.0.get() + 1);
-            }
-        }
-        // SAFETY: an `Rc`, a `Box` and a `&str` are pointers and a length:
-        // three words, no padding.
-        let w = unsafe { widen(Three(Rc::clone(&drops), Box::new(7), "tide")) };
-        assert_eq!((*w.1, w.2), (7, "tide"));
-        assert_eq!(drops.get(), 0);
-        drop(w);
-        assert_eq!(drops.get(), 1);
-        // SAFETY: a `Vec` of bytes is three words, no padding.
-        assert_eq!(unsafe { widen(vec![1u8, 2]) }, [1, 2]);
-        // Other sizes pass through unchanged.
-        // SAFETY: a `u64` is one word.
-        assert_eq!(unsafe { widen(9u64) }, 9);
     }
 
     #[test]

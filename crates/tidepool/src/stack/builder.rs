@@ -288,6 +288,8 @@ impl StackPoolBuilder {
             builder = builder.teardown_chunk(n);
         }
         let pool = Arc::new(builder.build()?);
+        // Before any stack is lent: lent stacks find their pool here.
+        pool.manager().slabs().set_pool(pool.shared_ptr().cast());
         registry::register(&pool);
         Ok(StackPool::from_pool(pool))
     }

@@ -57,6 +57,11 @@ impl StackManager {
         }
     }
 
+    /// The slab set the stacks come from.
+    pub(crate) fn slabs(&self) -> &Slabs {
+        &self.slabs
+    }
+
     /// Usable bytes per stack (page-rounded).
     pub fn usable_size(&self) -> usize {
         self.slabs.usable_size()

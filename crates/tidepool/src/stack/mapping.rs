@@ -42,7 +42,8 @@ pub struct GuardedStack {
     /// The slab set the slot belongs to, which knows the sizes and takes
     /// the slot back on drop. The `Arc` keeps the set (its counters, the
     /// slab's bookkeeping) alive as long as any of its stacks. Two words in
-    /// all: a `PooledStack` must fit the C API's 64-byte stack header.
+    /// all, which is all a `PooledStack` is: it must fit the C API's
+    /// 64-byte stack header, and stay two words to move in registers.
     slabs: Arc<Slabs>,
 }
 

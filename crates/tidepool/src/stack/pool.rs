@@ -2,6 +2,7 @@
 //! lends.
 
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -106,9 +107,9 @@ impl StackPool {
 
     /// Gives a stack back through this handle: what dropping it does, but
     /// cheaper, since the handle keeps the pool alive and the stack's own
-    /// end need not ([`Pool::put`]): 104 instructions per get and give
-    /// back against 125 for a get and drop (budget `stack_get_put`); 124
-    /// against 155 when each half is a call of its own. A stack of another
+    /// end need not ([`Pool::put`]): 103 instructions per get and give
+    /// back against 110 for a get and drop (budget `stack_get_put`); 115
+    /// against 130 when each half is a call of its own. A stack of another
     /// pool is dropped as usual.
     ///
     /// ```
@@ -120,7 +121,7 @@ impl StackPool {
     /// ```
     #[inline(always)]
     pub fn put(&self, stack: PooledStack) {
-        self.pool.put(stack.inner);
+        self.pool.put(stack.into_guard());
     }
 
     /// Like [`get`](StackPool::get), but at `max_live` waits up to
@@ -146,7 +147,7 @@ impl StackPool {
         self.manager().count_reclaim_retry();
         registry::reclaim_idle_stacks();
         match self.pool.get_owned() {
-            Ok(inner) => Ok(PooledStack { inner }),
+            Ok(inner) => Ok(PooledStack::lent(inner)),
             Err(e) => Err(e.into()),
         }
     }
@@ -335,43 +336,88 @@ impl fmt::Debug for StackPool {
 /// # }
 /// ```
 pub struct PooledStack {
-    inner: OwnedPooled<StackManager>,
+    /// The stack, counted out of the pool its slab set knows
+    /// (`Slabs::pool`) until this handle ends. The pool is not kept here:
+    /// two words are moved in registers wherever the handle goes (a
+    /// three-word one goes through memory in 16-byte pieces, and the first
+    /// read after each move waited on the store; see `implementation`).
+    /// Sound because the stack cannot be swapped for another: the handle
+    /// gives `&GuardedStack` only (no `DerefMut`, `AsMut`), so its slab set
+    /// always names the pool that lent it.
+    stack: ManuallyDrop<GuardedStack>,
 }
 
-// A stack handle is three pointers: the pool, the stack's start and its
-// slab set. `PooledStack::lent` relies on it.
-const _: () = assert!(std::mem::size_of::<PooledStack>() == 3 * std::mem::size_of::<usize>());
+// Two pointers: the stack's start and its slab set.
+const _: () = assert!(std::mem::size_of::<PooledStack>() == 2 * std::mem::size_of::<usize>());
 
 impl PooledStack {
-    /// The handle for a stack just taken from the pool, laid down in memory
-    /// the way the caller will copy it (`cache::words::widen`): without
-    /// this, the caller's first move of the handle waits on a
-    /// store-forwarding stall on every get.
+    /// The handle for a stack just counted out of the pool: the owned
+    /// guard's parts, less the pool, which the stack's slab set knows.
     #[inline(always)]
-    fn lent(inner: OwnedPooled<StackManager>) -> Self {
-        // SAFETY: a `PooledStack` is three pointers (asserted above: the
-        // pool handle, the stack's start, its slab set's `Arc`), so it has
-        // no padding.
-        unsafe { crate::cache::words::widen(PooledStack { inner }) }
+    fn lent(guard: OwnedPooled<StackManager>) -> Self {
+        let (pool, stack) = guard.into_parts();
+        debug_assert!(std::ptr::eq(
+            stack.slabs().pool(),
+            pool.shared_ptr().cast::<()>()
+        ));
+        PooledStack {
+            stack: ManuallyDrop::new(stack),
+        }
+    }
+
+    /// The owned guard this handle stands for, to end it with.
+    #[inline(always)]
+    fn into_guard(self) -> OwnedPooled<StackManager> {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so the stack is taken out once.
+        let stack = unsafe { ManuallyDrop::take(&mut this.stack) };
+        Self::owned_guard(stack)
+    }
+
+    /// The owned guard of a lent stack.
+    #[inline(always)]
+    fn owned_guard(stack: GuardedStack) -> OwnedPooled<StackManager> {
+        // SAFETY: the stack was lent by the pool its slab set records (the
+        // builder records it before lending any), which counts it out until
+        // the guard made here ends, and so is alive; the alias made here is
+        // bit for bit the one `get_owned` made (and `lent` dropped, owning
+        // nothing).
+        unsafe {
+            let pool = Pool::alias_of(stack.slabs().pool().cast());
+            OwnedPooled::new(pool, stack)
+        }
     }
 
     /// Destroys the stack instead of returning it to the pool, e.g. after a
     /// coroutine on it was found to have misbehaved: its pages are
     /// released and its slot freed (its slab unmapped if it was the last).
     pub fn discard(self) {
-        self.inner.discard()
+        self.into_guard().discard()
     }
 
     /// Takes the stack out of the pool: it is yours, no longer counted by
     /// the pool, and given back to its slab when the returned value drops
     /// (the slab stays mapped until then).
     pub fn detach(self) -> GuardedStack {
-        self.inner.detach()
+        self.into_guard().detach()
     }
 
     /// The pool this stack came from (a new handle on it).
     pub fn pool(&self) -> StackPool {
-        StackPool::from_pool(Arc::new(self.inner.pool().new_handle()))
+        // SAFETY: as in `owned_guard`: the pool counts this stack out, so it is
+        // alive while the alias is used (to count a new handle).
+        let pool = unsafe { Pool::<StackManager>::alias_of(self.stack.slabs().pool().cast()) };
+        StackPool::from_pool(Arc::new(pool.new_handle()))
+    }
+}
+
+impl Drop for PooledStack {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the stack is taken out once: this is the handle's end
+        // (`into_guard` forgets the handle, so never both).
+        let stack = unsafe { ManuallyDrop::take(&mut self.stack) };
+        drop(Self::owned_guard(stack));
     }
 }
 
@@ -380,12 +426,68 @@ impl Deref for PooledStack {
 
     #[inline]
     fn deref(&self) -> &GuardedStack {
-        &self.inner
+        &self.stack
     }
 }
 
 impl fmt::Debug for PooledStack {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("PooledStack").field(&*self.inner).finish()
+        f.debug_tuple("PooledStack").field(&*self.stack).finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Settings that need nothing of the OS but mappings (so that miri
+    /// runs it): the budget given, `mprotect` guards.
+    fn pool() -> StackPool {
+        StackPool::builder(4096)
+            .map_budget(crate::stack::MapBudget::with_max_map_count(65_530))
+            .guard_mode(crate::stack::GuardMode::Protect)
+            .background(false)
+            .build()
+            .unwrap()
+    }
+
+    /// `(live, idle, destroyed, detached)`.
+    fn counts(pool: &StackPool) -> (u64, u64, u64, u64) {
+        let s = pool.stats().pool;
+        (s.live, s.idle, s.destroyed, s.detached)
+    }
+
+    /// A lent stack's handle holds no pool: it finds it through the
+    /// stack's slab set (`Slabs::pool`, `Pool::alias_of`) on every way it
+    /// ends, and for `pool()`. Run under miri too (`--lib`), for the
+    /// address turned back into a handle.
+    #[test]
+    fn a_stack_handle_finds_its_pool_every_way_it_ends() {
+        let (a, b) = (pool(), pool());
+        let stack = a.get().unwrap();
+        assert_eq!(counts(&stack.pool()), (1, 0, 0, 0), "its own pool");
+        drop(stack);
+        assert_eq!(counts(&a), (0, 1, 0, 0));
+        // Through its own pool, and through another: home either way.
+        a.put(a.get().unwrap());
+        b.put(a.get().unwrap());
+        assert_eq!((counts(&a), counts(&b)), ((0, 1, 0, 0), (0, 0, 0, 0)));
+        a.get().unwrap().discard();
+        assert_eq!(counts(&a), (0, 0, 1, 0));
+        let own = a.get().unwrap().detach();
+        assert_eq!(counts(&a), (0, 0, 1, 1));
+        drop(own);
+        // Outliving every handle: the pool waits for it, and a handle
+        // taken from it then is the pool's last.
+        let stack = a.get().unwrap();
+        drop(a);
+        let again = stack.pool();
+        assert_eq!(counts(&again), (1, 0, 1, 1));
+        again.put(stack);
+        assert_eq!(counts(&again), (0, 1, 1, 1));
+        let stack = again.get().unwrap();
+        drop(again);
+        drop(stack);
+        drop(b);
     }
 }

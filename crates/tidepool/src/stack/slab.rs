@@ -77,7 +77,7 @@ use std::sync::Arc;
 
 use crate::os::{self, MapFailure, MapStep};
 use crate::stack::{GuardedStack, StackError};
-use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use crate::sync::Mutex;
 
 /// The most stacks one slab holds: the seed's burst of 32 (DragonFly grew
@@ -268,6 +268,13 @@ pub(crate) struct Slabs {
     /// New slabs get guard markers (see [`Slab::markers`]). Cleared, for
     /// good, the first time the kernel refuses a marker.
     markers: AtomicBool,
+    /// The pool the stacks are lent from (its shared state, opaque here),
+    /// found through here by a lent stack's two-word handle
+    /// ([`PooledStack`](super::PooledStack)). Set once, by the builder,
+    /// before any stack is lent; never read after the pool is gone (a
+    /// stack detached from it does not look). Null for a stack of its own
+    /// (`GuardedStack::new`), which no pool lends.
+    pool: AtomicPtr<()>,
     state: Mutex<State>,
     calls: Calls,
 }
@@ -299,6 +306,7 @@ impl Slabs {
             per_slab: stacks_per_slab(stride),
             max_slots,
             markers: AtomicBool::new(markers),
+            pool: AtomicPtr::new(std::ptr::null_mut()),
             state: Mutex::new(State::default()),
             calls: Calls {
                 mmap: AtomicU64::new(0),
@@ -309,6 +317,21 @@ impl Slabs {
                 release_failures: AtomicU64::new(0),
             },
         }
+    }
+
+    /// Records the pool the stacks are lent from (see the field).
+    pub(crate) fn set_pool(&self, pool: *const ()) {
+        debug_assert!(self.pool().is_null(), "a slab set serves one pool");
+        self.pool.store(pool.cast_mut(), Ordering::Relaxed);
+    }
+
+    /// The pool recorded by [`set_pool`](Self::set_pool), null before.
+    /// `Relaxed`: a handle reaching here was lent after the builder
+    /// stored it, and came to its thread through the pool's own
+    /// synchronisation.
+    #[inline(always)]
+    pub(crate) fn pool(&self) -> *const () {
+        self.pool.load(Ordering::Relaxed)
     }
 
     pub(crate) fn guard_size(&self) -> usize {
