@@ -19,6 +19,23 @@
 //! Both pools stay alive throughout, so a chunk starts with the other
 //! policy's stacks in the caches: short chunks (a few hundred rounds)
 //! measure mostly that cold start, long ones the steady state.
+//!
+//! With `FIO_AB_TIMELINE=1` it also prints, to standard error, each
+//! measured chunk's policy and its start and end on `CLOCK_MONOTONIC`
+//! (`chunk POLICY START END`, seconds), so that a profile taken on the
+//! same clock can be split by policy: where each policy's time goes, for
+//! the same requests.
+//!
+//! ```text
+//! FIO_AB_TIMELINE=1 perf record -k CLOCK_MONOTONIC -e cpu-clock -o ab.data \
+//!     target/release/examples/fio_ab qemu-2024 tidepool 2> ab.timeline
+//! perf script -i ab.data -F time,ip,sym | bin/perf-by-chunk.py ab.timeline
+//! ```
+//!
+//! Note that tidepool reclaims its idle stacks while the other policy runs
+//! its chunk (that is what the pool is for), and creates them again at the
+//! start of its own: `fio_ab` charges it that, which the lab's `fio`, one
+//! policy at a time, does not.
 
 use std::sync::Barrier;
 use std::time::Instant;
@@ -40,6 +57,13 @@ fn kind(name: &str) -> PolicyKind {
 fn fail(message: &str) -> ! {
     eprintln!("fio_ab: {message}");
     std::process::exit(2);
+}
+
+/// Seconds on `CLOCK_MONOTONIC`, the clock `perf record -k
+/// CLOCK_MONOTONIC` stamps its samples with.
+fn monotonic() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -72,6 +96,7 @@ fn main() {
         .iter()
         .map(|n| kind(n).build(&env).unwrap_or_else(|e| fail(&e)))
         .collect();
+    let timeline = std::env::var_os("FIO_AB_TIMELINE").is_some_and(|v| v == "1");
     // One warm-up chunk of each, then `chunks` of each, alternating.
     let total = 2 * (chunks + 1);
     let barrier = Barrier::new(threads + 1);
@@ -107,9 +132,13 @@ fn main() {
         for c in 0..total {
             barrier.wait();
             let start = Instant::now();
+            let opened = monotonic();
             barrier.wait();
             if c >= 2 {
                 times[c % 2].push(start.elapsed().as_secs_f64());
+                if timeline {
+                    eprintln!("chunk {} {opened:.6} {:.6}", names[c % 2], monotonic());
+                }
             }
         }
     });

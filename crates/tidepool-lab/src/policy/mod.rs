@@ -304,12 +304,24 @@ pub trait Policy: Send + Sync {
 
 /// One thread's handle on a policy: its thread-local pool, if any.
 pub trait Local {
-    /// A stack for a new request (`qemu_coroutine_create`).
+    /// A stack for a new request (`qemu_coroutine_create`): the policy's
+    /// own work. Scenarios call [`get`](Self::get).
     ///
     /// # Errors
     ///
     /// When no stack could be made.
-    fn get(&mut self) -> Result<LabStack, StackFailure>;
+    fn take(&mut self) -> Result<LabStack, StackFailure>;
+
+    /// [`take`](Self::take)'s stack, laid down as the caller will copy it
+    /// ([`LabStack::lent`]): the same for every policy, so that no policy
+    /// pays a store-forwarding stall for the way the harness calls it.
+    ///
+    /// # Errors
+    ///
+    /// As for `take`.
+    fn get(&mut self) -> Result<LabStack, StackFailure> {
+        self.take().map(LabStack::lent)
+    }
 
     /// A request on `stack` terminated on this thread (`coroutine_delete`).
     fn put(&mut self, stack: LabStack);

@@ -41,7 +41,7 @@ struct NoLocal<'a> {
 }
 
 impl Local for NoLocal<'_> {
-    fn get(&mut self) -> Result<LabStack, StackFailure> {
+    fn take(&mut self) -> Result<LabStack, StackFailure> {
         self.policy.factory.create()
     }
 

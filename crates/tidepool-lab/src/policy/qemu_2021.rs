@@ -109,7 +109,7 @@ impl Local2021<'_> {
 }
 
 impl Local for Local2021<'_> {
-    fn get(&mut self) -> Result<LabStack, StackFailure> {
+    fn take(&mut self) -> Result<LabStack, StackFailure> {
         let stack = match self.alloc_pool.pop() {
             Some(stack) => stack,
             None => self.policy.factory.create()?,

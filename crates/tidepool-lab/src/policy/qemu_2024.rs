@@ -159,7 +159,7 @@ impl Local2024<'_> {
 }
 
 impl Local for Local2024<'_> {
-    fn get(&mut self) -> Result<LabStack, StackFailure> {
+    fn take(&mut self) -> Result<LabStack, StackFailure> {
         let co = match self.get_local() {
             Some(co) => Some(co),
             None => {

@@ -97,7 +97,7 @@ struct FixedLocal<'a> {
 }
 
 impl Local for FixedLocal<'_> {
-    fn get(&mut self) -> Result<LabStack, StackFailure> {
+    fn take(&mut self) -> Result<LabStack, StackFailure> {
         let p = self.policy;
         if self.alloc_pool.is_empty()
             && p.release_pool_size.load(Ordering::Relaxed) > POOL_BATCH_SIZE

@@ -112,7 +112,7 @@ struct TidepoolLocal<'a> {
 }
 
 impl Local for TidepoolLocal<'_> {
-    fn get(&mut self) -> Result<LabStack, StackFailure> {
+    fn take(&mut self) -> Result<LabStack, StackFailure> {
         self.pool
             .get()
             .map(LabStack::Pooled)

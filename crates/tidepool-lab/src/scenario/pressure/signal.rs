@@ -157,7 +157,7 @@ impl Spy<'_> {
 }
 
 impl Local for Spy<'_> {
-    fn get(&mut self) -> Result<LabStack, StackFailure> {
+    fn take(&mut self) -> Result<LabStack, StackFailure> {
         let got = self.inner.get();
         if let Ok(stack) = &got {
             self.look(stack);
