@@ -20,22 +20,19 @@ use crate::os;
 /// the markers, and a forked child inherits them with the mapping.
 ///
 /// **Speed of the stacks themselves.** On the development VM (2 vCPUs,
-/// Linux 6.18, Firecracker) a memory-bound coroutine load ran slower on
-/// stacks of a marker slab than on `PROT_NONE`-guarded ones, with the same
-/// pool code, the same stacks in the same order and no system call in
-/// between: the lab's fio request loop (4 threads, 256 requests each,
-/// 16 KiB of frame written and read back per request), long alternating
-/// chunks in one process, req/s against QEMU 2024's policy on its own stacks:
-/// 0.85–0.99× with markers, 0.94–1.01× with `Protect` (18 and 15 runs; in
-/// pairs, `Protect` ahead in 11 of 12, by 5–10 % in some batches and 0–3 %
-/// in others, and not at all in a later batch; QEMU 2021's policy against
-/// QEMU 2024's, the same work, read 0.99–1.04×). A slab mapped writable without any guard (page tables the
-/// same as `Protect`'s, the VMA the same as `Markers`') was as slow as
-/// markers, so it is how the memory is mapped, not the markers as such; why
-/// is not known (no hardware counters there). Markers still win where the
-/// map count binds (tens of thousands of stacks); with fewer stacks,
-/// measure both: `cargo run --release -p tidepool-lab --example fio_ab --
-/// qemu-2024 tidepool`, then again with `TIDEPOOL_GUARD_MODE=protect`.
+/// Linux 6.18, Firecracker), the lab's fio request loop (4 threads, 256
+/// requests each, 16 KiB of frame written and read back per request) in
+/// long alternating chunks in one process, tidepool's req/s against QEMU
+/// 2024's policy on its own stacks: 0.98–1.01× with markers (6 runs) and
+/// 0.985–0.992× with `Protect` (2 runs), QEMU 2021's policy against QEMU
+/// 2024's 0.97–1.05×. An earlier series had markers behind (0.85–0.99×
+/// against 0.94–1.01× with `Protect`, 18 and 15 runs); it was taken while
+/// the lab's harness made tidepool's policy pay a store-forwarding stall
+/// on every get (fixed in the lab: `LabStack::lent`), and the guard kind
+/// moved how much of it showed. Markers keep the map count down (seed
+/// 000); to compare on your machine: `cargo run --release -p tidepool-lab
+/// --example fio_ab -- qemu-2024 tidepool`, then again with
+/// `TIDEPOOL_GUARD_MODE=protect`.
 ///
 /// The kernel refuses markers on memory locked by `mlockall` (`EINVAL`):
 /// then that guard is made `PROT_NONE` with `mprotect` instead, and the
