@@ -38,7 +38,7 @@ impl LabStack {
     /// time already. Measured with `fio_ab` and `bin/perf-by-chunk.py`:
     /// that one load was half of the samples tidepool's chunks took
     /// beyond QEMU 2024's (2,125 against 40), and tidepool / QEMU 2024
-    /// went from 0.85–0.92× to 0.94–1.01× once every policy's stack came
+    /// went from 0.85–0.98× to 0.98–1.01× once every policy's stack came
     /// back laid out this way. Applied to every policy alike: a harness
     /// artefact, not the policies' cost.
     #[inline(always)]
