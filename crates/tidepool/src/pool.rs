@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::mem::ManuallyDrop;
-use std::ptr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -137,14 +136,9 @@ impl<M: Manage> Pool<M> {
     /// as long as the pool counts the guard's object as out.
     #[inline(always)]
     fn alias(&self) -> ManuallyDrop<Pool<M>> {
-        // SAFETY: a bitwise copy of the `Arc`'s pointer, without touching
-        // its count. The copy is never dropped (`ManuallyDrop`), so the
-        // count stays exactly the handle's; it is only dereferenced while
-        // the shared state is alive (see `lifetime`).
-        let shared = unsafe { ptr::read(&*self.shared) };
-        ManuallyDrop::new(Pool {
-            shared: ManuallyDrop::new(shared),
-        })
+        // SAFETY: this handle's own shared state, alive now; the alias is
+        // only dereferenced while it lives (see `lifetime`).
+        unsafe { Self::alias_of(Arc::as_ptr(&self.shared)) }
     }
 
     /// The address of this pool's shared state, which
@@ -154,16 +148,16 @@ impl<M: Manage> Pool<M> {
         Arc::as_ptr(&self.shared)
     }
 
-    /// An uncounted handle on the pool whose shared state is at `shared`,
-    /// as [`alias`](Self::alias) makes one: for a stack handle, which finds
-    /// its pool by address (`stack::PooledStack`).
+    /// An uncounted handle on the pool whose shared state is at `shared`:
+    /// what [`alias`](Self::alias) makes, and what a stack handle, which
+    /// finds its pool by address (`stack::PooledStack`), rebuilds.
     ///
     /// # Safety
     ///
-    /// `shared` came from [`shared_ptr`](Self::shared_ptr), and the pool
-    /// still counts an object out to the caller (so its shared state is
-    /// alive: see `lifetime`) for as long as the handle is used.
-    #[cfg(unix)]
+    /// `shared` is `Arc::as_ptr` of a pool's shared state
+    /// ([`shared_ptr`](Self::shared_ptr)), alive for as long as the handle
+    /// is used (the pool counts an object out to the caller: see
+    /// `lifetime`).
     #[inline(always)]
     pub(crate) unsafe fn alias_of(shared: *const Shared<M>) -> ManuallyDrop<Pool<M>> {
         // SAFETY: `shared` is an `Arc`'s pointer (`shared_ptr`: `as_ptr`,

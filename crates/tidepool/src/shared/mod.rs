@@ -1066,8 +1066,7 @@ impl<M: Manage> ThreadExit for Shared<M> {
         self.tear_down(refused, usize::MAX, Site::ThreadExit);
         // Its unused places under `max_live` go back to everyone.
         if let Some(places) = &self.places {
-            let n = slot.credit().recall();
-            places.return_credits(n);
+            let n = places.recall(|visit| visit(slot.credit()));
             self.places_freed(places, n);
         }
     }

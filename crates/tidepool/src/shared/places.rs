@@ -172,8 +172,9 @@ impl Places {
         self.global.folds.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Returns every slot's credits to the global count (reclaim_unused, drain, a
-    /// reservation at the limit). Returns how many.
+    /// Returns the credits of the slots `all` visits to the global count
+    /// (every slot: `reclaim_unused`, `drain`, a reservation at the limit;
+    /// one: its thread's exit). Returns how many.
     pub(crate) fn recall(&self, all: impl Fn(&mut dyn FnMut(&Credit))) -> usize {
         let mut n = 0;
         all(&mut |credit| n += credit.recall());
@@ -183,8 +184,8 @@ impl Places {
         n
     }
 
-    /// Returns `n` recalled credits (a thread's, at its exit).
-    pub(crate) fn return_credits(&self, n: usize) {
+    /// Returns `n` recalled credits to the count.
+    fn return_credits(&self, n: usize) {
         if n > 0 {
             self.global.reserved.fetch_sub(n, Ordering::Release);
             self.global.folds.fetch_add(1, Ordering::Relaxed);

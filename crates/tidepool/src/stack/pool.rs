@@ -377,15 +377,24 @@ impl PooledStack {
     /// The owned guard of a lent stack.
     #[inline(always)]
     fn owned_guard(stack: GuardedStack) -> OwnedPooled<StackManager> {
-        // SAFETY: the stack was lent by the pool its slab set records (the
-        // builder records it before lending any), which counts it out until
-        // the guard made here ends, and so is alive; the alias made here is
-        // bit for bit the one `get_owned` made (and `lent` dropped, owning
-        // nothing).
-        unsafe {
-            let pool = Pool::alias_of(stack.slabs().pool().cast());
-            OwnedPooled::new(pool, stack)
-        }
+        // SAFETY: the pool counts `stack` out until the guard made here
+        // ends (`lender`).
+        unsafe { OwnedPooled::new(Self::lender(&stack), stack) }
+    }
+
+    /// An uncounted handle on the pool that lent `stack`, which its slab
+    /// set records (the builder records it before lending any): bit for
+    /// bit the alias `get_owned` made (and `lent` dropped, owning nothing).
+    ///
+    /// # Safety
+    ///
+    /// `stack` is counted out of that pool (so the pool is alive) for as
+    /// long as the handle is used.
+    #[inline(always)]
+    unsafe fn lender(stack: &GuardedStack) -> ManuallyDrop<Pool<StackManager>> {
+        // SAFETY: the slab set records the lending pool's `shared_ptr`,
+        // alive by our caller's promise.
+        unsafe { Pool::alias_of(stack.slabs().pool().cast()) }
     }
 
     /// Destroys the stack instead of returning it to the pool, e.g. after a
@@ -404,9 +413,9 @@ impl PooledStack {
 
     /// The pool this stack came from (a new handle on it).
     pub fn pool(&self) -> StackPool {
-        // SAFETY: as in `owned_guard`: the pool counts this stack out, so it is
-        // alive while the alias is used (to count a new handle).
-        let pool = unsafe { Pool::<StackManager>::alias_of(self.stack.slabs().pool().cast()) };
+        // SAFETY: the pool counts this stack out while it is borrowed, for
+        // as long as the alias is used (to count a new handle).
+        let pool = unsafe { Self::lender(&self.stack) };
         StackPool::from_pool(Arc::new(pool.new_handle()))
     }
 }

@@ -77,6 +77,32 @@ fn assert_served<G: Deref<Target = u32>>(polled: Poll<Result<G, Error>>, stats: 
     }
 }
 
+/// Runs `holder` on a thread of its own, which it holds at `gate`; a
+/// waiter queues and looks once meanwhile, finding nothing. Once the
+/// holder is let go and done, the waiter must have been served. Returns
+/// what `holder` returned.
+fn waiter_queues_while_held<M, R>(
+    pool: &Pool<M>,
+    gate: &Gate,
+    holder: impl FnOnce() -> R + Send,
+) -> R
+where
+    M: Manage<Item = u32, Error = Infallible>,
+    R: Send,
+{
+    let mut cx = Context::from_waker(Waker::noop());
+    thread::scope(|s| {
+        let holder = s.spawn(holder);
+        gate.wait_held();
+        let mut waiting = Box::pin(pool.get_async());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        gate.go.store(true, SeqCst);
+        let out = holder.join().unwrap();
+        assert_served(waiting.as_mut().poll(&mut cx), pool.stats());
+        out
+    })
+}
+
 /// `(created, live, idle, waiting)` at the end of a test.
 fn assert_counts<M: Manage>(pool: &Pool<M>, want: (u64, u64, u64, u64)) {
     let s = pool.stats();
@@ -200,21 +226,13 @@ fn an_object_passed_on_to_the_depot_serves_a_waiter_queued_meanwhile() {
     assert!(first.as_mut().poll(&mut cx).is_pending());
     // Handed straight to the queued future, which is not polled again.
     drop(guard);
-    thread::scope(|s| {
-        let canceller = s.spawn(move || {
-            arm(Point::Shelve, 0, || BEFORE_SHELVING.hold());
-            drop(first);
-        });
-        BEFORE_SHELVING.wait_held();
-        // A second waiter queues and looks once: the object is in the
-        // canceller's hands.
-        let mut second = Box::pin(pool.get_async());
-        assert!(second.as_mut().poll(&mut cx).is_pending());
-        BEFORE_SHELVING.go.store(true, SeqCst);
-        canceller.join().unwrap();
-        // The canceller's thread is gone (its exit handed over nothing: it
-        // never used the pool's caches); the object must be the waiter's.
-        assert_served(second.as_mut().poll(&mut cx), pool.stats());
+    // A second waiter queues and looks once while the object is in the
+    // canceller's hands. The canceller's thread is then gone (its exit
+    // handed over nothing: it never used the pool's caches), so the object
+    // must be the waiter's.
+    waiter_queues_while_held(&pool, &BEFORE_SHELVING, move || {
+        arm(Point::Shelve, 0, || BEFORE_SHELVING.hold());
+        drop(first);
     });
     assert_counts(&pool, (1, 0, 1, 0));
 }
@@ -249,16 +267,10 @@ fn objects_back_from_a_purge_serve_a_waiter_queued_meanwhile() {
     let held = pool.get().unwrap();
     thread::scope(|s| s.spawn(|| drop(pool.get().unwrap())).join().unwrap());
     assert_eq!(pool.stats().idle_depot, 1);
-    let mut cx = Context::from_waker(Waker::noop());
-    thread::scope(|s| {
-        let purger = s.spawn(|| pool.purge());
-        IN_PURGE.wait_held();
-        let mut waiting = Box::pin(pool.get_async());
-        assert!(waiting.as_mut().poll(&mut cx).is_pending());
-        IN_PURGE.go.store(true, SeqCst);
-        assert_eq!(purger.join().unwrap(), 1);
-        assert_served(waiting.as_mut().poll(&mut cx), pool.stats());
-    });
+    assert_eq!(
+        waiter_queues_while_held(&pool, &IN_PURGE, || pool.purge()),
+        1
+    );
     drop(held);
     assert_counts(&pool, (2, 0, 2, 0));
 }
@@ -273,20 +285,12 @@ static BEFORE_RELEASE: Gate = Gate::new();
 fn a_place_freed_serves_a_waiter_queued_meanwhile() {
     let pool = pool(1);
     let guard = pool.get().unwrap();
-    let mut cx = Context::from_waker(Waker::noop());
-    thread::scope(|s| {
-        let detacher = s.spawn(move || {
-            arm(Point::ReleasePlace, 0, || BEFORE_RELEASE.hold());
-            guard.detach()
-        });
-        BEFORE_RELEASE.wait_held();
-        // A waiter queues and looks once: every place is taken.
-        let mut waiting = Box::pin(pool.get_async());
-        assert!(waiting.as_mut().poll(&mut cx).is_pending());
-        BEFORE_RELEASE.go.store(true, SeqCst);
-        assert_eq!(detacher.join().unwrap(), 7);
-        assert_served(waiting.as_mut().poll(&mut cx), pool.stats());
+    // The waiter's look finds every place taken.
+    let detached = waiter_queues_while_held(&pool, &BEFORE_RELEASE, move || {
+        arm(Point::ReleasePlace, 0, || BEFORE_RELEASE.hold());
+        guard.detach()
     });
+    assert_eq!(detached, 7);
     assert_eq!(pool.stats().detached, 1);
     assert_counts(&pool, (2, 0, 1, 0));
 }
