@@ -202,7 +202,9 @@ impl Config {
 
     /// The most the batch grows to on its own: a pool whose threads visit
     /// the depot for a large share of their gets and puts doubles its batch
-    /// at a reclaim pass (the kmem magazine layer's resizing), and halves it
+    /// (the kmem magazine layer's resizing; a one-way flow, gets on some
+    /// threads and puts on others, only while a cache of two doubled
+    /// batches is what it moves in 10 ms or less), and halves it
     /// again, down to [`batch_size`](Config::batch_size), when a pass finds
     /// idle objects unused through two intervals. Equal to `batch_size`
     /// (fixed) when [`Builder::batch_size`] was given; otherwise

@@ -492,11 +492,24 @@
 //! ```text
 //! share = objects get and put moved through the depot / cache ops  (over the window)
 //! two_way = sum over caches of min(gets, returns) * 4 >= cache ops
-//! share > 1/8 and two_way  ->  batch = min(2 * batch, max_batch)
+//! fast = the window saw >= 32 exchanges, and
+//!        4 * batch <= objects the flow moved in ONE_WAY_HOLD (10 ms)
+//!        (a one-way flow: moved through the depot / 2, over the window's time)
+//! share > 1/8 and (two_way or fast)  ->  batch = min(2 * batch, max_batch)
 //!                             (not in the window right after a doubling)
 //! idle objects unused through two intervals  ->  batch = max(batch / 2, batch_size)
 //! batch_size <= batch <= max_batch
 //! ```
+//!
+//! A one-way flow (gets on some threads, puts on others: requests completed
+//! on an I/O thread) sends every batch through the depot whatever its size,
+//! and every object a consumer's cache holds is one a producer must create,
+//! so it grows the batch only while a cache of two doubled batches is what
+//! the flow moves in 10 ms or less. At such rates bigger batches halve the
+//! depot visits and let an object rest longer before it is handed out on
+//! another core; a trickle keeps its batch. The rate is wall-clock (the
+//! pool's `Clock`, read before the reclaim lock is taken), not the reclaim
+//! interval: traffic is a matter of rate.
 //!
 //! A cache fills a batch up to `min(batch, capacity)`, so a grown size never
 //! makes `push` allocate: batches get room for the new size at their next

@@ -1,9 +1,9 @@
 //! The batch size adapts to depot traffic: a pool whose threads go to the
 //! depot for a large share of their gets and puts doubles its batch at the
 //! end of a traffic window (a reclaim pass, or 64 depot exchanges), up to
-//! `Config::max_batch_size` and no further than the traffic needs, and
-//! halves it when idle objects sit unused; an explicit `batch_size` stays
-//! fixed. Driven by a `ManualClock`, no reclaimer thread.
+//! `Config::max_batch_size` and no further than the traffic needs (a
+//! one-way flow, only while it is fast), and halves it when idle objects
+//! sit unused; an explicit `batch_size` stays fixed. Driven by a `ManualClock`, no reclaimer thread.
 
 mod common;
 
@@ -163,23 +163,66 @@ fn an_explicit_batch_size_is_fixed() {
     ledger.assert_all_accounted();
 }
 
+/// `rounds` rounds of `n` owned gets on this thread, each round given back
+/// on a thread of its own (a one-way flow: every batch goes through the
+/// depot), the clock moved half a `step` after the gets and half after the
+/// puts: a round's exchanges are never all at one instant.
+fn one_way(
+    pool: &Arc<Pool<Counting>>,
+    clock: &ManualClock,
+    n: usize,
+    rounds: usize,
+    step: Duration,
+) {
+    for _ in 0..rounds {
+        let guards: Vec<_> = (0..n).map(|_| pool.get_owned().unwrap()).collect();
+        clock.advance(step / 2);
+        std::thread::scope(|s| {
+            s.spawn(move || drop(guards));
+        });
+        clock.advance(step / 2);
+    }
+}
+
 #[test]
-fn a_one_way_flow_does_not_grow_the_batch() {
-    // Gets on this thread, puts on another: every batch goes through the
-    // depot whatever its size, so a bigger one would only hold more.
+fn a_slow_one_way_flow_does_not_grow_the_batch() {
+    // Gets on this thread, puts on another, 512 objects a second: a cache
+    // of two doubled batches (128) is 250 ms of this flow, far more than
+    // the 10 ms a one-way flow may park in a consumer's cache. Every batch
+    // goes through the depot, and the batch stays as it is.
     let (pool, clock, ledger) = pool(None);
     for _ in 0..4 {
-        for _ in 0..8 {
-            let guards: Vec<_> = (0..512).map(|_| pool.get_owned().unwrap()).collect();
-            std::thread::scope(|s| {
-                s.spawn(move || drop(guards));
-            });
-        }
+        one_way(&pool, &clock, 512, 8, Duration::from_secs(1));
         end_interval(&pool, &clock);
     }
     let s = pool.stats();
-    assert!(s.depot_exchanges > 0);
+    assert!(s.depot_exchanges >= 4 * 8 * 2 * 512 / 32 / 2, "{s:?}");
     assert_eq!(s.batch_size, DEFAULT_BATCH_SIZE);
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn a_fast_one_way_flow_grows_the_batch_to_its_bound() {
+    // The same flow at 5 million objects a second (512 per 100 us): a
+    // cache of even the biggest batches is well under 10 ms of it, so the
+    // windows of depot traffic double the batch up to its bound, with no
+    // reclaim pass, and the depot sees fewer, bigger exchanges.
+    let (pool, clock, ledger) = pool(None);
+    let max = pool.config().max_batch_size();
+    let step = Duration::from_micros(100);
+    let before = pool.stats().depot_exchanges;
+    one_way(&pool, &clock, 512, 4, step);
+    let slow_exchanges = pool.stats().depot_exchanges - before;
+    one_way(&pool, &clock, 512, 60, step);
+    assert_eq!(pool.stats().batch_size, max);
+    let before = pool.stats().depot_exchanges;
+    one_way(&pool, &clock, 512, 4, step);
+    let fast_exchanges = pool.stats().depot_exchanges - before;
+    assert!(
+        fast_exchanges * 4 <= slow_exchanges,
+        "batches of {max} take {fast_exchanges} exchanges, of 32 {slow_exchanges}"
+    );
     drop(pool);
     ledger.assert_all_accounted();
 }
