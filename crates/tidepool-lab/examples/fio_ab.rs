@@ -20,6 +20,12 @@
 //! policy's stacks in the caches: short chunks (a few hundred rounds)
 //! measure mostly that cold start, long ones the steady state.
 //!
+//! With `FIO_AB_FRESH=1` every chunk instead builds its policy anew, on
+//! threads of its own, as each repeat of `tidepool-lab run` does: the
+//! chunk then includes what a new pool pays to reach its working set
+//! (creating its stacks; for tidepool, growing its batch), and the pool
+//! is dropped, untimed, after it.
+//!
 //! With `FIO_AB_TIMELINE=1` it also prints, to standard error, each
 //! measured chunk's policy and its start and end on `CLOCK_MONOTONIC`
 //! (`chunk POLICY START END`, seconds), so that a profile taken on the
@@ -40,7 +46,7 @@
 use std::sync::Barrier;
 use std::time::Instant;
 
-use tidepool_lab::policy::{Policy, PolicyKind};
+use tidepool_lab::policy::{Local, Policy, PolicyKind};
 use tidepool_lab::scenario::fio::{FioSize, QEMU_STACK_SIZE};
 use tidepool_lab::scenario::Settings;
 use tidepool_lab::stack::{self, Touch};
@@ -97,6 +103,11 @@ fn main() {
         .map(|n| kind(n).build(&env).unwrap_or_else(|e| fail(&e)))
         .collect();
     let timeline = std::env::var_os("FIO_AB_TIMELINE").is_some_and(|v| v == "1");
+    if std::env::var_os("FIO_AB_FRESH").is_some_and(|v| v == "1") {
+        let kinds = [kind(names[0]), kind(names[1])];
+        let times = fresh_chunks(kinds, &env, chunks, rounds, threads, depth);
+        return report(names, times, rounds, threads, depth);
+    }
     // One warm-up chunk of each, then `chunks` of each, alternating.
     let total = 2 * (chunks + 1);
     let barrier = Barrier::new(threads + 1);
@@ -111,19 +122,8 @@ fn main() {
                 let mut sum = 0u64;
                 for c in 0..total {
                     barrier.wait();
-                    let local = &mut locals[c % 2];
-                    for _ in 0..rounds {
-                        for _ in 0..depth {
-                            id += 1;
-                            let stack = local.get().expect("a stack");
-                            round.push(stack::start(stack, id, Touch::Large));
-                        }
-                        for req in round.drain(..) {
-                            let (x, stack) = req.complete();
-                            sum = sum.wrapping_add(x);
-                            local.put(stack);
-                        }
-                    }
+                    let local = &mut *locals[c % 2];
+                    sum = sum.wrapping_add(requests(local, &mut round, &mut id, rounds, depth));
                     barrier.wait();
                 }
                 std::hint::black_box(sum);
@@ -142,6 +142,78 @@ fn main() {
             }
         }
     });
+    report(names, times, rounds, threads, depth);
+}
+
+/// `rounds` rounds of `depth` requests on `local` (submit all, then
+/// complete all), ids counted on from `id`; returns their checksums' sum.
+fn requests(
+    local: &mut dyn Local,
+    round: &mut Vec<stack::InFlight>,
+    id: &mut u64,
+    rounds: usize,
+    depth: usize,
+) -> u64 {
+    let mut sum = 0u64;
+    for _ in 0..rounds {
+        for _ in 0..depth {
+            *id += 1;
+            let stack = local.get().expect("a stack");
+            round.push(stack::start(stack, *id, Touch::Large));
+        }
+        for req in round.drain(..) {
+            let (x, stack) = req.complete();
+            sum = sum.wrapping_add(x);
+            local.put(stack);
+        }
+    }
+    sum
+}
+
+/// One warm-up chunk of each policy, then `chunks` of each, alternating;
+/// each chunk builds its policy and threads anew and times the requests
+/// alone. Returns each policy's chunk times (seconds).
+fn fresh_chunks(
+    kinds: [PolicyKind; 2],
+    env: &tidepool_lab::policy::PolicyEnv,
+    chunks: usize,
+    rounds: usize,
+    threads: usize,
+    depth: usize,
+) -> [Vec<f64>; 2] {
+    let mut times = [Vec::new(), Vec::new()];
+    for c in 0..2 * (chunks + 1) {
+        let policy = kinds[c % 2].build(env).unwrap_or_else(|e| fail(&e));
+        let barrier = Barrier::new(threads + 1);
+        let elapsed = std::thread::scope(|s| {
+            for t in 0..threads {
+                let (policy, barrier) = (&policy, &barrier);
+                s.spawn(move || {
+                    let mut local = policy.local();
+                    let mut round = Vec::with_capacity(depth);
+                    let mut id = (t as u64) << 40;
+                    barrier.wait();
+                    let sum = requests(&mut *local, &mut round, &mut id, rounds, depth);
+                    std::hint::black_box(sum);
+                    barrier.wait();
+                });
+            }
+            barrier.wait();
+            let start = Instant::now();
+            barrier.wait();
+            start.elapsed().as_secs_f64()
+        });
+        drop(policy);
+        if c >= 2 {
+            times[c % 2].push(elapsed);
+        }
+    }
+    times
+}
+
+/// Prints each policy's median chunk and B's throughput over A's per pair
+/// of neighbouring chunks.
+fn report(names: [&str; 2], mut times: [Vec<f64>; 2], rounds: usize, threads: usize, depth: usize) {
     // B's throughput over A's, per pair of neighbouring chunks.
     let mut ratios: Vec<f64> = times[0].iter().zip(&times[1]).map(|(a, b)| a / b).collect();
     let requests = (threads * rounds * depth) as f64;
