@@ -507,9 +507,10 @@
 //! so it grows the batch only while a cache of two doubled batches is what
 //! the flow moves in 10 ms or less. At such rates bigger batches halve the
 //! depot visits and let an object rest longer before it is handed out on
-//! another core; a trickle keeps its batch. The rate is wall-clock (the
-//! pool's `Clock`, read before the reclaim lock is taken), not the reclaim
-//! interval: traffic is a matter of rate.
+//! another core; a trickle keeps its batch. The rate is on the pool's
+//! `Clock` (the monotonic clock unless a test injects one; read before the
+//! reclaim lock is taken, at the end of the `get` or `put` that ends the
+//! window), not in reclaim intervals: traffic is a matter of rate.
 //!
 //! A cache fills a batch up to `min(batch, capacity)`, so a grown size never
 //! makes `push` allocate: batches get room for the new size at their next

@@ -3,7 +3,8 @@
 //! end of a traffic window (a reclaim pass, or 64 depot exchanges), up to
 //! `Config::max_batch_size` and no further than the traffic needs (a
 //! one-way flow, only while it is fast), and halves it when idle objects
-//! sit unused; an explicit `batch_size` stays fixed. Driven by a `ManualClock`, no reclaimer thread.
+//! sit unused; an explicit `batch_size` stays fixed. Driven by a
+//! `ManualClock`, no reclaimer thread.
 
 mod common;
 
@@ -203,6 +204,30 @@ fn a_slow_one_way_flow_does_not_grow_the_batch() {
 }
 
 #[test]
+fn a_one_way_flow_grows_the_batch_only_above_its_rate_threshold() {
+    // At batch 32, a window of 64 exchanges is two rounds of 512 (1,024
+    // objects each way), and a cache of two doubled batches (128) is 10 ms
+    // of the flow at 12,800 objects a second: 40 ms a round. Twice as
+    // slow, the batch stays; twice as fast, it grows.
+    for (step, grows) in [
+        (Duration::from_millis(80), false),
+        (Duration::from_millis(20), true),
+    ] {
+        let (pool, clock, ledger) = pool(None);
+        one_way(&pool, &clock, 512, 16, step);
+        let s = pool.stats();
+        assert_eq!(s.reclaim_passes, 0, "{s:?}");
+        assert_eq!(
+            s.batch_size > DEFAULT_BATCH_SIZE,
+            grows,
+            "{step:?} a round: {s:?}"
+        );
+        drop(pool);
+        ledger.assert_all_accounted();
+    }
+}
+
+#[test]
 fn a_fast_one_way_flow_grows_the_batch_to_its_bound() {
     // The same flow at 5 million objects a second (512 per 100 us): a
     // cache of even the biggest batches is well under 10 ms of it, so the
@@ -213,15 +238,16 @@ fn a_fast_one_way_flow_grows_the_batch_to_its_bound() {
     let step = Duration::from_micros(100);
     let before = pool.stats().depot_exchanges;
     one_way(&pool, &clock, 512, 4, step);
-    let slow_exchanges = pool.stats().depot_exchanges - before;
+    let first = pool.stats().depot_exchanges - before;
     one_way(&pool, &clock, 512, 60, step);
-    assert_eq!(pool.stats().batch_size, max);
+    let s = pool.stats();
+    assert_eq!((s.batch_size, s.reclaim_passes), (max, 0), "{s:?}");
     let before = pool.stats().depot_exchanges;
     one_way(&pool, &clock, 512, 4, step);
-    let fast_exchanges = pool.stats().depot_exchanges - before;
+    let last = pool.stats().depot_exchanges - before;
     assert!(
-        fast_exchanges * 4 <= slow_exchanges,
-        "batches of {max} take {fast_exchanges} exchanges, of 32 {slow_exchanges}"
+        last * 4 <= first,
+        "4 rounds took {first} exchanges from batch 32 on, {last} at {max}"
     );
     drop(pool);
     ledger.assert_all_accounted();

@@ -622,6 +622,62 @@ fn a_panicking_clock_does_not_stop_the_reclaimer() {
     });
 }
 
+/// A clock that panics on whichever thread reads it, once told to.
+#[derive(Default)]
+struct ArmedClock {
+    armed: std::sync::atomic::AtomicBool,
+}
+
+impl Clock for ArmedClock {
+    fn now(&self) -> Duration {
+        if self.armed.load(SeqCst) {
+            panic!("{}: clock", common::INJECTED);
+        }
+        SystemClock.now()
+    }
+}
+
+/// A user clock that panics in a caller's slow path reaches the caller
+/// (`Clock`'s docs), and the object that caller had in hand is destroyed,
+/// not dropped: every object destroyed exactly once, counts exact. The
+/// slow get reads the clock after it has made its object (the lazy pass,
+/// and every 64 depot exchanges the end of a traffic window), and so does
+/// a get served at `max_live` by a waiter's hand-off.
+#[test]
+fn a_clock_panicking_in_a_slow_get_loses_no_object() {
+    child::run("a_clock_panicking_in_a_slow_get_loses_no_object", || {
+        common::quiet_injected_panics();
+        let clock = Arc::new(ArmedClock::default());
+        let (manager, ledger) = Counting::new();
+        let pool = Pool::builder(manager)
+            .batch_size(2)
+            .background(false)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        // Refills from the depot: 64 of them end a traffic window, at the
+        // end of the get that makes the 64th.
+        let mut panics = 0;
+        for round in 0..200 {
+            let guards: Vec<_> = (0..6).map(|_| pool.get().unwrap()).collect();
+            drop(guards);
+            clock.armed.store(round % 7 == 3, SeqCst);
+            let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let guards: Vec<_> = (0..6).map(|_| pool.get().unwrap()).collect();
+                drop(guards);
+            }));
+            panics += usize::from(got.is_err());
+            clock.armed.store(false, SeqCst);
+            let s = pool.stats();
+            assert_eq!(s.live, 0, "{s:?}");
+            assert_eq!(s.idle, s.created - s.destroyed - s.detached, "{s:?}");
+        }
+        assert!(panics > 0, "the clock's panic reached the caller");
+        drop(pool);
+        ledger.assert_all_accounted();
+    });
+}
+
 /// A pressure source whose `on_ready` panics.
 struct PanickingSource {
     rx: std::os::unix::net::UnixStream,

@@ -14,8 +14,10 @@ use crate::sync::atomic::{AtomicU64, Ordering};
 ///
 /// `now` is called on slow paths and on the reclaimer thread, never while
 /// tidepool holds a lock. A panic from it reaches the caller of a pool
-/// method, or, on the reclaimer thread, ends that pool's tick only (counted
-/// in [`ReclaimerStatus::panics`](crate::reclaim::ReclaimerStatus::panics)).
+/// method (a `get` that had already taken its object destroys it first,
+/// so none is lost), or, on the reclaimer thread, ends that pool's tick
+/// only (counted in
+/// [`ReclaimerStatus::panics`](crate::reclaim::ReclaimerStatus::panics)).
 pub trait Clock: Send + Sync + 'static {
     /// Time since some fixed point; never decreases.
     fn now(&self) -> Duration;

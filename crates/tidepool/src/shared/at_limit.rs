@@ -156,8 +156,7 @@ impl<M: Manage> Shared<M> {
             Handoff::Place => self.create_reserved(super::Reservation(self, 1))?,
         };
         self.counters.waiter_gets.add(1);
-        self.pass_lazily();
-        Ok(item)
+        Ok(self.upkeep_holding(item, false))
     }
 
     /// A hand-off its waiter does not need (it found an object itself):

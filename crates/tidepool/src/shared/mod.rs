@@ -363,6 +363,7 @@ impl<M: Manage> Shared<M> {
         let batch_size = this.batch();
         // Times round the recycle-before-failing loop (`at_limit.rs`).
         let mut rounds = 0;
+        let mut window_due = false;
         let item = loop {
             let Some(Claimed { slot, refused, .. }) = Self::claim_local(this) else {
                 return this.get_slotless();
@@ -377,7 +378,7 @@ impl<M: Manage> Shared<M> {
             }
             slot.note_empty();
             if let Some(mut batch) = this.depot.take_full() {
-                this.note_exchange(batch.len());
+                window_due |= this.note_exchange(batch.len());
                 // Room for a whole batch, made here, outside the bracket (a
                 // batch split by reclaim may be short of it).
                 batch.reserve_exact(batch_size.saturating_sub(batch.len()));
@@ -434,8 +435,7 @@ impl<M: Manage> Shared<M> {
             slot.count_get();
             break item;
         };
-        this.pass_lazily();
-        Ok(item)
+        Ok(this.upkeep_holding(item, window_due))
     }
 
     #[cold]
@@ -878,6 +878,7 @@ impl<M: Manage> Shared<M> {
         // Batches the depot refused: destroyed once `item` is safely cached,
         // so a panicking `destroy` cannot lose it.
         let mut refused = Vec::new();
+        let mut window_due = false;
         loop {
             let Some(claimed) = Self::claim_local(this) else {
                 this.put_slotless(item, site);
@@ -906,7 +907,7 @@ impl<M: Manage> Shared<M> {
             let moved = full.len();
             let mut empty = match this.depot.donate(full) {
                 Ok(empty) => {
-                    this.note_exchange(moved);
+                    window_due |= this.note_exchange(moved);
                     empty
                 }
                 Err(full) => {
@@ -922,7 +923,7 @@ impl<M: Manage> Shared<M> {
         }
         // Past `max_idle`: to the destroy queue, one chunk of it here.
         this.tear_down(refused, 1, site);
-        this.pass_lazily();
+        this.upkeep(window_due);
     }
 
     #[cold]

@@ -102,10 +102,11 @@ const GROW_SHARE: u64 = 8;
 /// in this long: at a high rate a bigger batch halves the depot visits and
 /// lets a returned object rest longer before it is handed out again (on
 /// another core: the lab's `fio-cross-thread` ran 1.4x faster with
-/// batches of 256 than of 32 on a 2-core Xeon), while a trickle keeps its
+/// batches of 256 than of 32 on a 2-vCPU Xeon), while a trickle keeps its
 /// small batch, since every object a consumer's cache holds is one a
-/// producer has to create. Wall-clock time, not the reclaim interval:
-/// depot traffic is a matter of rate.
+/// producer has to create. Time on the pool's clock (the monotonic clock
+/// unless a test injects one), not in reclaim intervals: depot traffic is
+/// a matter of rate.
 const ONE_WAY_HOLD: Duration = Duration::from_millis(10);
 
 /// A traffic window also ends after this many depot exchanges (not only at
@@ -265,12 +266,15 @@ impl<M: Manage> Shared<M> {
     }
 
     /// Counts a depot exchange of `objects` by `get` or `put` (their slow
-    /// paths, once per batch): every [`WINDOW_EXCHANGES`] of them end a traffic window
-    /// early, so that the batch grows as fast as the traffic asks (the kmem
-    /// magazine layer resizes on contention, not on a timer). Gives up at
-    /// once if a pass or another window holds the pass lock.
+    /// paths, once per batch): every [`WINDOW_EXCHANGES`] of them end a
+    /// traffic window early, so that the batch grows as fast as the traffic
+    /// asks (the kmem magazine layer resizes on contention, not on a
+    /// timer). Returns whether this one ends a window: the caller ends it
+    /// in its upkeep ([`upkeep`](Self::upkeep)), once the objects of the
+    /// exchange are where they belong, since it reads the pool's clock.
     #[inline]
-    pub(crate) fn note_exchange(&self, objects: usize) {
+    #[must_use]
+    pub(crate) fn note_exchange(&self, objects: usize) -> bool {
         self.reclaim
             .moved
             .fetch_add(objects as u64, Ordering::Relaxed);
@@ -279,8 +283,32 @@ impl<M: Manage> Shared<M> {
             .window_exchanges
             .fetch_add(1, Ordering::Relaxed)
             + 1;
-        if n % WINDOW_EXCHANGES == 0 && self.batch() < self.config.max_batch {
+        n % WINDOW_EXCHANGES == 0 && self.batch() < self.config.max_batch
+    }
+
+    /// The upkeep at the end of a `get` or `put` slow path: the traffic
+    /// window `note_exchange` said is due, then the lazy pass. Both read
+    /// the pool's clock, user code whose panic reaches the caller (see
+    /// [`Clock`]): a caller with an object in hand uses
+    /// [`upkeep_holding`](Self::upkeep_holding).
+    pub(crate) fn upkeep(&self, window_due: bool) {
+        if window_due {
             self.end_window_slow();
+        }
+        self.pass_lazily();
+    }
+
+    /// [`upkeep`](Self::upkeep) for a `get` that holds the object it is
+    /// about to hand out: if the clock panics, the object is destroyed
+    /// (counted, as a discarded guard's) before the panic goes on to the
+    /// caller, so none is lost.
+    pub(crate) fn upkeep_holding(&self, item: M::Item, window_due: bool) -> M::Item {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.upkeep(window_due))) {
+            Ok(()) => item,
+            Err(panic) => {
+                self.discard(item);
+                std::panic::resume_unwind(panic)
+            }
         }
     }
 
@@ -345,7 +373,11 @@ impl<M: Manage> Shared<M> {
     /// objects hoarded per thread). Under the pass lock.
     fn adapt_batch(&self, state: &mut PassState, idle_unused: bool, now: u64) {
         let (ops, balanced) = self.window_traffic(state);
-        let elapsed = now.saturating_sub(std::mem::replace(&mut state.window_began, now));
+        // A clock read before the lock may be older than the last window's
+        // end: it gives this window no rate (nor does a clock that has not
+        // moved), and the next window is timed from the later end.
+        let elapsed = now.saturating_sub(state.window_began);
+        state.window_began = state.window_began.max(now);
         let exchanges = self.reclaim.window_exchanges.load(Ordering::Relaxed);
         let sampled =
             exchanges.saturating_sub(std::mem::replace(&mut state.window_exchanges, exchanges));
@@ -359,6 +391,7 @@ impl<M: Manage> Shared<M> {
         // it moves `through_depot / 2` objects in `elapsed`; a cache of two
         // doubled batches holds `4 * batch`.
         let fast = sampled >= WINDOW_EXCHANGES / 2
+            && elapsed > 0
             && (batch as u128) * 8 * u128::from(elapsed)
                 <= u128::from(through_depot) * ONE_WAY_HOLD.as_nanos();
         let settling = std::mem::take(&mut state.settling);
