@@ -580,14 +580,18 @@ mod fork {
 // === other user code the reclaimer runs ===
 
 /// A clock that panics on the reclaimer thread once told to.
+/// With `reclaimer_only` off, on whichever thread reads it.
 #[derive(Default)]
 struct PanickingClock {
     armed: std::sync::atomic::AtomicBool,
+    reclaimer_only: bool,
 }
 
 impl Clock for PanickingClock {
     fn now(&self) -> Duration {
-        if std::thread::current().name() == Some("tidepool-reclaim") && self.armed.load(SeqCst) {
+        let here =
+            !self.reclaimer_only || std::thread::current().name() == Some("tidepool-reclaim");
+        if here && self.armed.load(SeqCst) {
             panic!("{}: clock", common::INJECTED);
         }
         SystemClock.now()
@@ -600,7 +604,10 @@ impl Clock for PanickingClock {
 fn a_panicking_clock_does_not_stop_the_reclaimer() {
     child::run("a_panicking_clock_does_not_stop_the_reclaimer", || {
         common::quiet_injected_panics();
-        let clock = Arc::new(PanickingClock::default());
+        let clock = Arc::new(PanickingClock {
+            reclaimer_only: true,
+            ..PanickingClock::default()
+        });
         let (manager, ledger) = Counting::new();
         let pool = Arc::new(
             Pool::builder(manager)
@@ -622,21 +629,6 @@ fn a_panicking_clock_does_not_stop_the_reclaimer() {
     });
 }
 
-/// A clock that panics on whichever thread reads it, once told to.
-#[derive(Default)]
-struct ArmedClock {
-    armed: std::sync::atomic::AtomicBool,
-}
-
-impl Clock for ArmedClock {
-    fn now(&self) -> Duration {
-        if self.armed.load(SeqCst) {
-            panic!("{}: clock", common::INJECTED);
-        }
-        SystemClock.now()
-    }
-}
-
 /// A user clock that panics in a caller's slow path reaches the caller
 /// (`Clock`'s docs), and the object that caller had in hand is destroyed,
 /// not dropped: every object destroyed exactly once, counts exact. The
@@ -647,7 +639,7 @@ impl Clock for ArmedClock {
 fn a_clock_panicking_in_a_slow_get_loses_no_object() {
     child::run("a_clock_panicking_in_a_slow_get_loses_no_object", || {
         common::quiet_injected_panics();
-        let clock = Arc::new(ArmedClock::default());
+        let clock = Arc::new(PanickingClock::default());
         let (manager, ledger) = Counting::new();
         let pool = Pool::builder(manager)
             .batch_size(2)
