@@ -579,8 +579,8 @@ mod fork {
 
 // === other user code the reclaimer runs ===
 
-/// A clock that panics on the reclaimer thread once told to.
-/// With `reclaimer_only` off, on whichever thread reads it.
+/// A clock that panics once told to: on the reclaimer thread only
+/// (`reclaimer_only`), or on whichever thread reads it.
 #[derive(Default)]
 struct PanickingClock {
     armed: std::sync::atomic::AtomicBool,
