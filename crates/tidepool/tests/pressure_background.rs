@@ -124,11 +124,16 @@ fn notify_critical_drains_a_background_pool_to_min_idle() {
     pressure::notify(Level::Critical);
     // A pass counts the signal first and what it destroyed last: wait for
     // the end (`reclaimed`), not the start, or this reads a pass mid-way
-    // (miri's scheduler found that interleaving).
+    // (miri's scheduler found that interleaving). `reclaimed` counts what
+    // the drain queued for destruction; the destroy queue may still be
+    // destroying it (`destroying`), so wait for that too (miri found that
+    // one as well: `destroyed` 0 with 37 reclaimed).
     let s = wait_for(
         "the pool to drain to min_idle after notify(Critical)",
         || pool.stats(),
-        |s: &Stats| s.pressure_critical >= 1 && s.idle == 3 && s.reclaimed >= 37,
+        |s: &Stats| {
+            s.pressure_critical >= 1 && s.idle == 3 && s.reclaimed >= 37 && s.destroying == 0
+        },
     );
     assert_eq!((s.idle_depot, s.idle_cached()), (3, 0));
     assert!(
