@@ -112,7 +112,7 @@ impl<M: Manage> Shared<M> {
     }
 
     /// Work was left in the queue: the reclaimer finishes it (the next
-    /// callers' slow paths run a chunk each too, see `pass_lazily`).
+    /// callers' slow paths run a chunk each too, see `upkeep`).
     fn wake_for_teardown(&self) {
         #[cfg(not(loom))]
         if self.config.background && self.teardown.needs_wake() {

@@ -163,17 +163,6 @@ impl<M: Manage> Shared<M> {
         self.pass(now, site)
     }
 
-    /// The lazy pass at the end of a `get` or `put` slow path: contained
-    /// (the operation itself succeeded; the pass is upkeep). Also makes sure
-    /// the reclaimer runs, for a background pool.
-    pub(crate) fn pass_lazily(&self) {
-        self.supervise();
-        self.pass_if_due(Site::Upkeep);
-        // Teardown work left behind: the next callers help, a chunk each
-        // (all a pool without the reclaimer thread has).
-        self.run_teardown(1, false, Site::Upkeep);
-    }
-
     /// For a background pool: makes sure the reclaimer runs (an atomic
     /// load when it does). Called on every operation but a cache hit, so
     /// that a reclaimer that died, or did not survive a `fork`, comes back.
@@ -286,16 +275,22 @@ impl<M: Manage> Shared<M> {
         n % WINDOW_EXCHANGES == 0 && self.batch() < self.config.max_batch
     }
 
-    /// The upkeep at the end of a `get` or `put` slow path: the traffic
-    /// window `note_exchange` said is due, then the lazy pass. Both read
-    /// the pool's clock, user code whose panic reaches the caller (see
-    /// [`Clock`]): a caller with an object in hand uses
+    /// The upkeep at the end of a `get` or `put` slow path (the operation
+    /// itself succeeded): the traffic window `note_exchange` said is due,
+    /// the lazy pass if one is due (contained, like every pass), and a
+    /// chunk of teardown work left behind (the next callers help, a chunk
+    /// each: all a pool without the reclaimer thread has). Also makes sure
+    /// the reclaimer runs, for a background pool. The window and the pass
+    /// read the pool's clock, user code whose panic reaches the caller
+    /// (see [`Clock`]): a caller with an object in hand uses
     /// [`upkeep_holding`](Self::upkeep_holding).
     pub(crate) fn upkeep(&self, window_due: bool) {
         if window_due {
             self.end_window_slow();
         }
-        self.pass_lazily();
+        self.supervise();
+        self.pass_if_due(Site::Upkeep);
+        self.run_teardown(1, false, Site::Upkeep);
     }
 
     /// [`upkeep`](Self::upkeep) for a `get` that holds the object it is
