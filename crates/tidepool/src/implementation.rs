@@ -84,7 +84,11 @@
 //! waiters at `max_live`, `loaded` full, `recycle` refusing or panicking) is
 //! a `#[cold]` function that takes the object from the guard itself, so the
 //! inlined code never copies the object to the stack or builds a frame to
-//! call out.
+//! call out. The one call that returns, `std::thread::panicking()`'s out of
+//! line half (taken only while some thread panics), comes first, before
+//! `put_fast`, when nothing but the guard is in registers: where the drop
+//! is not inlined, it then saves one register, not five (an owned guard's
+//! drop: 116 to 108 instructions).
 //!
 //! The fast paths are kept small enough for the compiler to inline the
 //! scoped guard's drop into its caller (LLVM's threshold is 250 at
@@ -652,7 +656,7 @@
 //! meanwhile, the end does itself:
 //!
 //! ```text
-//! unmarked end:   (this thread has a marker, and pending == 0)
+//! unmarked end:   (not panicking, this thread has a marker, pending == 0)
 //!                 put_fast: ... returns += 1             (the last touch)
 //!                 compiler fence
 //!                 if pending != 0: process(pool)         (pairs with the

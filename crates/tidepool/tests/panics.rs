@@ -365,6 +365,26 @@ fn an_owned_guard_dropped_by_a_panicking_thread_is_destroyed() {
     ledger.assert_all_accounted();
 }
 
+#[test]
+fn an_owned_guard_dropped_while_its_warm_thread_panics_is_destroyed() {
+    let (pool, ledger) = pool(2, 4);
+    let pool = Arc::new(pool);
+    // One owned round trip first: this thread's cache is remembered and it
+    // has a lifetime marker, so the next drop could take the fast path.
+    drop(pool.get_owned().unwrap());
+    assert_eq!(ledger.counts().recycle_calls, 1);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let _g = pool.get_owned().unwrap();
+        panic!("{INJECTED}: test body");
+    }));
+    expect_injected(r, "test body");
+    let s = consistent(&pool, &ledger);
+    assert_eq!((s.created, s.destroyed, s.live, s.idle), (1, 1, 0, 0));
+    assert_eq!(ledger.counts().recycle_calls, 1, "not recycled");
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
 // === max_live ===
 
 #[test]

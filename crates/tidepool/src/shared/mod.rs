@@ -640,11 +640,16 @@ impl<M: Manage> Shared<M> {
     /// takes it, exactly once, and the caller never touches `item` again.
     #[inline(always)]
     pub(crate) unsafe fn put(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
-        // SAFETY: forwarded from our caller; `put_fast` leaves `item` to
-        // `put_rest` unless `Done`. Both inlined: for a manager whose
-        // `recycle` cannot refuse or panic, one cold call is left here.
+        // SAFETY: forwarded from our caller; `put_fast` (on a thread that
+        // is not panicking) leaves `item` to `put_rest` unless `Done`. Both
+        // inlined: for a manager whose `recycle` cannot refuse or panic,
+        // one cold call is left here.
         unsafe {
-            let rest = Self::put_fast(this, item);
+            let rest = if std::thread::panicking() {
+                PutRest::Other { recycled: false }
+            } else {
+                Self::put_fast(this, item)
+            };
             Self::put_rest(this, item, rest);
         }
     }
@@ -656,18 +661,20 @@ impl<M: Manage> Shared<M> {
     /// recycled). Calls nothing out of line: an owned guard's end may run
     /// this without its lifetime marker (`lifetime`, unmarked ends).
     ///
+    /// The caller checks `std::thread::panicking()` first (a panicking
+    /// thread's object goes the `Other` way): done there, before anything
+    /// else is in registers, its call out of line costs the caller's
+    /// inlined code no saved registers.
+    ///
     /// # Safety
     ///
     /// As for [`put`](Self::put), except that `item` is taken only on
-    /// `Done`.
+    /// `Done`, and the thread is not panicking.
     #[inline(always)]
     pub(crate) unsafe fn put_fast(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) -> PutRest {
         let Some(slot) = this.local_remembered() else {
             return PutRest::Other { recycled: false };
         };
-        if std::thread::panicking() {
-            return PutRest::Other { recycled: false };
-        }
         match this.callbacks().try_recycle(item) {
             Ok(true) => {}
             Ok(false) => return PutRest::Refused,
