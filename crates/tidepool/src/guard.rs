@@ -254,8 +254,9 @@ impl<M: Manage> OwnedPooled<M> {
     }
 
     /// The drop in every case but the common one, inside the lifetime
-    /// marker: it cannot end unmarked, or its fast path did not cache the
-    /// object (`recycled`: after `recycle` ran).
+    /// marker: the thread is panicking (the object is destroyed), it
+    /// cannot end unmarked, or its fast path did not cache the object
+    /// (`recycled`: after `recycle` ran).
     /// A `bool`, not a `PutRest`, so that the inlined drop does not build
     /// one in memory.
     #[cold]

@@ -48,9 +48,10 @@
 //!   runs without the marker, and afterwards looks at the count of parked
 //!   pools (`pending`), processing its own if there are any. It does so
 //!   only on a thread that has a marker (the closer's heavy fences work)
-//!   while no pool is parked; anything else it meets (no cache, a full
-//!   batch, `recycle` refusing or panicking, waiters at `max_live`) goes on
-//!   inside the marker, which it may take late: the object is still out.
+//!   while no pool is parked and the thread is not panicking; anything
+//!   else it meets (no cache, a full batch, `recycle` refusing or
+//!   panicking, waiters at `max_live`) goes on inside the marker, which it
+//!   may take late: the object is still out.
 //! * **Counted ends.** An end on a thread without a marker (no
 //!   `membarrier` on this system, or a thread whose thread-locals are being
 //!   destroyed) counts itself in the pool's `inflight` instead (a

@@ -327,6 +327,9 @@ fn panicking_destroy_at_thread_exit_does_not_abort_and_counts() {
 #[test]
 fn a_guard_dropped_while_its_thread_panics_is_destroyed_not_recycled() {
     let (pool, ledger) = pool(2, 4);
+    // A round trip first, so that the drop could take its fast path.
+    drop(pool.get().unwrap());
+    assert_eq!(ledger.counts().recycle_calls, 1);
     let r = catch_unwind(AssertUnwindSafe(|| {
         let _g = pool.get().unwrap();
         panic!("{INJECTED}: test body");
@@ -334,7 +337,7 @@ fn a_guard_dropped_while_its_thread_panics_is_destroyed_not_recycled() {
     expect_injected(r, "test body");
     let s = consistent(&pool, &ledger);
     assert_eq!((s.created, s.destroyed, s.live, s.idle), (1, 1, 0, 0));
-    assert_eq!(ledger.counts().recycle_calls, 0, "not recycled");
+    assert_eq!(ledger.counts().recycle_calls, 1, "not recycled");
     drop(pool);
     ledger.assert_all_accounted();
 }
@@ -375,6 +378,33 @@ fn an_owned_guard_dropped_while_its_warm_thread_panics_is_destroyed() {
     assert_eq!(ledger.counts().recycle_calls, 1);
     let r = catch_unwind(AssertUnwindSafe(|| {
         let _g = pool.get_owned().unwrap();
+        panic!("{INJECTED}: test body");
+    }));
+    expect_injected(r, "test body");
+    let s = consistent(&pool, &ledger);
+    assert_eq!((s.created, s.destroyed, s.live, s.idle), (1, 1, 0, 0));
+    assert_eq!(ledger.counts().recycle_calls, 1, "not recycled");
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+#[test]
+fn an_owned_guard_put_back_while_its_warm_thread_panics_is_destroyed() {
+    /// Gives its guard back through the pool (`Pool::put`) when dropped.
+    struct PutOnDrop<'a>(&'a Pool<Counting>, Option<tidepool::OwnedPooled<Counting>>);
+    impl Drop for PutOnDrop<'_> {
+        fn drop(&mut self) {
+            if let Some(g) = self.1.take() {
+                self.0.put(g);
+            }
+        }
+    }
+    let (pool, ledger) = pool(2, 4);
+    let pool = Arc::new(pool);
+    pool.put(pool.get_owned().unwrap());
+    assert_eq!(ledger.counts().recycle_calls, 1);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let _held = PutOnDrop(&pool, Some(pool.get_owned().unwrap()));
         panic!("{INJECTED}: test body");
     }));
     expect_injected(r, "test body");

@@ -326,6 +326,57 @@ fn a_stack_put_back_through_its_pool_is_reused_and_one_of_another_pool_goes_home
     assert_eq!(pool.stats().pool.hits, 1);
 }
 
+/// Gives its stack back through its pool when dropped (`StackPool::put`):
+/// what an event loop holding the pool does, here while unwinding.
+struct PutOnDrop<'a>(&'a StackPool, Option<PooledStack>);
+
+impl Drop for PutOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(stack) = self.1.take() {
+            self.0.put(stack);
+        }
+    }
+}
+
+#[test]
+fn a_stack_given_back_while_its_warm_thread_panics_is_destroyed() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let pool = StackPool::new(16 * PAGE).unwrap();
+    // Warm: this thread's cache is remembered and it has a lifetime
+    // marker, so either end could take its fast path.
+    drop(pool.get().unwrap());
+    pool.put(pool.get().unwrap());
+    let s = pool.stats().pool;
+    assert_eq!((s.created, s.idle, s.destroyed), (1, 1, 0), "{s:?}");
+
+    // Dropped while unwinding.
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let _stack = pool.get().unwrap();
+        panic!("injected: test body");
+    }));
+    assert!(r.is_err());
+    let s = pool.stats().pool;
+    assert_eq!(
+        (s.created, s.destroyed, s.live, s.idle),
+        (1, 1, 0, 0),
+        "{s:?}"
+    );
+
+    // Given back through the pool while unwinding.
+    pool.put(pool.get().unwrap());
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let _held = PutOnDrop(&pool, Some(pool.get().unwrap()));
+        panic!("injected: test body");
+    }));
+    assert!(r.is_err());
+    let s = pool.stats().pool;
+    assert_eq!(
+        (s.created, s.destroyed, s.live, s.idle),
+        (2, 2, 0, 0),
+        "{s:?}"
+    );
+}
+
 #[test]
 fn max_live_gives_exhausted_and_recovers_when_a_stack_returns() {
     let pool = StackPool::builder(PAGE).max_live(2).build().unwrap();
