@@ -126,20 +126,39 @@ impl<M: Manage> Drop for Pooled<'_, M> {
 impl<M: Manage> Drop for OwnedPooled<M> {
     #[inline]
     fn drop(&mut self) {
-        // First, with only `self` in hand: `panicking`'s call out of line
-        // (when some thread panics) then saves one register, not five.
-        if std::thread::panicking() || !crate::lifetime::may_end_unmarked() {
+        // Out of line in most callers (the drop glue is over LLVM's inline
+        // threshold), so `panicking` goes first: see `Shared::put_fast`.
+        // SAFETY: this is the guard's drop, its end; `into_parts` forgets
+        // the guard, so this runs at most once.
+        unsafe { self.end_dropped::<true>() }
+    }
+}
+
+impl<M: Manage> OwnedPooled<M> {
+    /// The end of a guard given back by dropping it. `PANICKING_FIRST`
+    /// checks whether the thread is panicking before anything else, for an
+    /// end that is not inlined into its caller; without it, `put_fast`
+    /// checks, which is faster inlined (see `Shared::put_fast`).
+    ///
+    /// # Safety
+    ///
+    /// This is the guard's end: called once, and the guard is not used or
+    /// dropped afterwards (it is being dropped, or is `ManuallyDrop`).
+    #[inline(always)]
+    pub(crate) unsafe fn end_dropped<const PANICKING_FIRST: bool>(&mut self) {
+        if (PANICKING_FIRST && std::thread::panicking()) || !crate::lifetime::may_end_unmarked() {
             return self.drop_other(false);
         }
         // Taken now, as a number, without a reference: once `put_fast`
         // has counted the object back, the pool may be freed.
         let address = Arc::as_ptr(&self.pool.shared) as usize;
-        // SAFETY: the pool counts `item` as out until this guard ends
-        // (so it is alive now), and `put_fast` (the thread is not
-        // panicking) takes it only on `Done`, whose last touch of the pool
-        // is the count of its return; `into_parts` forgets the guard, so
-        // this runs at most once.
-        let done = match unsafe { Shared::put_fast(&self.pool.shared, &mut self.item) } {
+        let shared = &self.pool.shared;
+        // SAFETY: the pool counts `item` as out until this guard ends (so
+        // it is alive now), and `put_fast` takes it only on `Done`, whose
+        // last touch of the pool is the count of its return; this is the
+        // guard's only end (our caller's promise). `PANICKING_FIRST`: the
+        // thread was found not panicking above.
+        let done = match unsafe { Shared::put_fast::<PANICKING_FIRST>(shared, &mut self.item) } {
             PutRest::Done => None,
             PutRest::Other { recycled } => Some(recycled),
             rest => return self.drop_rest(rest),

@@ -85,10 +85,14 @@
 //! a `#[cold]` function that takes the object from the guard itself, so the
 //! inlined code never copies the object to the stack or builds a frame to
 //! call out. The one call that returns, `std::thread::panicking()`'s out of
-//! line half (taken only while some thread panics), comes first, before
-//! `put_fast`, when nothing but the guard is in registers: where the drop
-//! is not inlined, it then saves one register, not five (an owned guard's
-//! drop: 116 to 108 instructions).
+//! line half (taken only while some thread panics), is placed by where the
+//! put ends up. A dropped owned guard's drop is too big to be inlined into
+//! most callers, so it checks first, before `put_fast`, when nothing but
+//! the guard is in registers: its frame then saves one register, not five
+//! (`get_owned` + drop: 116 to 108 instructions). A scoped guard's put
+//! (`Shared::put`) checks first too. A stack handle's drop, inlined into
+//! its caller, leaves the check inside `put_fast` (after the remembered
+//! slot is found), which is faster there: `put_fast::<PANICKING_CHECKED>`.
 //!
 //! The fast paths are kept small enough for the compiler to inline the
 //! scoped guard's drop into its caller (LLVM's threshold is 250 at

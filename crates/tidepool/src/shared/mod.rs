@@ -648,7 +648,7 @@ impl<M: Manage> Shared<M> {
             let rest = if std::thread::panicking() {
                 PutRest::Other { recycled: false }
             } else {
-                Self::put_fast(this, item)
+                Self::put_fast::<true>(this, item)
             };
             Self::put_rest(this, item, rest);
         }
@@ -661,20 +661,29 @@ impl<M: Manage> Shared<M> {
     /// recycled). Calls nothing out of line: an owned guard's end may run
     /// this without its lifetime marker (`lifetime`, unmarked ends).
     ///
-    /// The caller checks `std::thread::panicking()` first (a panicking
-    /// thread's object goes the `Other` way): done there, before anything
-    /// else is in registers, its call out of line costs the caller's
-    /// frame fewer saved registers (an owned guard's drop: one, not five).
+    /// A panicking thread's object goes the `Other` way. `PANICKING_CHECKED`
+    /// says the caller has checked `std::thread::panicking()` already;
+    /// otherwise it is checked here, once the remembered slot is found.
+    /// Where the put is out of line, the check is best first, when only
+    /// the guard is in registers: its call out of line (taken while some
+    /// thread panics) then costs the frame one saved register, not five.
+    /// Where the put is inlined into its caller, it is best here.
     ///
     /// # Safety
     ///
     /// As for [`put`](Self::put), except that `item` is taken only on
-    /// `Done`, and the thread is not panicking.
+    /// `Done`; with `PANICKING_CHECKED`, the thread is not panicking.
     #[inline(always)]
-    pub(crate) unsafe fn put_fast(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) -> PutRest {
+    pub(crate) unsafe fn put_fast<const PANICKING_CHECKED: bool>(
+        this: &Arc<Self>,
+        item: &mut ManuallyDrop<M::Item>,
+    ) -> PutRest {
         let Some(slot) = this.local_remembered() else {
             return PutRest::Other { recycled: false };
         };
+        if !PANICKING_CHECKED && std::thread::panicking() {
+            return PutRest::Other { recycled: false };
+        }
         match this.callbacks().try_recycle(item) {
             Ok(true) => {}
             Ok(false) => return PutRest::Refused,
