@@ -178,9 +178,10 @@ fn one_way(
     for _ in 0..rounds {
         let guards: Vec<_> = (0..n).map(|_| pool.get_owned().unwrap()).collect();
         clock.advance(step / 2);
-        std::thread::scope(|s| {
-            s.spawn(move || drop(guards));
-        });
+        // Joined, not left to the scope's end: the scope returns once the
+        // closure has, before the thread's thread-locals are destroyed, so
+        // its cache's flush to the depot would race what follows.
+        std::thread::scope(|s| s.spawn(move || drop(guards)).join().unwrap());
         clock.advance(step / 2);
     }
 }
