@@ -324,22 +324,36 @@ fn panicking_destroy_at_thread_exit_does_not_abort_and_counts() {
 
 // === guards dropped while panicking ===
 
-#[test]
-fn a_guard_dropped_while_its_thread_panics_is_destroyed_not_recycled() {
+/// One round trip first (`warm`): this thread's cache is then remembered
+/// and it has a lifetime marker, so the next end could take its fast path.
+/// Then `panic_holding` takes an object and panics holding it: its end
+/// during the unwinding must destroy the object, not recycle it.
+fn ends_while_a_warm_thread_panics(
+    warm: impl FnOnce(&Arc<P>),
+    panic_holding: impl FnOnce(&Arc<P>),
+) {
     let (pool, ledger) = pool(2, 4);
-    // A round trip first, so that the drop could take its fast path.
-    drop(pool.get().unwrap());
+    let pool = Arc::new(pool);
+    warm(&pool);
     assert_eq!(ledger.counts().recycle_calls, 1);
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        let _g = pool.get().unwrap();
-        panic!("{INJECTED}: test body");
-    }));
+    let r = catch_unwind(AssertUnwindSafe(|| panic_holding(&pool)));
     expect_injected(r, "test body");
     let s = consistent(&pool, &ledger);
     assert_eq!((s.created, s.destroyed, s.live, s.idle), (1, 1, 0, 0));
     assert_eq!(ledger.counts().recycle_calls, 1, "not recycled");
     drop(pool);
     ledger.assert_all_accounted();
+}
+
+#[test]
+fn a_guard_dropped_while_its_thread_panics_is_destroyed_not_recycled() {
+    ends_while_a_warm_thread_panics(
+        |pool| drop(pool.get().unwrap()),
+        |pool| {
+            let _g = pool.get().unwrap();
+            panic!("{INJECTED}: test body");
+        },
+    );
 }
 
 #[test]
@@ -370,22 +384,13 @@ fn an_owned_guard_dropped_by_a_panicking_thread_is_destroyed() {
 
 #[test]
 fn an_owned_guard_dropped_while_its_warm_thread_panics_is_destroyed() {
-    let (pool, ledger) = pool(2, 4);
-    let pool = Arc::new(pool);
-    // One owned round trip first: this thread's cache is remembered and it
-    // has a lifetime marker, so the next drop could take the fast path.
-    drop(pool.get_owned().unwrap());
-    assert_eq!(ledger.counts().recycle_calls, 1);
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        let _g = pool.get_owned().unwrap();
-        panic!("{INJECTED}: test body");
-    }));
-    expect_injected(r, "test body");
-    let s = consistent(&pool, &ledger);
-    assert_eq!((s.created, s.destroyed, s.live, s.idle), (1, 1, 0, 0));
-    assert_eq!(ledger.counts().recycle_calls, 1, "not recycled");
-    drop(pool);
-    ledger.assert_all_accounted();
+    ends_while_a_warm_thread_panics(
+        |pool| drop(pool.get_owned().unwrap()),
+        |pool| {
+            let _g = pool.get_owned().unwrap();
+            panic!("{INJECTED}: test body");
+        },
+    );
 }
 
 #[test]
@@ -399,20 +404,13 @@ fn an_owned_guard_put_back_while_its_warm_thread_panics_is_destroyed() {
             }
         }
     }
-    let (pool, ledger) = pool(2, 4);
-    let pool = Arc::new(pool);
-    pool.put(pool.get_owned().unwrap());
-    assert_eq!(ledger.counts().recycle_calls, 1);
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        let _held = PutOnDrop(&pool, Some(pool.get_owned().unwrap()));
-        panic!("{INJECTED}: test body");
-    }));
-    expect_injected(r, "test body");
-    let s = consistent(&pool, &ledger);
-    assert_eq!((s.created, s.destroyed, s.live, s.idle), (1, 1, 0, 0));
-    assert_eq!(ledger.counts().recycle_calls, 1, "not recycled");
-    drop(pool);
-    ledger.assert_all_accounted();
+    ends_while_a_warm_thread_panics(
+        |pool| pool.put(pool.get_owned().unwrap()),
+        |pool| {
+            let _held = PutOnDrop(pool, Some(pool.get_owned().unwrap()));
+            panic!("{INJECTED}: test body");
+        },
+    );
 }
 
 // === max_live ===
