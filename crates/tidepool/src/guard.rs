@@ -149,10 +149,10 @@ impl<M: Manage> OwnedPooled<M> {
         if (PANICKING_FIRST && std::thread::panicking()) || !crate::lifetime::may_end_unmarked() {
             return self.drop_other(false);
         }
+        let shared = &self.pool.shared;
         // Taken now, as a number, without a reference: once `put_fast`
         // has counted the object back, the pool may be freed.
-        let address = Arc::as_ptr(&self.pool.shared) as usize;
-        let shared = &self.pool.shared;
+        let address = Arc::as_ptr(shared) as usize;
         // SAFETY: the pool counts `item` as out until this guard ends (so
         // it is alive now), and `put_fast` takes it only on `Done`, whose
         // last touch of the pool is the count of its return; this is the

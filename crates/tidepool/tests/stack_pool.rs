@@ -326,14 +326,19 @@ fn a_stack_put_back_through_its_pool_is_reused_and_one_of_another_pool_goes_home
     assert_eq!(pool.stats().pool.hits, 1);
 }
 
-/// Gives its stack back through its pool when dropped (`StackPool::put`):
-/// what an event loop holding the pool does, here while unwinding.
-struct PutOnDrop<'a>(&'a StackPool, Option<PooledStack>);
+/// Holds a stack and ends it when dropped: given back through its pool
+/// (`StackPool::put`, what an event loop holding the pool does) if `put`,
+/// else dropped. Here, while unwinding.
+struct EndOnDrop<'a> {
+    pool: &'a StackPool,
+    stack: Option<PooledStack>,
+    put: bool,
+}
 
-impl Drop for PutOnDrop<'_> {
+impl Drop for EndOnDrop<'_> {
     fn drop(&mut self) {
-        if let Some(stack) = self.1.take() {
-            self.0.put(stack);
+        if let (true, Some(stack)) = (self.put, self.stack.take()) {
+            self.pool.put(stack);
         }
     }
 }
@@ -342,39 +347,30 @@ impl Drop for PutOnDrop<'_> {
 fn a_stack_given_back_while_its_warm_thread_panics_is_destroyed() {
     use std::panic::{catch_unwind, AssertUnwindSafe};
     let pool = StackPool::new(16 * PAGE).unwrap();
-    // Warm: this thread's cache is remembered and it has a lifetime
-    // marker, so either end could take its fast path.
-    drop(pool.get().unwrap());
-    pool.put(pool.get().unwrap());
-    let s = pool.stats().pool;
-    assert_eq!((s.created, s.idle, s.destroyed), (1, 1, 0), "{s:?}");
-
-    // Dropped while unwinding.
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        let _stack = pool.get().unwrap();
-        panic!("injected: test body");
-    }));
-    assert!(r.is_err());
-    let s = pool.stats().pool;
-    assert_eq!(
-        (s.created, s.destroyed, s.live, s.idle),
-        (1, 1, 0, 0),
-        "{s:?}"
-    );
-
-    // Given back through the pool while unwinding.
-    pool.put(pool.get().unwrap());
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        let _held = PutOnDrop(&pool, Some(pool.get().unwrap()));
-        panic!("injected: test body");
-    }));
-    assert!(r.is_err());
-    let s = pool.stats().pool;
-    assert_eq!(
-        (s.created, s.destroyed, s.live, s.idle),
-        (2, 2, 0, 0),
-        "{s:?}"
-    );
+    // Dropped while unwinding, then given back through the pool.
+    for (n, put) in [(1, false), (2, true)] {
+        // Warm: this thread's cache is remembered and it has a lifetime
+        // marker, so either end could take its fast path.
+        drop(pool.get().unwrap());
+        pool.put(pool.get().unwrap());
+        let s = pool.stats().pool;
+        assert_eq!((s.created, s.idle, s.destroyed), (n, 1, n - 1), "{s:?}");
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let _held = EndOnDrop {
+                pool: &pool,
+                stack: Some(pool.get().unwrap()),
+                put,
+            };
+            panic!("injected: test body");
+        }));
+        assert!(r.is_err());
+        let s = pool.stats().pool;
+        assert_eq!(
+            (s.created, s.destroyed, s.live, s.idle),
+            (n, n, 0, 0),
+            "put {put}: {s:?}"
+        );
+    }
 }
 
 #[test]

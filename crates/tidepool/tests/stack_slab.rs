@@ -333,35 +333,34 @@ fn every_stack_is_destroyed_exactly_once_and_every_slab_unmapped_once() {
     .build()
     .unwrap();
     std::thread::scope(|s| {
-        let workers: Vec<_> = (0..3)
-            .map(|t| {
-                let (pool, alive) = (&pool, &alive);
-                s.spawn(move || {
-                    for round in 0..20 {
-                        let held: Vec<_> = (0..30 + 7 * t).map(|_| pool.get().unwrap()).collect();
-                        for (i, g) in held.into_iter().enumerate() {
-                            match (i + round) % 7 {
-                                0 => g.discard(),
-                                1 => {
-                                    // No longer the pool's: out of the ledger.
-                                    let own = g.detach();
-                                    alive
-                                        .lock()
-                                        .unwrap()
-                                        .remove(&(own.limit().as_ptr() as usize));
-                                }
-                                _ => drop(g),
+        let mut workers = Vec::new();
+        for t in 0..3 {
+            let (pool, alive) = (&pool, &alive);
+            workers.push(s.spawn(move || {
+                for round in 0..20 {
+                    let held: Vec<_> = (0..30 + 7 * t).map(|_| pool.get().unwrap()).collect();
+                    for (i, g) in held.into_iter().enumerate() {
+                        match (i + round) % 7 {
+                            0 => g.discard(),
+                            1 => {
+                                // No longer the pool's: out of the ledger.
+                                let own = g.detach();
+                                alive
+                                    .lock()
+                                    .unwrap()
+                                    .remove(&(own.limit().as_ptr() as usize));
                             }
-                        }
-                        if round % 5 == 4 {
-                            pool.purge();
-                            pool.reclaim_unused();
+                            _ => drop(g),
                         }
                     }
-                    // Exits with a full cache: handed to the depot.
-                })
-            })
-            .collect();
+                    if round % 5 == 4 {
+                        pool.purge();
+                        pool.reclaim_unused();
+                    }
+                }
+                // Exits with a full cache: handed to the depot.
+            }));
+        }
         // Joined, not left to the scope's end: the scope returns once the
         // closures have, before the threads' thread-locals are destroyed,
         // so their caches' hand-over would race the checks below.
