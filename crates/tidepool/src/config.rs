@@ -71,24 +71,36 @@ pub const MAX_RECLAIM_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
 /// deadlines.
 pub const MAX_PRESSURE_HOLD: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// Under a `max_live` limit a default batch is at most this fraction of
+/// it: two threads' caches, two batches each, then hold at most half of
+/// what may exist, and a thread that only gives back (a consumer) never
+/// holds so much that the threads that take must steal its cache.
+const LIMIT_SHARE: usize = 8;
+
+/// The largest default batch `max_live` leaves room for (see
+/// [`LIMIT_SHARE`]).
+fn limit_batch(max_live: Option<usize>) -> usize {
+    max_live.map_or(usize::MAX, |n| n / LIMIT_SHARE)
+}
+
 /// The batch size a pool gets when none is asked for: [`DEFAULT_BATCH_SIZE`],
 /// lowered so that two batches of `item_size`-byte items fit in
-/// [`MAX_CACHE_BYTES`], and to `max_live` and `max_idle` when they are
-/// smaller; at least 1.
+/// [`MAX_CACHE_BYTES`], to an eighth of `max_live`, and to `max_idle`
+/// when they are smaller; at least 1.
 fn default_batch_size(item_size: usize, max_live: Option<usize>, max_idle: usize) -> usize {
     let by_bytes = MAX_CACHE_BYTES
         .checked_div(2 * item_size)
         .unwrap_or(DEFAULT_BATCH_SIZE);
     DEFAULT_BATCH_SIZE
         .min(by_bytes)
-        .min(max_live.unwrap_or(usize::MAX))
+        .min(limit_batch(max_live))
         .min(max_idle)
         .max(1)
 }
 
 /// The most a default batch may grow to (see [`Config::max_batch_size`]):
-/// [`BATCH_GROWTH`] times the start, within [`MAX_CACHE_BYTES`] and
-/// `max_live`, and such that two batches fit in `max_idle`.
+/// [`BATCH_GROWTH`] times the start, within [`MAX_CACHE_BYTES`] and an
+/// eighth of `max_live`, and such that two batches fit in `max_idle`.
 fn default_max_batch(
     item_size: usize,
     max_live: Option<usize>,
@@ -101,7 +113,7 @@ fn default_max_batch(
     (start * BATCH_GROWTH)
         .min(MAX_BATCH_SIZE)
         .min(by_bytes)
-        .min(max_live.unwrap_or(usize::MAX))
+        .min(limit_batch(max_live))
         .min(max_idle / 2)
         .max(start)
 }
@@ -118,6 +130,8 @@ pub struct Config {
     /// The most the batch grows to under depot traffic; `batch_size` when
     /// the batch size was set explicitly (then it is fixed).
     pub(crate) max_batch: usize,
+    /// The batch size was set explicitly: it never changes.
+    pub(crate) batch_fixed: bool,
     pub(crate) max_idle: usize,
     pub(crate) max_live: Option<usize>,
     pub(crate) min_idle: usize,
@@ -138,6 +152,7 @@ impl Default for Config {
         Self {
             batch_size: DEFAULT_BATCH_SIZE,
             max_batch: DEFAULT_BATCH_SIZE * BATCH_GROWTH,
+            batch_fixed: false,
             max_idle: DEFAULT_MAX_IDLE,
             max_live: None,
             min_idle: 0,
@@ -208,8 +223,10 @@ impl Config {
     /// again, down to [`batch_size`](Config::batch_size), when a pass finds
     /// idle objects unused through two intervals. Equal to `batch_size`
     /// (fixed) when [`Builder::batch_size`] was given; otherwise
-    /// [`BATCH_GROWTH`] times it, within [`MAX_CACHE_BYTES`], `max_live`,
-    /// and half of `max_idle`.
+    /// [`BATCH_GROWTH`] times it, within [`MAX_CACHE_BYTES`], an eighth of
+    /// `max_live`, and half of `max_idle`. Under `max_live` the batch may
+    /// also shrink below `batch_size` (to `burst` at least): see
+    /// [`Builder::batch_size`].
     pub fn max_batch_size(&self) -> usize {
         self.max_batch
     }
@@ -391,8 +408,11 @@ impl<M: Manage> Builder<M> {
     /// allowed).
     ///
     /// Default: [`DEFAULT_BATCH_SIZE`], lowered to fit big items in
-    /// [`MAX_CACHE_BYTES`] and to `max_live` and `max_idle` when those are
-    /// smaller.
+    /// [`MAX_CACHE_BYTES`], to an eighth of `max_live`, and to `max_idle`
+    /// when those are smaller. Under `max_live` a default batch also stays
+    /// small enough for the caches of the threads using the pool to hold at
+    /// most half of the limit, and halves whenever a `get` at the limit has
+    /// to take another thread's cache. A batch set here is fixed.
     pub fn batch_size(mut self, n: usize) -> Self {
         self.batch_size = Some(n);
         self
@@ -530,6 +550,7 @@ impl<M: Manage> Builder<M> {
         config.batch_size = self
             .batch_size
             .unwrap_or_else(|| default_batch_size(item_size, config.max_live, config.max_idle));
+        config.batch_fixed = self.batch_size.is_some();
         config.max_batch = match self.batch_size {
             Some(n) => n,
             None => default_max_batch(
@@ -657,7 +678,15 @@ mod tests {
         assert_eq!(default_batch_size(0, None, 1024), DEFAULT_BATCH_SIZE);
         assert_eq!(default_batch_size(1 << 20, None, 1024), 2);
         assert_eq!(default_batch_size(64 << 20, None, 1024), 1);
-        assert_eq!(default_batch_size(8, Some(3), 1024), 3);
+        // An eighth of `max_live`, at least 1.
+        assert_eq!(default_batch_size(8, Some(3), 1024), 1);
+        assert_eq!(default_batch_size(8, Some(64), 1024), 8);
+        assert_eq!(
+            default_batch_size(8, Some(1 << 20), 1024),
+            DEFAULT_BATCH_SIZE
+        );
+        assert_eq!(default_max_batch(8, Some(64), 1024, 8), 8);
+        assert_eq!(default_max_batch(8, Some(1024), 1024, 32), 128);
         assert_eq!(default_batch_size(8, None, 5), 5);
         assert_eq!(default_batch_size(8, None, 0), 1);
         for size in [1, 100, 4096, 1 << 16, 1 << 20, 3 << 20] {

@@ -533,10 +533,14 @@ fn edge_settings_are_accepted() {
     assert_eq!(p.config().idle_bound(3), 8 + 3 * 16);
     build(1, 1, None).expect("smallest pool");
     build(1, 8, Some(1)).expect("max_live 1");
-    // Unasked, the batch follows a small max_live or max_idle down.
+    // Unasked, the batch follows a small max_live (an eighth of it) or
+    // max_idle down.
     let (manager, _) = Counting::new();
     let p = Pool::builder(manager).max_live(3).build().unwrap();
-    assert_eq!(p.config().batch_size(), 3);
+    assert_eq!(p.config().batch_size(), 1);
+    let (manager, _) = Counting::new();
+    let p = Pool::builder(manager).max_live(64).build().unwrap();
+    assert_eq!(p.config().batch_size(), 8);
     let (manager, _) = Counting::new();
     let p = Pool::builder(manager).max_idle(5).build().unwrap();
     assert_eq!(p.config().batch_size(), 5);

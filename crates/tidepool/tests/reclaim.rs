@@ -19,12 +19,10 @@
 mod common;
 
 use std::collections::HashSet;
-use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use common::{Counting, Ledger};
+use common::{Counting, Ledger, Worker};
 use tidepool::pressure::Level;
 use tidepool::reclaim::ManualClock;
 use tidepool::{Pool, Pooled, Stats};
@@ -106,63 +104,14 @@ fn assert_consistent(s: &Stats, ledger: &Ledger) {
     ledger.assert_no_errors();
 }
 
-// === a thread that uses the pool, then parks (alive) on a channel ===
-
-type Job = Box<dyn FnOnce() + Send>;
-
-struct Worker {
-    jobs: Option<Sender<Job>>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl Worker {
-    fn spawn() -> Self {
-        let (jobs, rx) = channel::<Job>();
-        let handle = std::thread::spawn(move || {
-            while let Ok(job) = rx.recv() {
-                job();
-            }
-        });
-        Self {
-            jobs: Some(jobs),
-            handle: Some(handle),
-        }
-    }
-
-    /// Runs `f` on the worker and waits for its result; the worker then
-    /// blocks on its channel again, alive, outside every pool operation.
-    fn run<R: Send + 'static>(&self, f: impl FnOnce() -> R + Send + 'static) -> R {
-        let (tx, rx) = channel();
-        let job: Job = Box::new(move || {
-            let _ = tx.send(f());
-        });
-        self.jobs.as_ref().unwrap().send(job).expect("worker alive");
-        rx.recv().expect("worker ran the job")
-    }
-
-    /// `n` gets on the worker, all held at once, then given back; returns
-    /// the ids it got.
-    fn use_n(&self, pool: &Arc<P>, n: usize) -> Vec<u64> {
-        let pool = Arc::clone(pool);
-        self.run(move || {
-            let guards: Vec<_> = (0..n).map(|_| pool.get().unwrap()).collect();
-            guards.iter().map(|g| g.id()).collect()
-        })
-    }
-
-    fn exit(mut self) {
-        drop(self.jobs.take());
-        self.handle.take().unwrap().join().expect("worker panicked");
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        drop(self.jobs.take());
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
+/// `n` gets on `worker`, all held at once, then given back; returns the ids
+/// it got.
+fn use_on(worker: &Worker, pool: &Arc<P>, n: usize) -> Vec<u64> {
+    let pool = Arc::clone(pool);
+    worker.run(move || {
+        let guards: Vec<_> = (0..n).map(|_| pool.get().unwrap()).collect();
+        guards.iter().map(|g| g.id()).collect()
+    })
 }
 
 // === the working set ===
@@ -518,7 +467,7 @@ fn steady_load_recreates_nothing_after_trim() {
 fn critical_pressure_drains_to_min_idle_and_takes_every_cache() {
     let r = rig(4);
     let worker = Worker::spawn();
-    worker.use_n(&r.pool, 6); // the worker caches 6
+    use_on(&worker, &r.pool, 6); // the worker caches 6
     r.use_n(50); // main: cache 6, depot 44
     let s = r.stats();
     assert_eq!((s.idle, s.idle_depot, s.idle_cached()), (56, 44, 12));
@@ -536,7 +485,7 @@ fn critical_pressure_drains_to_min_idle_and_takes_every_cache() {
     // The worker works on during the hold: it re-claims its cache (empty
     // now), takes the 4 kept in the depot, creates 2, and caches all 6
     // again (threads keep caching during a hold; only the depot is capped).
-    let ids = worker.use_n(&r.pool, 6);
+    let ids = use_on(&worker, &r.pool, 6);
     assert_eq!(ids.len(), 6);
     let s = r.stats();
     assert_eq!((s.idle, s.idle_depot, s.idle_cached()), (6, 0, 6));
@@ -632,7 +581,7 @@ fn a_pass_after_the_hold_lifts_it() {
     assert_eq!(r.end_interval(), 0, "nothing left to reclaim");
     let worker = Worker::spawn();
     // The worker has no cache yet: it claims one, the hold being over.
-    worker.use_n(&r.pool, 20);
+    use_on(&worker, &r.pool, 20);
     let s = r.stats();
     assert_eq!((s.idle, s.idle_depot, s.idle_cached()), (20, 12, 8));
     worker.exit();
@@ -654,7 +603,7 @@ fn a_pass_after_the_hold_lifts_it() {
 fn idle_thread_cache_is_taken_back_after_two_passes_and_the_thread_resumes() {
     let r = rig(0);
     let worker = Worker::spawn();
-    let first = worker.use_n(&r.pool, 6);
+    let first = use_on(&worker, &r.pool, 6);
     let s = r.stats();
     assert_eq!(
         (s.created, s.idle, s.idle_depot, s.idle_cached()),
@@ -676,7 +625,7 @@ fn idle_thread_cache_is_taken_back_after_two_passes_and_the_thread_resumes() {
 
     // The worker resumes before the next pass: it gets its old objects back
     // from the depot.
-    let again = worker.use_n(&r.pool, 6);
+    let again = use_on(&worker, &r.pool, 6);
     assert_eq!(
         again.iter().copied().collect::<HashSet<_>>(),
         first.iter().copied().collect::<HashSet<_>>(),
@@ -704,7 +653,7 @@ fn idle_thread_cache_is_taken_back_after_two_passes_and_the_thread_resumes() {
     assert_eq!((s.idle, s.existing(), s.reclaimed), (0, 0, 6));
 
     // The worker still works, creating afresh, and exits cleanly.
-    worker.use_n(&r.pool, 3);
+    use_on(&worker, &r.pool, 3);
     let s = r.stats();
     assert_eq!((s.created, s.idle_cached()), (9, 3));
     worker.exit();
@@ -719,7 +668,7 @@ fn busy_then_idle_thread_cache_comes_back_busy_one_stays() {
     let r = rig(0);
     let worker = Worker::spawn();
     for i in 0..6 {
-        worker.use_n(&r.pool, 5);
+        use_on(&worker, &r.pool, 5);
         r.use_n(5);
         assert_eq!(r.end_interval(), 0, "interval {i}");
         assert_eq!(r.stats().caches_taken, 0, "interval {i}: both busy");
@@ -802,10 +751,10 @@ fn a_cache_emptied_every_other_interval_keeps_all_it_holds() {
 fn a_trim_request_left_unserved_is_overtaken_by_the_take_back() {
     let r = rig(0);
     let worker = Worker::spawn();
-    worker.use_n(&r.pool, 8);
+    use_on(&worker, &r.pool, 8);
     assert_eq!(r.end_interval(), 0);
     for _ in 0..2 {
-        worker.use_n(&r.pool, 2);
+        use_on(&worker, &r.pool, 2);
         assert_eq!(r.end_interval(), 0);
     }
     // The second of those passes asked the worker for 6. It does nothing
@@ -819,7 +768,7 @@ fn a_trim_request_left_unserved_is_overtaken_by_the_take_back() {
     assert_eq!((s.created, s.trimmed, s.idle), (8, 0, 0));
     assert_consistent(&s, &r.ledger);
     // The worker comes back: its cache is claimed afresh.
-    worker.use_n(&r.pool, 2);
+    use_on(&worker, &r.pool, 2);
     assert_eq!(r.stats().created, 10);
     worker.exit();
     r.finish();

@@ -262,7 +262,11 @@ fn caps_follow_a_given_budget_and_explicit_caps() {
         .unwrap();
     assert_eq!(given.config().max_live(), Some(20));
     assert_eq!(given.config().max_idle(), 20);
-    assert_eq!(given.config().batch_size(), 20, "batch lowered to the cap");
+    assert_eq!(
+        given.config().batch_size(),
+        2,
+        "batch lowered to an eighth of the cap"
+    );
 
     let explicit_live = StackPool::builder(PAGE).max_live(100).build().unwrap();
     assert_eq!(

@@ -25,11 +25,43 @@
 //!   before its next access.
 //! * `FLUSH`: the owner was inside an access when asked; it hands its cache to the depot
 //!   at its next access.
-//! * `TRIM`: the cache is busy but held objects it did not need through two
-//!   intervals (its low-water mark, `low`, which the owner keeps); the owner
-//!   gives that many, the oldest, to the depot at its next access. The
-//!   remote side only stores the count and the state: it never touches the
-//!   cache, so no barrier is needed.
+//! * `TRIM`: a pass has read the cache's working-set counts (`low`,
+//!   `removed`, below) and asks the owner to start a new period; and, if
+//!   the cache held objects it did not need through two periods, to give
+//!   that many, the oldest, to the depot. The owner does both at its next
+//!   access. The remote side only stores the count and the state: it never
+//!   touches the cache, so no barrier is needed.
+//!
+//! # What sat unused: `low` and `removed`
+//!
+//! A period begins when the owner serves a pass's `TRIM` request (its cache
+//! then holds `a` objects) and ends at the next pass's read. Gets and puts
+//! work at the top of the cache; donations and trims take from the bottom
+//! (the spare batch, then the bottom of the loaded one: what came in
+//! first). The objects that sat untouched through the period are the ones
+//! of the first `a` that no get reached and no donation took:
+//!
+//! ```text
+//! unused = max(0, min over the period (len + removed) − removed at its end)
+//! ```
+//!
+//! The owner keeps it as it goes, in `low`, with the bottom removals in
+//! `removed`:
+//!
+//! ```text
+//! period begins (TRIM served):  low = len,  removed = 0
+//! get leaving len objects:      low = min(low, len)
+//! k taken from the bottom:      removed += k,  low = max(0, low − k)
+//! cache emptied (flush, take):  low = 0
+//! ```
+//!
+//! A put changes neither: the objects it adds sit above the unused ones. So
+//! a cache that only puts, and donates what its puts fill, reads as holding
+//! nothing unused, however full it is: it turned over. The survivors are
+//! always the bottom `low` objects, so the pass can ask for exactly them,
+//! and the objects unused through two periods are those of the earlier
+//! period's `low` that the later one neither reached nor removed:
+//! `min(low₁ − removed₂, low₂)`.
 //!
 //! # The asymmetric fence
 //!
@@ -65,9 +97,6 @@ const REVOKING: u8 = 2;
 const REVOKED: u8 = 3;
 const FLUSH: u8 = 4;
 const TRIM: u8 = 5;
-
-/// `low` when the owner has taken nothing since the last pass read it.
-const NO_LOW: usize = usize::MAX;
 
 /// `entered` after an access that counted nothing: the owner is outside.
 const OUTSIDE: u64 = u64::MAX;
@@ -135,12 +164,16 @@ pub(crate) struct Slot<T> {
     misses: OwnerCounter,
     /// Unused places under `max_live` lent to this slot.
     credit: Credit,
-    /// The fewest objects the cache held since the last pass read this
-    /// (`NO_LOW` if the owner took none): lowered by the owner as it takes
-    /// objects, read and reset by the pass. `low ≤ min(len)` over the period;
-    /// a take that races the reset can only make it report less (a lower
-    /// value, or none), so a trim never asks for more than sat unused.
+    /// The objects at the bottom of the cache that sat untouched since the
+    /// period began (see the module docs); written by the owner only (and
+    /// zeroed by a revoker that took the cache), read by the pass.
     low: AtomicUsize,
+    /// Objects donated or trimmed from the bottom of the cache since the
+    /// period began; written by the owner only, read by the pass. Stored
+    /// before `low` is lowered for them (`Release`), so a pass that reads
+    /// `low` after a removal (`Acquire`) also reads the removal: it never
+    /// sees the objects gone from `low` and still counted as present.
+    removed: AtomicUsize,
     /// Objects a `TRIM` request asks the owner to give back.
     trim: AtomicUsize,
 }
@@ -166,7 +199,8 @@ impl<T> Default for Slot<T> {
             destroyed: OwnerCounter::default(),
             misses: OwnerCounter::default(),
             credit: Credit::default(),
-            low: AtomicUsize::new(NO_LOW),
+            low: AtomicUsize::new(0),
+            removed: AtomicUsize::new(0),
             trim: AtomicUsize::new(0),
         }
     }
@@ -200,16 +234,20 @@ impl<T> Slot<T> {
         matches!(self.state.load(Ordering::Relaxed), ACTIVE | FLUSH | TRIM)
     }
 
-    /// The fewest objects the cache held since the last call (`None` if its
-    /// owner took none meanwhile); starts the next period. For the pass.
-    pub(crate) fn take_low(&self) -> Option<usize> {
-        let low = self.low.swap(NO_LOW, Ordering::Relaxed);
-        (low != NO_LOW).then_some(low)
+    /// The period's working-set counts: `(low, removed)`, the objects that
+    /// sat unused since it began and those taken from the bottom meanwhile
+    /// (see the module docs). For the pass, which then ends the period with
+    /// [`request_trim`](Self::request_trim).
+    pub(crate) fn period(&self) -> (usize, usize) {
+        let low = self.low.load(Ordering::Acquire);
+        (low, self.removed.load(Ordering::Relaxed))
     }
 
-    /// Asks the owner to give its `n` oldest objects to the depot at its
-    /// next access (`TRIM`); nothing if the slot is not `ACTIVE`. For the
-    /// pass, under its lock.
+    /// Asks the owner to begin a new period at its next access and to give
+    /// its `n` oldest objects to the depot then (`TRIM`; `n` may be 0);
+    /// nothing if the slot is not `ACTIVE` (a flush or a take empties the
+    /// cache, and so begins the period at 0 anyway). For the pass, under
+    /// its lock.
     pub(crate) fn request_trim(&self, n: usize) {
         self.trim.store(n, Ordering::Relaxed);
         // `Release`: the owner's `Acquire` in `claim` sees the count.
@@ -419,7 +457,11 @@ impl<'a, T> LocalSlot<'a, T> {
                 (cache.install(loaded, spare), Tally::Nothing)
             }) {
                 // The replaced halves are unallocated: dropping them is free.
-                Ok(_) => return (flushed, trimmed),
+                // Emptied: nothing in it sat unused through this period.
+                Ok(_) => {
+                    self.note_low(0);
+                    return (flushed, trimmed);
+                }
                 // Revoked meanwhile: claim again (the fresh halves go).
                 Err(_) => continue,
             }
@@ -427,8 +469,9 @@ impl<'a, T> LocalSlot<'a, T> {
     }
 
     /// Serves a trim request: moves the cache's oldest `trim` objects into
-    /// `out`. `Ok(true)` if the cache still has both its halves, `Ok(false)`
-    /// if it needs them installed, `Err` if it was revoked meanwhile.
+    /// `out` and begins a new period with what is left. `Ok(true)` if the
+    /// cache still has both its halves, `Ok(false)` if it needs them
+    /// installed, `Err` if it was revoked meanwhile.
     fn trim_oldest(&self, out: &mut Vec<T>) -> Result<bool, Revoked> {
         let n = self.slot.trim.swap(0, Ordering::Relaxed);
         // Room made here, outside the bracket.
@@ -439,7 +482,9 @@ impl<'a, T> LocalSlot<'a, T> {
                 ((cache.len(), cache.is_installed()), Tally::Nothing)
             })
             .map_err(|_| Revoked)?;
-        self.note_low(left);
+        // The pass read the last period's counts before it asked.
+        self.slot.removed.store(0, Ordering::Relaxed);
+        self.slot.low.store(left, Ordering::Release);
         Ok(installed)
     }
 
@@ -454,15 +499,26 @@ impl<'a, T> LocalSlot<'a, T> {
     }
 
     /// Takes the full spare batch out (to donate it); `Err` if revoked.
+    /// The spare is the bottom of the cache: what it takes is counted as
+    /// removed, not as a get (see the module docs).
     pub(crate) fn take_spare(&self) -> Result<Vec<T>, Revoked> {
-        let (spare, left) = self
-            .access((), |cache, ()| {
-                let spare = cache.take_spare();
-                ((spare, cache.len()), Tally::Nothing)
-            })
+        let spare = self
+            .access((), |cache, ()| (cache.take_spare(), Tally::Nothing))
             .map_err(|()| Revoked)?;
-        self.note_low(left);
+        self.note_removed(spare.len());
         Ok(spare)
+    }
+
+    /// `k` objects left the bottom of the cache: counted as removed, and
+    /// no longer among the unused. Owner only; `removed` first (see the
+    /// field).
+    fn note_removed(&self, k: usize) {
+        let slot = self.slot;
+        let removed = slot.removed.load(Ordering::Relaxed);
+        slot.removed
+            .store(removed.saturating_add(k), Ordering::Relaxed);
+        let low = slot.low.load(Ordering::Relaxed);
+        slot.low.store(low.saturating_sub(k), Ordering::Release);
     }
 
     /// The cache is empty (a get found nothing in it): its low-water mark
@@ -471,9 +527,9 @@ impl<'a, T> LocalSlot<'a, T> {
         self.note_low(0);
     }
 
-    /// The cache holds `left` objects now: lowers the low-water mark the
-    /// pass reads (`Slot::take_low`). A plain load in the common case; a
-    /// store only at a new low.
+    /// The cache holds `left` objects now (a get took from the top): lowers
+    /// the unused count the pass reads (`Slot::period`) to it. A plain load
+    /// in the common case; a store only at a new low.
     #[inline(always)]
     fn note_low(&self, left: usize) {
         if left < self.slot.low.load(Ordering::Relaxed) {

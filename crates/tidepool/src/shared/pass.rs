@@ -62,8 +62,8 @@ pub(crate) struct ReclaimShared {
 /// What the passes remember about each thread cache, indexed by thread id.
 #[derive(Default)]
 struct PassState {
-    /// The cache's operation count (gets + returns) at the last pass.
-    seen_ops: Vec<u64>,
+    /// The cache's `(gets, returns)` at the last pass.
+    seen: Vec<(u64, u64)>,
     /// The operation count at which the cache was last taken back: a cache
     /// still at that count is empty, and is left alone.
     taken_at: Vec<u64>,
@@ -87,8 +87,8 @@ struct PassState {
     /// half [`WINDOW_EXCHANGES`] (a pass may end one just begun).
     window_began: u64,
     window_exchanges: u64,
-    /// Each cache's low-water mark over the last interval (0 if its owner
-    /// took nothing): what it held through that interval without needing.
+    /// Each cache's unused objects over its last period (`Slot::period`):
+    /// what it held through that period without needing.
     low: Vec<usize>,
 }
 
@@ -176,7 +176,7 @@ impl<M: Manage> Shared<M> {
 
     #[cold]
     fn pass(&self, now: u64, site: Site) -> usize {
-        let (taken, tick) = {
+        let (taken, passing, tick) = {
             let _gate = fork::gate();
             // Whoever holds the lock is already doing this (or a pressure
             // response, which is at least as thorough).
@@ -196,35 +196,47 @@ impl<M: Manage> Shared<M> {
             self.end_hold_if_over(now);
 
             // Thread caches untouched since the last pass, a whole interval
-            // ago, are taken; busy ones that held objects they did not need
-            // through this interval and the last are asked to trim them.
+            // ago, are taken, their objects idle; so are those that only
+            // gave back, their objects in transit to the threads that take
+            // (a put-only cache never needs what it holds). Every other busy
+            // cache begins a new period, and gives back the objects it held
+            // without needing through this period and the last.
             let mut quiet = Vec::new();
+            let mut put_only = Vec::new();
             self.slots.for_each(|tid, slot| {
-                if state.seen_ops.len() <= tid {
-                    state.seen_ops.resize(tid + 1, u64::MAX);
+                if state.seen.len() <= tid {
+                    state.seen.resize(tid + 1, (u64::MAX, u64::MAX));
                     state.taken_at.resize(tid + 1, u64::MAX);
                     state.low.resize(tid + 1, 0);
                 }
                 let (gets, returns) = slot.counts();
                 let ops = gets + returns;
-                // The cache's low-water mark over the interval just ended
-                // (none: its owner took nothing), and over the one before.
-                let low = slot.take_low().unwrap_or(0);
+                let (seen_gets, seen_returns) = state.seen[tid];
+                state.seen[tid] = (gets, returns);
+                let busy = (seen_gets, seen_returns) != (gets, returns);
+                let (low, removed) = slot.period();
                 let before = std::mem::replace(&mut state.low[tid], low);
-                let busy = state.seen_ops[tid] != ops;
-                let unneeded = low.min(before);
-                if slot.is_owned() {
-                    if !busy && state.taken_at[tid] != ops {
+                if !slot.is_owned() {
+                    return;
+                }
+                if !busy {
+                    if state.taken_at[tid] != ops {
                         quiet.push(slot);
                         state.taken_at[tid] = ops;
-                    } else if busy && unneeded > 0 {
-                        slot.request_trim(unneeded);
                     }
+                } else if gets == seen_gets || seen_gets == u64::MAX && gets == 0 {
+                    put_only.push(slot);
+                    state.taken_at[tid] = ops;
+                    state.low[tid] = 0;
+                } else {
+                    slot.request_trim(before.saturating_sub(removed).min(low));
                 }
-                state.seen_ops[tid] = ops;
             });
-            self.reclaim.caches_taken.add(quiet.len() as u64);
+            self.reclaim
+                .caches_taken
+                .add((quiet.len() + put_only.len()) as u64);
             let taken = Slot::revoke_remote(quiet, IfBusy::Flush);
+            let passing = Slot::revoke_remote(put_only, IfBusy::Flush);
             let tick = self.depot.tick(intervals, self.config.min_idle);
             // Objects trimmed from busy caches since the last pass go in
             // as idle and are reclaimed here: that is the trim working, not
@@ -236,7 +248,7 @@ impl<M: Manage> Shared<M> {
             let reclaiming: u64 = tick.reclaim.iter().map(|b| b.len() as u64).sum();
             self.adapt_batch(&mut state, reclaiming > trimmed_since, now);
             self.reclaim.passes.add(1);
-            (taken, tick)
+            (taken, passing, tick)
         };
 
         // Outside every lock: managers run here. Every object taken above is
@@ -246,7 +258,15 @@ impl<M: Manage> Shared<M> {
         // pass ended: they go in as idle, so the next pass reclaims what is
         // still unused then (two intervals in all, as for the depot's own).
         let refused = self.donate_all_idle(taken);
-        let doomed: Vec<_> = tick.reclaim.into_iter().chain(refused).collect();
+        // A put-only cache's objects were moving, not idle: the depot
+        // counts them from now.
+        let refused_passing = self.donate_all(passing);
+        let doomed: Vec<_> = tick
+            .reclaim
+            .into_iter()
+            .chain(refused)
+            .chain(refused_passing)
+            .collect();
         let reclaimed = self.reclaim_batches(doomed, site, &mut caught);
         self.reclaim.reclaimed.add(reclaimed as u64);
         self.purge_batches(tick.purge, &mut caught);
@@ -319,12 +339,14 @@ impl<M: Manage> Shared<M> {
         self.adapt_batch(&mut state, false, now);
     }
 
-    /// The caches' gets and returns since the traffic window began, and
-    /// `balanced` (per cache, the lesser of its gets and returns, twice);
-    /// starts the next window. Under the pass lock.
-    fn window_traffic(&self, state: &mut PassState) -> (u64, u64) {
-        let (mut total_ops, mut balanced) = (0, 0);
+    /// The caches' gets and returns since the traffic window began,
+    /// `balanced` (per cache, the lesser of its gets and returns, twice),
+    /// and how many caches some thread owns; starts the next window. Under
+    /// the pass lock.
+    fn window_traffic(&self, state: &mut PassState) -> (u64, u64, usize) {
+        let (mut total_ops, mut balanced, mut owners) = (0, 0, 0);
         self.slots.for_each(|tid, slot| {
+            owners += usize::from(slot.is_owned());
             if state.window.len() <= tid {
                 state.window.resize(tid + 1, (u64::MAX, 0));
             }
@@ -342,7 +364,24 @@ impl<M: Manage> Shared<M> {
             }
             state.window[tid] = (gets, returns);
         });
-        (total_ops, balanced)
+        (total_ops, balanced, owners)
+    }
+
+    /// The largest batch `max_live` leaves room for with `owners` threads
+    /// using the pool: their caches, two batches each, hold at most half
+    /// of the limit, so a thread that only gives back never holds what the
+    /// threads that take need (they would have to steal its cache). No
+    /// bound without a limit, or for a batch the user fixed.
+    fn limit_batch(&self, owners: usize) -> usize {
+        match self.config.max_live {
+            Some(limit) if !self.config.batch_fixed => limit / (4 * owners.max(1)),
+            _ => usize::MAX,
+        }
+    }
+
+    /// The least the batch shrinks to: a burst must fit in it.
+    fn least_batch(&self) -> usize {
+        self.config.burst.max(1)
     }
 
     /// Sizes the batch to the depot traffic of the window just over (the
@@ -367,7 +406,7 @@ impl<M: Manage> Shared<M> {
     /// double the batch again past what the traffic needs (more idle
     /// objects hoarded per thread). Under the pass lock.
     fn adapt_batch(&self, state: &mut PassState, idle_unused: bool, now: u64) {
-        let (ops, balanced) = self.window_traffic(state);
+        let (ops, balanced, owners) = self.window_traffic(state);
         // A clock read before the lock may be older than the last window's
         // end: it gives this window no rate (nor does a clock that has not
         // moved), and the next window is timed from the later end.
@@ -390,10 +429,15 @@ impl<M: Manage> Shared<M> {
             && (batch as u128) * 8 * u128::from(elapsed)
                 <= u128::from(through_depot) * ONE_WAY_HOLD.as_nanos();
         let settling = std::mem::take(&mut state.settling);
-        if idle_unused {
-            self.set_batch((batch / 2).max(self.config.batch_size));
-        } else if busy && (two_way || fast) && !settling && batch < self.config.max_batch {
-            self.set_batch((batch * 2).min(self.config.max_batch));
+        let most = self.config.max_batch.min(self.limit_batch(owners));
+        if batch > most {
+            // More threads use the pool than the batch leaves room for
+            // under `max_live`.
+            self.set_batch(most.max(self.least_batch()));
+        } else if idle_unused {
+            self.set_batch((batch / 2).max(self.config.batch_size).min(batch));
+        } else if busy && (two_way || fast) && !settling && batch < most {
+            self.set_batch((batch * 2).min(most));
             state.settling = true;
         }
     }
@@ -641,6 +685,13 @@ impl<M: Manage> Shared<M> {
             let taken = Slot::revoke_remote([slot], IfBusy::WaitOut);
             if !taken.is_empty() {
                 self.reclaim.caches_taken.add(1);
+                // The caches held what the limit left for the threads that
+                // take: smaller batches, so that stealing stays the rare
+                // fallback it is meant to be.
+                if !self.config.batch_fixed {
+                    let batch = self.batch();
+                    self.set_batch((batch / 2).max(self.least_batch()).min(batch));
+                }
                 return taken;
             }
         }

@@ -11,7 +11,9 @@ use std::collections::HashSet;
 use std::fmt;
 use std::panic;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, Once};
+use std::thread::JoinHandle;
 
 use tidepool::Manage;
 
@@ -540,5 +542,58 @@ impl Rng {
     /// Uniform in `0..n` (n > 0).
     pub fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n as u64) as usize
+    }
+}
+
+// === a thread that uses a pool, then parks (alive) on a channel ===
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A thread that runs the jobs it is sent one at a time and, between them,
+/// blocks on its channel, alive, outside every pool operation: its thread
+/// caches stay claimed while the test does other things.
+pub struct Worker {
+    jobs: Option<Sender<Job>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Worker {
+    pub fn spawn() -> Self {
+        let (jobs, rx) = channel::<Job>();
+        let handle = std::thread::spawn(move || {
+            while let Ok(job) = rx.recv() {
+                job();
+            }
+        });
+        Self {
+            jobs: Some(jobs),
+            handle: Some(handle),
+        }
+    }
+
+    /// Runs `f` on the worker and waits for its result.
+    pub fn run<R: Send + 'static>(&self, f: impl FnOnce() -> R + Send + 'static) -> R {
+        let (tx, rx) = channel();
+        let job: Job = Box::new(move || {
+            let _ = tx.send(f());
+        });
+        self.jobs.as_ref().unwrap().send(job).expect("worker alive");
+        rx.recv().expect("worker ran the job")
+    }
+
+    /// Ends the thread and waits until it has exited (its thread-locals,
+    /// and with them its caches, flushed).
+    pub fn exit(mut self) {
+        drop(self.jobs.take());
+        self.handle.take().unwrap().join().expect("worker panicked");
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
     }
 }

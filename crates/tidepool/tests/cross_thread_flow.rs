@@ -1,0 +1,193 @@
+//! Objects that flow between threads: taken on one, given back on another.
+//!
+//! * A steady flow, driven interval by interval on a manual clock: the pool
+//!   settles at what the flow needs and then neither creates nor destroys.
+//! * A producer-to-consumer flow at `max_live`: the consumer's cache never
+//!   holds so much that the producer must take it (steal) to go on.
+//! * Random mixes of get-only, put-only and mixed threads under a steady
+//!   load: at most the load's need plus two batches per thread is created,
+//!   and creating stops.
+//!
+//! Every test ends by dropping the pool and checking that each object was
+//! destroyed exactly once.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Counting, Ledger, Worker};
+use tidepool::reclaim::ManualClock;
+use tidepool::{Error, OwnedPooled, Pool, Stats};
+
+type P = Pool<Counting>;
+
+const INTERVAL: Duration = Duration::from_secs(10);
+
+fn manual_pool(batch: usize) -> (Arc<P>, Arc<Ledger>, Arc<ManualClock>) {
+    let (manager, ledger) = Counting::new();
+    let clock = Arc::new(ManualClock::new());
+    let pool = Pool::builder(manager)
+        .batch_size(batch)
+        .min_idle(0)
+        .reclaim_interval(INTERVAL)
+        .background(false)
+        .clock(clock.clone())
+        .build()
+        .expect("valid settings");
+    (Arc::new(pool), ledger, clock)
+}
+
+/// Ends the interval: the clock to the next boundary, and its pass.
+fn end_interval(pool: &P, clock: &ManualClock) {
+    clock.advance(INTERVAL);
+    let passes = pool.stats().reclaim_passes;
+    pool.reclaim();
+    assert_eq!(
+        pool.stats().reclaim_passes,
+        passes + 1,
+        "one pass per boundary"
+    );
+}
+
+fn finish(pool: Arc<P>, ledger: &Ledger, workers: Vec<Worker>) {
+    let s = pool.stats();
+    assert_eq!(s.live + s.idle + s.destroying, s.existing(), "{s:?}");
+    for w in workers {
+        w.exit();
+    }
+    assert_eq!(Arc::strong_count(&pool), 1, "test still holds the pool");
+    drop(pool);
+    ledger.assert_all_accounted();
+}
+
+/// `n` owned gets on `worker`, handed back to the caller.
+fn take_on(worker: &Worker, pool: &Arc<P>, n: usize) -> Vec<OwnedPooled<Counting>> {
+    let pool = Arc::clone(pool);
+    worker.run(move || (0..n).map(|_| pool.get_owned().unwrap()).collect())
+}
+
+/// Drops `objects` on `worker`: each goes back into that thread's cache.
+fn drop_on(worker: &Worker, objects: Vec<OwnedPooled<Counting>>) {
+    worker.run(move || drop(objects));
+}
+
+/// Each interval a producer thread takes 100 objects and a consumer thread
+/// gives all of them back. The steady need is 100, plus what the two
+/// caches hold: the pool makes no more than 100 and two batches, stops
+/// making any by the third interval, and destroys nothing. (A put-only
+/// cache turns over completely each interval; it once read as "32 objects
+/// sat unused", was trimmed, and the producer re-created what the trim
+/// reclaimed, every interval.)
+#[test]
+fn a_steady_cross_thread_flow_settles_and_stops_creating() {
+    const NEED: usize = 100;
+    const BATCH: usize = 32;
+    let (pool, ledger, clock) = manual_pool(BATCH);
+    let producer = Worker::spawn();
+    let consumer = Worker::spawn();
+    let mut created = Vec::new();
+    for _ in 0..20 {
+        let objects = take_on(&producer, &pool, NEED);
+        drop_on(&consumer, objects);
+        end_interval(&pool, &clock);
+        created.push(pool.stats().created);
+    }
+    let s = pool.stats();
+    assert!(
+        s.created <= (NEED + 2 * BATCH) as u64,
+        "created {created:?}"
+    );
+    assert!(
+        created[2..].iter().all(|&c| c == created[2]),
+        "still creating after the second interval: {created:?}"
+    );
+    assert_eq!(
+        (s.destroyed, s.trimmed, s.reclaimed),
+        (0, 0, 0),
+        "created {created:?}, {s:?}"
+    );
+    finish(pool, &ledger, vec![producer, consumer]);
+}
+
+/// A get-only thread and a put-only thread at a live limit: the producer
+/// takes objects one at a time and sends them 8 at a time to a consumer
+/// that keeps the last 16 and drops the older ones on its own thread. At
+/// most about 40 are in use at once, well under the limit of 64; the
+/// consumer's cache must pass its surplus on rather than hold every object
+/// the limit allows (then every refill of the producer would take the
+/// consumer's cache, a process-wide barrier each).
+fn producer_to_consumer(max_live: Option<usize>, objects: usize, warm_up: usize) -> (Stats, Stats) {
+    let (manager, ledger) = Counting::new();
+    // No reclaimer thread: the pool's drop then destroys everything
+    // before it returns, for `finish` to count.
+    let mut builder = Pool::builder(manager).background(false);
+    if let Some(n) = max_live {
+        builder = builder.max_live(n);
+    }
+    let pool = Arc::new(builder.build().expect("valid settings"));
+    let (tx, rx) = sync_channel::<Vec<OwnedPooled<Counting>>>(2);
+    let consumer = std::thread::spawn(move || {
+        let mut kept = VecDeque::new();
+        while let Ok(objects) = rx.recv() {
+            kept.extend(objects);
+            while kept.len() > 16 {
+                drop(kept.pop_front());
+            }
+        }
+    });
+    let mut warm = None;
+    let mut message = Vec::with_capacity(8);
+    for i in 0..objects {
+        if i == warm_up {
+            warm = Some(pool.stats());
+        }
+        let object = loop {
+            match pool.get_owned() {
+                Ok(object) => break object,
+                // Everything is in flight: the consumer gives some back.
+                Err(Error::Exhausted { .. }) => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        message.push(object);
+        if message.len() == 8 {
+            tx.send(std::mem::replace(&mut message, Vec::with_capacity(8)))
+                .expect("consumer alive");
+        }
+    }
+    drop(message);
+    drop(tx);
+    consumer.join().expect("consumer panicked");
+    let end = pool.stats();
+    finish(pool, &ledger, Vec::new());
+    (warm.expect("warm-up shorter than the run"), end)
+}
+
+#[test]
+fn a_producer_to_consumer_flow_at_max_live_does_not_steal() {
+    const OBJECTS: usize = 120_000;
+    const WARM_UP: usize = 20_000;
+    let (warm, end) = producer_to_consumer(Some(64), OBJECTS, WARM_UP);
+    let taken = end.caches_taken - warm.caches_taken;
+    assert!(
+        taken <= ((OBJECTS - WARM_UP) / 10_000) as u64,
+        "{taken} caches taken in steady state for {} objects (batch {})",
+        OBJECTS - WARM_UP,
+        end.batch_size
+    );
+    assert!(end.created <= 64, "{end:?}");
+}
+
+/// Without a limit the same flow takes nobody's cache, and what it makes
+/// stays within what is in flight (at most 40) plus two of the largest
+/// batches for each of the two threads.
+#[test]
+fn a_producer_to_consumer_flow_without_a_limit_takes_no_cache() {
+    let (_, end) = producer_to_consumer(None, 60_000, 20_000);
+    let most = 40 + 2 * 2 * tidepool::DEFAULT_BATCH_SIZE * tidepool::BATCH_GROWTH;
+    assert!(end.created <= most as u64, "{end:?}");
+    assert_eq!((end.caches_taken, end.destroyed), (0, 0), "{end:?}");
+}
