@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Counting, Ledger, Worker};
+use proptest::prelude::*;
 use tidepool::reclaim::ManualClock;
 use tidepool::{Error, OwnedPooled, Pool, Stats};
 
@@ -190,4 +191,75 @@ fn a_producer_to_consumer_flow_without_a_limit_takes_no_cache() {
     let most = 40 + 2 * 2 * tidepool::DEFAULT_BATCH_SIZE * tidepool::BATCH_GROWTH;
     assert!(end.created <= most as u64, "{end:?}");
     assert_eq!((end.caches_taken, end.destroyed), (0, 0), "{end:?}");
+}
+
+/// One step of a steady load: `getter` takes `n` objects, then `dropper`
+/// (maybe the same thread) gives them all back.
+#[derive(Clone, Debug)]
+struct Step {
+    getter: usize,
+    n: usize,
+    dropper: usize,
+}
+
+/// A steady load: the same steps every interval, on `threads` threads, with
+/// a fixed batch. Threads that only take, only give back, or both.
+#[derive(Clone, Debug)]
+struct Load {
+    threads: usize,
+    batch: usize,
+    steps: Vec<Step>,
+}
+
+fn load() -> impl Strategy<Value = Load> {
+    (1..=4usize, 1..=8usize).prop_flat_map(|(threads, batch)| {
+        let step = (0..threads, 1..=40usize, 0..threads).prop_map(|(getter, n, dropper)| Step {
+            getter,
+            n,
+            dropper,
+        });
+        prop::collection::vec(step, 1..=5).prop_map(move |steps| Load {
+            threads,
+            batch,
+            steps,
+        })
+    })
+}
+
+const INTERVALS: usize = 24;
+
+/// By this interval a steady load has stopped creating.
+const SETTLED: usize = 16;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A steady load creates at most what one step needs plus two batches
+    /// per thread, and then stops creating: no working-set measure reads a
+    /// cache's traffic as idleness, so nothing the load needs is reclaimed
+    /// and made again.
+    #[test]
+    fn a_steady_load_of_any_shape_stops_creating(load in load()) {
+        let (pool, ledger, clock) = manual_pool(load.batch);
+        let workers: Vec<Worker> = (0..load.threads).map(|_| Worker::spawn()).collect();
+        let mut created = Vec::new();
+        for _ in 0..INTERVALS {
+            for step in &load.steps {
+                let objects = take_on(&workers[step.getter], &pool, step.n);
+                drop_on(&workers[step.dropper], objects);
+            }
+            end_interval(&pool, &clock);
+            created.push(pool.stats().created);
+        }
+        let need = load.steps.iter().map(|s| s.n).max().unwrap();
+        let bound = (need + 2 * load.batch * load.threads) as u64;
+        let s = pool.stats();
+        prop_assert!(s.created <= bound, "created {:?}, bound {}, {:?}", created, bound, s);
+        let settled = created[SETTLED - 1];
+        prop_assert!(
+            created[SETTLED..].iter().all(|&c| c == settled),
+            "still creating after interval {}: {:?}", SETTLED, created
+        );
+        finish(pool, &ledger, workers);
+    }
 }

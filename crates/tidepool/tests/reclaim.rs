@@ -222,10 +222,12 @@ fn steady_load_over_many_intervals_never_destroys_or_recreates() {
 
 /// A load that peaks every other interval keeps its peak: nothing sat unused
 /// through two whole intervals. Peaking every third interval, the peak's
-/// extra objects sit unused through two and are reclaimed each period (and
-/// created again at the next peak): the policy's boundary, both sides.
+/// extra objects sit unused through two and are reclaimed once; the next
+/// peak makes them again, one interval after the reclaim, and the pool
+/// learns from it: its window grows to three intervals, and the peak is
+/// kept from then on.
 #[test]
-fn periodic_load_keeps_its_peak_only_if_it_recurs_within_two_intervals() {
+fn periodic_load_keeps_its_peak_once_it_was_made_again() {
     // Period 2: 64, 8, 64, 8, ...
     let r = rig(0);
     for i in 0..20 {
@@ -238,20 +240,58 @@ fn periodic_load_keeps_its_peak_only_if_it_recurs_within_two_intervals() {
 
     // Period 3: 64, 8, 8, 64, 8, 8, ...: the 56 in the depot sit unused
     // through the two quiet intervals and are destroyed at the end of the
-    // second; the next peak creates 56 again.
+    // second; the next peak creates 56 again, and they stay.
     let r = rig(0);
     let mut reclaimed = Vec::new();
     for i in 0..12 {
         r.use_n(if i % 3 == 0 { 64 } else { 8 });
         reclaimed.push(r.end_interval());
     }
-    assert_eq!(reclaimed, [0, 0, 56, 0, 0, 56, 0, 0, 56, 0, 0, 56]);
+    assert_eq!(reclaimed, [0, 0, 56, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     let s = r.stats();
-    assert_eq!(
-        (s.created, s.destroyed, s.reclaimed),
-        (64 + 3 * 56, 4 * 56, 4 * 56)
-    );
-    assert_eq!(s.idle, 8, "the quiet intervals' working set stays");
+    assert_eq!((s.created, s.destroyed, s.reclaimed), (64 + 56, 56, 56));
+    assert_eq!(s.idle, 64, "the peak stays");
+    // When the peaks stop, the longer window still lets them go once they
+    // sit unused through three intervals: the last two above, and the next.
+    let mut reclaimed = Vec::new();
+    for _ in 0..4 {
+        r.use_n(8);
+        reclaimed.push(r.end_interval());
+    }
+    assert_eq!(reclaimed, [56, 0, 0, 0]);
+    assert_eq!(r.stats().idle, 8);
+    r.finish();
+}
+
+/// The window a recurring peak lengthened goes back to two intervals after
+/// a long stretch in which nothing reclaimed was made again: a spike then
+/// goes two unused intervals after it, as in a fresh pool.
+#[test]
+fn a_lengthened_window_shrinks_back_when_nothing_is_made_again() {
+    let r = rig(0);
+    for i in 0..6 {
+        r.use_n(if i % 3 == 0 { 64 } else { 8 });
+        r.end_interval();
+    }
+    // The peak was reclaimed once and made again: the window is 3.
+    assert_eq!((r.stats().created, r.stats().reclaimed), (120, 56));
+    let mut reclaimed = Vec::new();
+    for _ in 0..70 {
+        r.use_n(8);
+        reclaimed.push(r.end_interval());
+    }
+    assert_eq!(reclaimed.iter().sum::<usize>(), 56);
+    assert_eq!(reclaimed[0], 56, "three unused intervals");
+    r.use_n(64);
+    let after: Vec<usize> = (0..3)
+        .map(|_| {
+            r.use_n(8);
+            r.end_interval()
+        })
+        .collect();
+    // The 56 sit unused through the two intervals after the spike's and go
+    // at the end of the second (with the window of 3, they would stay).
+    assert_eq!(after, [0, 0, 56]);
     r.finish();
 }
 
@@ -704,22 +744,25 @@ fn busy_then_idle_thread_cache_comes_back_busy_one_stays() {
 }
 
 /// A busy thread cache that holds objects it does not need through two
-/// intervals gives them back to the depot (a trim) at its next access; the
-/// pass after that destroys them, since nothing took them meanwhile. The
-/// thread keeps what it uses and never creates again.
+/// intervals gives them back to the depot (a trim) at its next access.
+/// There they are idle objects like any other, counted from their arrival:
+/// nothing takes them through two whole intervals, and the pass after
+/// those destroys them. The thread keeps what it uses and never creates
+/// again.
 #[test]
 fn a_busy_cache_trims_what_it_held_unused_through_two_intervals() {
     let r = rig(0);
     r.use_n(8); // both batches full: 8 cached, all needed in interval 1
     let mut reclaimed = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..7 {
         // Two at a time: the cache never holds fewer than 6.
         r.use_n(2);
         reclaimed.push(r.end_interval());
     }
     // Pass 3 sees 6 unneeded through intervals 2 and 3 and asks for them;
-    // the thread's next get hands them over, idle; pass 4 destroys them.
-    assert_eq!(reclaimed, [0, 0, 0, 6, 0]);
+    // the thread's next get hands them over in interval 4; they sit in the
+    // depot through intervals 5 and 6, and pass 6 destroys them.
+    assert_eq!(reclaimed, [0, 0, 0, 0, 0, 6, 0]);
     let s = r.stats();
     assert_eq!(
         (s.created, s.trimmed, s.reclaimed, s.caches_taken),

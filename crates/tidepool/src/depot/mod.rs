@@ -21,14 +21,22 @@
 //!
 //! LIFO reuse means the oldest objects are the ones nobody needed. The depot
 //! keeps the fewest objects it held during the current reclaim interval
-//! (`lw_cur`) and during the one before (`lw_prev`), the low-water marks of
-//! the Solaris kmem reaper: `min(lw_prev, lw_cur)` objects sat unused through
-//! both intervals, and only those are reclaimed at an interval boundary. A
-//! workload that keeps needing its objects never sees them destroyed.
+//! (`lw_cur`) and during each of the [`MAX_WINDOW`]` - 1` before it
+//! (`lw_past`), the low-water marks of the Solaris kmem reaper: the minimum
+//! over the last `window` intervals is what sat unused through all of them,
+//! and only that is reclaimed at an interval boundary. A workload that keeps
+//! needing its objects never sees them destroyed. The window is 2 intervals
+//! (kmem's) unless the pool has seen what it reclaimed being made again
+//! (`shared/pass.rs`): then it spans the distance from the reclaim to the
+//! new demand, so a load whose need recurs every few intervals keeps it.
 
 use std::mem;
 
 use crate::sync::Mutex;
+
+/// The longest working-set window, in reclaim intervals, and the number of
+/// low-water marks the depot keeps.
+pub(crate) const MAX_WINDOW: usize = 16;
 
 /// The shared, bounded store of idle batches.
 #[derive(Debug)]
@@ -85,8 +93,9 @@ struct Shelves<T> {
     lw_mark: usize,
     /// The fewest objects held since the current reclaim interval began.
     lw_cur: usize,
-    /// The fewest held during the previous interval, less what was reclaimed.
-    lw_prev: usize,
+    /// The fewest held during each earlier interval, the latest first, less
+    /// what was reclaimed since: `lw_past[0]` is the previous interval's.
+    lw_past: [usize; MAX_WINDOW - 1],
     /// Batches moved in or out (refills and donations).
     exchanges: u64,
 }
@@ -102,7 +111,7 @@ struct Shelf<T> {
 /// What an interval boundary asks of the caller.
 #[derive(Debug)]
 pub(crate) struct Tick<T> {
-    /// Objects idle through the last two intervals: destroy them.
+    /// Objects idle through the whole window: destroy them.
     pub(crate) reclaim: Vec<Vec<T>>,
     /// Objects idle through the last interval, not yet purged: purge them and
     /// hand them back with [`Depot::restore_purged`].
@@ -131,7 +140,7 @@ impl<T> Depot<T> {
                 cap: max_idle,
                 lw_mark: 0,
                 lw_cur: 0,
-                lw_prev: 0,
+                lw_past: [0; MAX_WINDOW - 1],
                 exchanges: 0,
             }),
             batch_size,
@@ -227,7 +236,7 @@ impl<T> Depot<T> {
             // purged), which is then at most the unpurged objects among the
             // idle ones: it may purge fewer than it could, never one in use.
             shelves.full.insert(0, shelf);
-            shelves.lw_prev += n;
+            shelves.lw_past[0] += n;
             shelves.lw_cur += n;
         } else {
             shelves.full.push(shelf);
@@ -292,30 +301,37 @@ impl<T> Depot<T> {
     }
 
     /// Ends `intervals` (at least one) reclaim intervals: takes what sat
-    /// unused through the last two (down to `floor` objects) for the caller
-    /// to destroy, and what sat unused through the last one for it to purge.
-    pub(crate) fn tick(&self, intervals: u64, floor: usize) -> Tick<T> {
+    /// unused through the last `window` (2 to [`MAX_WINDOW`]; down to
+    /// `floor` objects) for the caller to destroy, and what sat unused
+    /// through the last one for it to purge.
+    pub(crate) fn tick(&self, intervals: u64, floor: usize, window: usize) -> Tick<T> {
         debug_assert!(intervals >= 1);
+        let window = window.clamp(2, MAX_WINDOW);
         let mut shelves = self.lock();
         // Every depot visit checks for a due tick, so when more than one
         // interval has passed, nothing used the depot after the first of
         // them: `lw_cur` (the low water since the last tick) is then a safe
-        // bound for both.
-        let (last, before) = if intervals == 1 {
-            (shelves.lw_cur, shelves.lw_prev)
-        } else {
-            (shelves.lw_cur, shelves.lw_cur)
-        };
-        let limit = last.min(before).min(shelves.objects.saturating_sub(floor));
+        // bound for each of them.
+        let spanned = usize::try_from(intervals).unwrap_or(usize::MAX);
+        let last = shelves.lw_cur;
+        let earlier = window.saturating_sub(spanned);
+        let unused = shelves.lw_past[..earlier]
+            .iter()
+            .fold(last, |low, &mark| low.min(mark));
+        let limit = unused.min(shelves.objects.saturating_sub(floor));
         let reclaim = shelves.take_oldest(limit, |_| true);
         let reclaimed: usize = reclaim.iter().map(Vec::len).sum();
         let idle_all_interval = last - reclaimed;
-        shelves.lw_prev = idle_all_interval;
-        shelves.lw_cur = shelves.objects;
-        shelves.lw_mark = shelves
-            .lw_mark
-            .saturating_sub(reclaimed)
-            .min(shelves.objects);
+        let objects = shelves.objects;
+        // The reclaimed objects were the oldest, counted in every mark.
+        for mark in &mut shelves.lw_past {
+            *mark = mark.saturating_sub(reclaimed).min(objects);
+        }
+        let ended = spanned.min(MAX_WINDOW - 1);
+        shelves.lw_past.rotate_right(ended);
+        shelves.lw_past[..ended].fill(idle_all_interval);
+        shelves.lw_cur = objects;
+        shelves.lw_mark = shelves.lw_mark.saturating_sub(reclaimed).min(objects);
         // Purged batches are the oldest, so the oldest `idle_all_interval`
         // objects are the purged ones plus these.
         let unpurged = idle_all_interval.saturating_sub(shelves.purged);
@@ -421,7 +437,7 @@ impl<T> Shelves<T> {
 
     /// Objects that sat unused through the previous interval and this one.
     fn unused(&self) -> usize {
-        self.lw_prev.min(self.lw_cur).min(self.objects)
+        self.lw_past[0].min(self.lw_cur).min(self.objects)
     }
 
     /// `removed` objects were taken for destruction, oldest first: they are
@@ -429,8 +445,12 @@ impl<T> Shelves<T> {
     /// by as much (the objects left were used, and must not be counted as
     /// unused in their place).
     fn forget_reclaimed(&mut self, removed: usize) {
-        for mark in [&mut self.lw_mark, &mut self.lw_cur, &mut self.lw_prev] {
-            *mark = mark.saturating_sub(removed).min(self.objects);
+        let objects = self.objects;
+        for mark in [&mut self.lw_mark, &mut self.lw_cur]
+            .into_iter()
+            .chain(&mut self.lw_past)
+        {
+            *mark = mark.saturating_sub(removed).min(objects);
         }
     }
 
@@ -539,19 +559,19 @@ mod tests {
             depot.donate(batch(i * 2..i * 2 + 2)).unwrap();
         }
         // Interval 1 ends: it started empty, so nothing sat unused through it.
-        let t = depot.tick(1, 0);
+        let t = depot.tick(1, 0, 2);
         assert!(t.reclaim.is_empty() && t.purge.is_empty());
         // Interval 2: one batch is taken and given back; 6 objects sat idle.
         let mut mine = Vec::with_capacity(2);
         assert!(refill(&depot, &mut mine));
         depot.donate(mine).unwrap();
-        let t = depot.tick(1, 0);
+        let t = depot.tick(1, 0, 2);
         assert!(t.reclaim.is_empty(), "the interval before was not idle");
         assert_eq!(lens(&t.purge), 6, "idle a whole interval: purge");
         assert_eq!(t.purge[0], batch(0..2), "oldest first");
         assert!(depot.restore_purged(t.purge).is_empty());
         // Interval 3: untouched. The 6 sat idle through intervals 2 and 3.
-        let t = depot.tick(1, 0);
+        let t = depot.tick(1, 0, 2);
         assert_eq!(lens(&t.reclaim), 6);
         assert_eq!(depot.counts().purged, 0, "the purged ones were reclaimed");
         assert_eq!(
@@ -564,15 +584,40 @@ mod tests {
     }
 
     #[test]
+    fn a_longer_window_reclaims_only_what_sat_unused_through_all_of_it() {
+        let depot = Depot::new(2, 16);
+        for i in 0..3 {
+            depot.donate(batch(i * 2..i * 2 + 2)).unwrap();
+        }
+        // Interval 1 started empty; intervals 2 and 3 leave all 6 unused.
+        let tick = |intervals| {
+            let t = depot.tick(intervals, 0, 3);
+            assert!(depot.restore_purged(t.purge).is_empty());
+            lens(&t.reclaim)
+        };
+        assert_eq!(tick(1), 0);
+        assert_eq!(tick(1), 0, "two of three");
+        assert_eq!(tick(1), 0, "interval 1 is in the window");
+        // Interval 4 takes a batch and gives it back: 4 unused through 2-4.
+        let mut mine = Vec::with_capacity(2);
+        assert!(refill(&depot, &mut mine));
+        depot.donate(mine).unwrap();
+        assert_eq!(tick(1), 4);
+        // Several intervals at once count as unused through each of them.
+        assert_eq!(tick(3), 2);
+        assert_eq!(depot.counts().idle, 0);
+    }
+
+    #[test]
     fn a_quiet_cache_donated_idle_is_reclaimed_at_the_next_tick() {
         // A plain donation waits two ticks; an idle one (a cache untouched
         // through the interval that just ended) waits one.
         let plain = Depot::new(2, 16);
         plain.donate(batch(0..2)).unwrap();
-        assert!(plain.tick(1, 0).reclaim.is_empty());
+        assert!(plain.tick(1, 0, 2).reclaim.is_empty());
         let idle = Depot::new(2, 16);
         idle.donate_idle(batch(0..2)).unwrap();
-        assert_eq!(lens(&idle.tick(1, 0).reclaim), 2);
+        assert_eq!(lens(&idle.tick(1, 0, 2).reclaim), 2);
         assert_eq!(idle.counts().idle, 0);
     }
 
@@ -583,7 +628,7 @@ mod tests {
         // takes one and gives it back twice (the same one: refills are LIFO).
         depot.donate(batch(0..2)).unwrap();
         depot.donate(batch(2..4)).unwrap();
-        depot.tick(1, 0);
+        depot.tick(1, 0, 2);
         depot.donate_idle(batch(10..12)).unwrap();
         let mut mine = Vec::with_capacity(2);
         for _ in 0..2 {
@@ -593,7 +638,7 @@ mod tests {
         }
         // Only the idle batch sat unused through both intervals: it alone is
         // reclaimed, and it is the batch taken (the oldest), not one in use.
-        let t = depot.tick(1, 0);
+        let t = depot.tick(1, 0, 2);
         assert_eq!(t.reclaim, vec![batch(10..12)]);
         // The batch untouched in interval 2 only is purged, not reclaimed.
         assert_eq!(t.purge, vec![batch(0..2)]);
@@ -631,7 +676,7 @@ mod tests {
             for b in taken {
                 depot.donate(b).unwrap();
             }
-            let t = depot.tick(1, 0);
+            let t = depot.tick(1, 0, 2);
             assert!(t.reclaim.is_empty() && t.purge.is_empty());
         }
         assert_eq!(depot.counts().idle, 6);
@@ -650,7 +695,7 @@ mod tests {
         assert_eq!(taken[0], batch(0..4));
         assert_eq!(taken[1], batch(4..7));
         // A tick never goes below the floor either.
-        depot.tick(3, 5);
+        depot.tick(3, 5, 2);
         assert_eq!(depot.counts().idle, 5);
         // A hold caps donations at the floor.
         depot.set_cap(5);

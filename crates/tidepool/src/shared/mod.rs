@@ -200,7 +200,7 @@ impl<M: Manage> Shared<M> {
     /// Objects created and destroyed: every slot's share plus the
     /// slot-less one. Destroyed is read first, so that a concurrent
     /// destroy cannot make `created - destroyed` negative.
-    fn lifetime_counts(&self) -> (u64, u64) {
+    pub(crate) fn lifetime_counts(&self) -> (u64, u64) {
         let mut destroyed = self.counters.destroyed.read();
         self.slots
             .for_each(|_, slot| destroyed += slot.lifetime_counts().1);
@@ -300,7 +300,7 @@ impl<M: Manage> Shared<M> {
             batches.push(std::mem::replace(&mut trimmed, rest));
         }
         batches.push(trimmed);
-        self.donate_all_idle(batches)
+        self.donate_all(batches)
     }
 
     /// Gives the batches of thread caches that sat untouched through the

@@ -9,11 +9,13 @@
 //! back in the depot: a panicking `destroy` never loses the objects taken
 //! out alongside it.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cache::{IfBusy, Slot};
 use crate::callbacks::{Caught, Site};
+use crate::depot::MAX_WINDOW;
 use crate::reclaim::fork;
 use crate::reclaim::Clock;
 use crate::shared::Shared;
@@ -71,8 +73,21 @@ struct PassState {
     /// traffic window began: the batch size adapts to their share of the
     /// window's operations.
     moved: u64,
-    /// `ReclaimShared::trimmed` at the last pass.
-    trimmed: u64,
+    /// `ReclaimShared::trimmed` at each of the last passes, the latest
+    /// last (at most [`MAX_WINDOW`] + 2).
+    trimmed: VecDeque<u64>,
+    /// The depot's working-set window, in intervals: 2, or longer once
+    /// what a tick reclaimed was made again (see `adapt_window`).
+    idle_window: usize,
+    /// Intervals ended so far.
+    intervals: u64,
+    /// The last tick that reclaimed objects: the interval count then, and
+    /// the window it used.
+    reclaimed_at: Option<(u64, usize)>,
+    /// Objects created, at the last pass.
+    created: u64,
+    /// Intervals since the window last grew.
+    window_kept: u64,
     /// The batch grew at the end of the last window: caches pick the new
     /// size up only at their next depot visit, so the window after a
     /// growth still carries exchanges of the old size. It only settles
@@ -91,6 +106,14 @@ struct PassState {
     /// what it held through that period without needing.
     low: Vec<usize>,
 }
+
+/// The working-set window of a pool that has not seen a reclaim undone:
+/// kmem's two intervals.
+const MIN_WINDOW: usize = 2;
+
+/// After this many intervals with no reclaim undone, the window shrinks by
+/// one interval (towards [`MIN_WINDOW`]).
+const WINDOW_SHRINK_AFTER: u64 = 4 * MAX_WINDOW as u64;
 
 /// The batch grows when more than one in `GROW_SHARE` of a traffic
 /// window's gets and puts went through the depot (each exchange moves a
@@ -132,6 +155,7 @@ impl ReclaimShared {
             armed: AtomicBool::new(false),
             lock: Mutex::new(PassState {
                 window_began: now,
+                idle_window: MIN_WINDOW,
                 ..PassState::default()
             }),
             reclaimed: SharedCounter::default(),
@@ -237,15 +261,26 @@ impl<M: Manage> Shared<M> {
                 .add((quiet.len() + put_only.len()) as u64);
             let taken = Slot::revoke_remote(quiet, IfBusy::Flush);
             let passing = Slot::revoke_remote(put_only, IfBusy::Flush);
-            let tick = self.depot.tick(intervals, self.config.min_idle);
-            // Objects trimmed from busy caches since the last pass go in
-            // as idle and are reclaimed here: that is the trim working, not
-            // a sign the batch is too big (halving it would bring back the
-            // depot traffic that grew it, and the growth the hoard).
-            let trimmed = self.reclaim.trimmed.read();
-            let trimmed_since =
-                trimmed.saturating_sub(std::mem::replace(&mut state.trimmed, trimmed));
+            self.adapt_window(&mut state, intervals);
+            let tick = self
+                .depot
+                .tick(intervals, self.config.min_idle, state.idle_window);
             let reclaiming: u64 = tick.reclaim.iter().map(|b| b.len() as u64).sum();
+            if reclaiming > 0 {
+                state.reclaimed_at = Some((state.intervals, state.idle_window));
+            }
+            // Objects trimmed from busy caches within the window are
+            // reclaimed now if nobody took them: that is the trim working,
+            // not a sign the batch is too big (halving it would bring back
+            // the depot traffic that grew it, and the growth the hoard).
+            let trimmed = self.reclaim.trimmed.read();
+            state.trimmed.push_back(trimmed);
+            while state.trimmed.len() > MAX_WINDOW + 2 {
+                state.trimmed.pop_front();
+            }
+            // Trimmed in the interval before the window began, or since.
+            let back = (state.idle_window + 1).min(state.trimmed.len() - 1);
+            let trimmed_since = trimmed - state.trimmed[state.trimmed.len() - 1 - back];
             self.adapt_batch(&mut state, reclaiming > trimmed_since, now);
             self.reclaim.passes.add(1);
             (taken, passing, tick)
@@ -272,6 +307,40 @@ impl<M: Manage> Shared<M> {
         self.purge_batches(tick.purge, &mut caught);
         self.settle(caught, site);
         reclaimed
+    }
+
+    /// Lengthens the depot's working-set window when objects a tick
+    /// reclaimed are made again soon after: a load whose need recurs every
+    /// few intervals (a peak every third; the depot's level swinging by a
+    /// batch as objects flow from one thread to another slower than a batch
+    /// an interval) would otherwise have the same objects reclaimed and
+    /// made again every period. Creates in the `intervals` just ended, `d`
+    /// intervals after a tick with window `w` reclaimed, say the reclaimed
+    /// objects were needed `w + d` intervals after their last use: the
+    /// window becomes that long (at most [`MAX_WINDOW`]). Linux's
+    /// workingset code measures the same refault distance for pages. Each
+    /// [`WINDOW_SHRINK_AFTER`] intervals without such creates shrink it by
+    /// one, back towards [`MIN_WINDOW`]. Under the pass lock.
+    fn adapt_window(&self, state: &mut PassState, intervals: u64) {
+        state.intervals += intervals;
+        let created = self.lifetime_counts().0;
+        let made = created.saturating_sub(std::mem::replace(&mut state.created, created));
+        if let Some((at, window)) = state.reclaimed_at {
+            let distance = state.intervals - at;
+            if made > 0 && distance <= MAX_WINDOW as u64 {
+                let needed = (window as u64 + distance).min(MAX_WINDOW as u64) as usize;
+                if needed > state.idle_window {
+                    state.idle_window = needed;
+                    state.window_kept = 0;
+                    return;
+                }
+            }
+        }
+        state.window_kept += intervals;
+        if state.window_kept >= WINDOW_SHRINK_AFTER && state.idle_window > MIN_WINDOW {
+            state.idle_window -= 1;
+            state.window_kept = 0;
+        }
     }
 
     /// Counts a depot exchange of `objects` by `get` or `put` (their slow
