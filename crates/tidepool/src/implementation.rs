@@ -222,51 +222,81 @@
 //! ## Reclaim and pressure (`reclaim/`, `pressure/`)
 //!
 //! The depot keeps the low-water marks of its idle count over the current
-//! and the previous reclaim interval. At each boundary (run lazily by the
-//! first thread to visit the depot after it, or by the process-wide
+//! reclaim interval and the fifteen before it. At each boundary (run lazily
+//! by the first thread to visit the depot after it, or by the process-wide
 //! reclaimer thread for pools nobody touches) it purges what sat unused
 //! through the last interval and destroys what sat unused through the last
-//! two, never below `min_idle`; thread caches untouched for a whole interval
-//! are taken back, as the depot's oldest objects and counted in both marks
-//! (their objects sat unused through that interval in the cache), so that
-//! the next boundary destroys what still nobody needs:
+//! `window` (two, kmem's), never below `min_idle`; thread caches untouched
+//! for a whole interval are taken back, as the depot's oldest objects and
+//! counted in the last two marks (their objects sat unused through that
+//! interval in the cache), so that a two-interval window destroys at the
+//! next boundary what still nobody needs:
 //!
 //! ```text
-//! lw_prev += n, lw_cur += n        a quiet cache's n objects enter the depot
-//! destroy at a boundary:  min(lw_prev, lw_cur) oldest objects (≥ min_idle kept)
+//! lw[1] += n, lw_cur += n          a quiet cache's n objects enter the depot
+//! destroy at a boundary:  min(lw_cur, lw[1], …, lw[window − 1]) oldest
+//!                         objects (≥ min_idle kept)
 //! ```
 //!
 //! A burst handed back into four threads' caches is so gone three passes
-//! after its last use (the lab's `spike-then-idle`, 4 threads: 450–465 ms at
-//! a 150 ms interval); counted from their arrival in the depot instead, it
-//! took four to five, and the lab's 5-interval idle phase caught 8 of 39
-//! repeats with a quarter to all of the burst still idle.
+//! after its last use; counted from their arrival in the depot instead, it
+//! would take four to five.
+//!
+//! The window lengthens when reclaim is undone: a pass that finds objects
+//! created `d` intervals after a boundary that destroyed objects under a
+//! window of `w` intervals learns that those objects were needed again
+//! `w + d` intervals after their last use, and makes the window that long
+//! (at most 16; Linux's workingset code measures the same refault distance
+//! for pages). A load whose need recurs every third interval then loses
+//! its peak once and keeps it from then on, and so does the depot's level
+//! when objects flow from one thread to another slower than a batch an
+//! interval (it swings by a batch every few intervals). After 64 intervals
+//! in which no reclaim was undone the window shrinks by one, back towards
+//! two (`shared/pass.rs`, `adapt_window`):
+//!
+//! ```text
+//! created in the intervals just ended, d ≤ 16 after a destroying boundary
+//!   with window w:   window = max(window, min(w + d, 16))
+//! 64 intervals without:  window = max(window − 1, 2)
+//! ```
 //!
 //! A busy cache can hold objects its thread does not need: a refill brings
 //! a whole batch for a thread a few objects short, and with room for two
 //! batches the thread keeps the rest while another creates its own (the
-//! lab's `fio`, once its batch grew to 256: 46–118 stacks beyond the 1,024
-//! in flight, that no pass looked at). So each get notes the cache's
-//! low-water mark (`Slot::low`: a load and a compare, a store only at a new
-//! low; reset by every pass), and a pass asks a busy cache to trim what it
-//! held through this interval and the last without needing:
+//! lab's `fio`, once its batch grew, held stacks beyond those in flight
+//! that no pass looked at). So the owner counts, per period (from one
+//! pass's request to the next pass's read), the objects at the bottom of
+//! its cache that nothing touched: gets take from the top and lower the
+//! count to what is left; donations and trims take from the bottom, and
+//! lower it by what they took (`cache/slot.rs` states it as an equation).
+//! A get costs a load and a compare (a store only at a new low); a put
+//! costs nothing. The pass asks a busy cache to trim what sat untouched
+//! through this period and the last:
 //!
 //! ```text
-//! trim(cache) = min(low over the last interval, low over the one before)
+//! unused(period) = max(0, min over the period (len + removed) − removed)
+//! trim(cache)    = min(unused(last) − removed(this), unused(this))
 //! ```
 //!
+//! So a cache that turns over (a consumer that only gives back, donating
+//! batches as its puts fill them) reads as holding nothing unused, however
+//! full it is. A cache that only gave back through the whole interval is
+//! taken back by the pass instead, as a quiet one is, but its objects go
+//! into the depot as new ones, not idle: they were moving from the threads
+//! that give back to those that take, and the depot is where the takers
+//! find them at once.
+//!
 //! The request is a state (`ACTIVE → TRIM`), never a touch of the cache: the
-//! owner's next access fails its state check, and its slow path gives its
-//! `trim` oldest objects (the bottoms of its batches) to the depot as idle,
-//! so the next boundary destroys them unless a thread takes them first. A
-//! cache that empties in one of every two intervals is never trimmed; a
-//! trim request overtaken by a take-back (the owner went quiet) goes with
-//! the cache. Their reclaim does not halve the batch (as idle objects
-//! unused through two intervals otherwise do): in `fio` that brought back
-//! the depot traffic that had grown it, the growth the hoard, and the trim
-//! the next reclaim, a cycle of creates and destroys. It costs the fast
-//! path 4 instructions per get (callgrind: round trip 105 → 109; criterion
-//! 4.2–4.4 → 4.5–4.6 ns on the 2-vCPU EPYC).
+//! owner's next access fails its state check, and its slow path begins a
+//! new period and gives its `trim` oldest objects (the bottoms of its
+//! batches) to the depot, where they are idle objects like any other,
+//! counted from their arrival. A cache that empties in one of every two
+//! intervals is never trimmed; a trim request overtaken by a take-back (the
+//! owner went quiet) goes with the cache. The reclaim of trimmed objects
+//! does not halve the batch (as idle objects unused through the window
+//! otherwise do): that would bring back the depot traffic that had grown
+//! it, the growth the hoard, and the trim the next reclaim, a cycle of
+//! creates and destroys.
 //!
 //! Memory pressure (PSI triggers, cgroup v1 notifications,
 //! `pressure::notify`) reaches pools through the reclaimer thread: `Medium`
@@ -503,11 +533,24 @@
 //! fast = the window saw >= 32 exchanges, and
 //!        4 * batch <= objects the flow moved in ONE_WAY_HOLD (10 ms)
 //!        (a one-way flow: moved through the depot / 2, over the window's time)
-//! share > 1/8 and (two_way or fast)  ->  batch = min(2 * batch, max_batch)
+//! most = min(max_batch, max_live / (4 * threads owning a cache))   (max_live set,
+//!                                                     batch not fixed)
+//! batch > most  ->  batch = max(most, burst)
+//! share > 1/8 and (two_way or fast)  ->  batch = min(2 * batch, most)
 //!                             (not in the window right after a doubling)
-//! idle objects unused through two intervals  ->  batch = max(batch / 2, batch_size)
-//! batch_size <= batch <= max_batch
+//! idle objects unused through the window  ->  batch = max(batch / 2, batch_size)
+//! a get at max_live took another thread's cache  ->  batch = max(batch / 2, burst)
+//! burst <= batch <= max_batch
 //! ```
+//!
+//! Under `max_live` the caches must leave room for the threads that take:
+//! a consumer that only gives back holds up to two batches, and if those
+//! could hold every object the limit allows, every refill of its producer
+//! would have to take the consumer's cache (a process-wide barrier each).
+//! So a default batch starts at no more than an eighth of `max_live`,
+//! never grows past what keeps all caches within half of it, and halves
+//! whenever a `get` at the limit still has to take a cache: stealing is
+//! the rare fallback. A batch set with `Builder::batch_size` is fixed.
 //!
 //! A one-way flow (gets on some threads, puts on others: requests completed
 //! on an I/O thread) sends every batch through the depot whatever its size,

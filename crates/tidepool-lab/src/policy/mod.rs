@@ -66,6 +66,11 @@ pub enum PolicyKind {
     #[serde(rename = "fbsd-2023")]
     #[value(name = "fbsd-2023")]
     Fbsd2023,
+    /// A `Mutex<Vec>` free list with a count of what exists, as a user
+    /// writes by hand (`handoff` only).
+    #[serde(rename = "locked-list")]
+    #[value(name = "locked-list")]
+    LockedList,
     /// Seed 004 before the fix: every releasing thread unmaps its own
     /// stacks at once, one `munmap` each, no bound (mass-teardown only).
     #[serde(rename = "dfly-before")]
@@ -97,6 +102,15 @@ impl PolicyKind {
         PolicyKind::Tidepool,
     ];
 
+    /// The policies of the `handoff` scenario, in the order the report
+    /// lists them.
+    pub const HANDOFF: [PolicyKind; 4] = [
+        PolicyKind::FbsdBefore,
+        PolicyKind::Fbsd2023,
+        PolicyKind::LockedList,
+        PolicyKind::Tidepool,
+    ];
+
     /// seed 004's teardown policies and tidepool: the mass-teardown
     /// scenario's policies, in the order the report lists them.
     pub const TEARDOWN: [PolicyKind; 3] = [
@@ -106,8 +120,8 @@ impl PolicyKind {
     ];
 
     /// Every policy of every scenario: [`PolicyKind::ALL`], then the
-    /// teardown-only ones, then the limit-churn-only ones.
-    pub const EVERY: [PolicyKind; 9] = [
+    /// teardown-only ones, then the live-limit ones.
+    pub const EVERY: [PolicyKind; 10] = [
         PolicyKind::None,
         PolicyKind::QemuFixed,
         PolicyKind::Qemu2021,
@@ -117,6 +131,7 @@ impl PolicyKind {
         PolicyKind::Dfly2017,
         PolicyKind::FbsdBefore,
         PolicyKind::Fbsd2023,
+        PolicyKind::LockedList,
     ];
 
     /// Whether this is a stack pool (a [`Policy`] the harness runs), as
@@ -129,6 +144,7 @@ impl PolicyKind {
                 | PolicyKind::Dfly2017
                 | PolicyKind::FbsdBefore
                 | PolicyKind::Fbsd2023
+                | PolicyKind::LockedList
         )
     }
 
@@ -142,6 +158,7 @@ impl PolicyKind {
             PolicyKind::Tidepool => "tidepool",
             PolicyKind::FbsdBefore => "fbsd-before",
             PolicyKind::Fbsd2023 => "fbsd-2023",
+            PolicyKind::LockedList => "locked-list",
             PolicyKind::DflyBefore => "dfly-before",
             PolicyKind::Dfly2017 => "dfly-2017",
         }
@@ -171,6 +188,10 @@ impl PolicyKind {
                 "seed 002: FreeBSD 2023 'further speed up continuous free vnode recycle' \
                  (VNLRU_COUNT_SLOP = 100)"
             }
+            PolicyKind::LockedList => {
+                "baseline: a Mutex<Vec> free list with a count of what exists, as a user writes \
+                 by hand (handoff only)"
+            }
             PolicyKind::DflyBefore => {
                 "seed 004, before: every releasing thread unmaps its own stacks at once, one \
                  munmap each, no bound (mass-teardown only)"
@@ -197,9 +218,9 @@ impl PolicyKind {
             PolicyKind::Qemu2021 => Box::new(qemu_2021::Qemu2021::new(env)),
             PolicyKind::Qemu2024 => Box::new(qemu_2024::Qemu2024::new(env)),
             PolicyKind::Tidepool => Box::new(tidepool::Tidepool::new(env)?),
-            PolicyKind::FbsdBefore | PolicyKind::Fbsd2023 => {
+            PolicyKind::FbsdBefore | PolicyKind::Fbsd2023 | PolicyKind::LockedList => {
                 return Err(format!(
-                    "{self} is a live-limit policy of the limit-churn scenario, not a stack pool"
+                    "{self} is a live-limit policy of limit-churn and handoff, not a stack pool"
                 ))
             }
             PolicyKind::DflyBefore | PolicyKind::Dfly2017 => {

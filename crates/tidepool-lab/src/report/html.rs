@@ -32,7 +32,7 @@ td,th{border:1px solid #d6d6d6;padding:3px 8px;vertical-align:top}\
 th{background:#f3f3f3;text-align:left;font-weight:600}\
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
 td.p{white-space:nowrap}\
-table.summary{width:100%;table-layout:fixed}table.summary td,table.summary th{padding:2px 8px}\
+table.summary{width:100%;table-layout:fixed;font-size:13.5px;line-height:1.3}table.summary td,table.summary th{padding:2px 8px}\
 table.summary th.seed{background:#fbfbf6}\
 table.summary th.seed small{display:block;font-weight:normal;color:#666;font-size:11.5px;\
 line-height:1.25}table.summary td.na{white-space:normal}\
@@ -261,6 +261,21 @@ fn scenario(h: &mut String, s: &ScenarioReport, max_map_count: u64) {
     if s.id == crate::scenario::limit_churn::ID {
         let threads = crate::scenario::limit_churn::threads_of(s);
         match crate::report::threads_plot::plot(s, &threads) {
+            Ok(svg) => h.push_str(&svg),
+            Err(e) => {
+                let _ = write!(h, "<p class=\"fail\">plot failed: {}</p>", esc(&e));
+            }
+        }
+    }
+    if s.id == crate::scenario::handoff::ID {
+        let categories = crate::scenario::handoff::plot_categories();
+        let spec = crate::report::category_plot::Spec {
+            title: "ns per object, by limit (lower is better)",
+            y_label: "time per object handed off (ns)",
+            x_label: "live limit (objects)",
+            categories: &categories,
+        };
+        match crate::report::category_plot::plot(s, &spec) {
             Ok(svg) => h.push_str(&svg),
             Err(e) => {
                 let _ = write!(h, "<p class=\"fail\">plot failed: {}</p>", esc(&e));

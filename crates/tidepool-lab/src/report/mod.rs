@@ -16,6 +16,7 @@ use crate::machine::Machine;
 use crate::policy::PolicyKind;
 use crate::seeds::Quote;
 
+pub mod category_plot;
 pub mod format;
 pub mod html;
 pub mod plot;

@@ -58,6 +58,7 @@ pub fn color(policy: PolicyKind) -> RGBColor {
         PolicyKind::Tidepool => RGBColor(0, 158, 115),
         PolicyKind::FbsdBefore => RGBColor(153, 79, 0),
         PolicyKind::Fbsd2023 => RGBColor(120, 94, 240),
+        PolicyKind::LockedList => RGBColor(0, 0, 0),
         PolicyKind::DflyBefore => RGBColor(204, 121, 167),
         PolicyKind::Dfly2017 => RGBColor(86, 180, 233),
     }
@@ -112,8 +113,9 @@ impl Metric {
             &Metric::TEARDOWN
         } else if id == crate::scenario::fio_pressure::ID {
             &Metric::FIO_PRESSURE
-        } else if id == crate::scenario::limit_churn::ID {
-            // Its one plot is run time against threads (`threads_plot`).
+        } else if id == crate::scenario::limit_churn::ID || id == crate::scenario::handoff::ID {
+            // Its one plot is run time against threads, or ns per object
+            // by limit (`threads_plot`).
             &[]
         } else {
             &Metric::ALL

@@ -15,6 +15,7 @@ use crate::source::PressureSource;
 
 pub mod fio;
 pub mod fio_pressure;
+pub mod handoff;
 pub mod harness;
 pub mod limit_churn;
 pub mod map_count;
@@ -71,11 +72,16 @@ pub enum ScenarioKind {
     #[serde(rename = "mass-teardown")]
     #[value(name = "mass-teardown")]
     MassTeardown,
+    /// Seeds 001 and 002: objects made on one thread, freed on another, at
+    /// a live limit and without one.
+    #[serde(rename = "handoff")]
+    #[value(name = "handoff")]
+    Handoff,
 }
 
 impl ScenarioKind {
     /// Every scenario, in report order.
-    pub const ALL: [ScenarioKind; 8] = [
+    pub const ALL: [ScenarioKind; 9] = [
         ScenarioKind::Fio,
         ScenarioKind::FioCrossThread,
         ScenarioKind::FioPressure,
@@ -83,6 +89,7 @@ impl ScenarioKind {
         ScenarioKind::SpikeThenIdle,
         ScenarioKind::Pressure,
         ScenarioKind::LimitChurn,
+        ScenarioKind::Handoff,
         ScenarioKind::MassTeardown,
     ];
 
@@ -96,6 +103,7 @@ impl ScenarioKind {
             ScenarioKind::SpikeThenIdle => "spike-then-idle",
             ScenarioKind::Pressure => "pressure",
             ScenarioKind::LimitChurn => limit_churn::ID,
+            ScenarioKind::Handoff => handoff::ID,
             ScenarioKind::MassTeardown => "mass-teardown",
         }
     }
@@ -124,6 +132,7 @@ impl ScenarioKind {
             ScenarioKind::SpikeThenIdle => run_spec(&spike::spec(settings), settings, progress),
             ScenarioKind::Pressure => pressure::run(settings, progress),
             ScenarioKind::LimitChurn => limit_churn::run(settings, progress),
+            ScenarioKind::Handoff => handoff::run(settings, progress),
             ScenarioKind::MassTeardown => mass_teardown::run(settings, progress),
         };
         report.claims = self.claims(&report, settings);
@@ -142,6 +151,7 @@ impl ScenarioKind {
             ScenarioKind::SpikeThenIdle => spike::claims(report),
             ScenarioKind::Pressure => pressure::claims(report),
             ScenarioKind::LimitChurn => limit_churn::claims(report),
+            ScenarioKind::Handoff => handoff::claims(report),
             ScenarioKind::MassTeardown => mass_teardown::claims(report),
         }
     }

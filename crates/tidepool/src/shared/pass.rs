@@ -248,7 +248,7 @@ impl<M: Manage> Shared<M> {
                         quiet.push(slot);
                         state.taken_at[tid] = ops;
                     }
-                } else if gets == seen_gets || seen_gets == u64::MAX && gets == 0 {
+                } else if gets == seen_gets || (seen_gets == u64::MAX && gets == 0) {
                     put_only.push(slot);
                     state.taken_at[tid] = ops;
                     state.low[tid] = 0;
