@@ -226,10 +226,13 @@ fn load() -> impl Strategy<Value = Load> {
     })
 }
 
-const INTERVALS: usize = 24;
+const INTERVALS: usize = 48;
 
-/// By this interval a steady load has stopped creating.
-const SETTLED: usize = 16;
+/// By this interval a steady load has stopped creating. Objects flowing
+/// between threads at different rates shift between the caches and the
+/// depot in cycles as long as several batches' worth of intervals, and the
+/// pool has seen all their phases only after the longest of them.
+const SETTLED: usize = 32;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
