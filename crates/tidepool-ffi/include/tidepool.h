@@ -32,7 +32,10 @@
  * pool. Reclaim then runs only when threads visit the pool's depot or call
  * `tidepool_pool_reclaim`, memory pressure only through
  * `tidepool_pool_pressure`, and no callback runs on a thread of
- * tidepool's.
+ * tidepool's. Without it, a pool's creation starts that thread if it is
+ * not running yet: it is named `tidepool-reclaim` and blocks every
+ * signal, so a signal the application's threads block (to read it from a
+ * `signalfd` or `sigwait`) is never delivered to it.
  */
 #define TIDEPOOL_NO_BACKGROUND 1
 

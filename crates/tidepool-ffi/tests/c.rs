@@ -178,6 +178,7 @@ const API_CASES: &[&str] = &[
     "last_error",
     "reentrant_callbacks",
     "thread_exit",
+    "signals_stay_with_the_application",
 ];
 
 macro_rules! api_cases {
@@ -210,6 +211,7 @@ api_cases!(
     last_error,
     reentrant_callbacks,
     thread_exit,
+    signals_stay_with_the_application,
 );
 
 #[test]

@@ -3,8 +3,10 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -982,6 +984,39 @@ static void thread_exit(void) {
     check_all_destroyed(&c);
 }
 
+/* A pool with its background thread is made first (as QEMU's, from a
+ * constructor before main blocks its signals); then the application blocks
+ * SIGALRM to read it from a signalfd. A process-directed SIGALRM must reach
+ * the signalfd: tidepool's thread blocks every signal (else the signal's
+ * default action, delivered there, ends the process). */
+static void signals_stay_with_the_application(void) {
+    struct counter c = {0};
+    tidepool_config cfg = obj_config(&c);
+    cfg.flags &= ~TIDEPOOL_NO_BACKGROUND;
+    tidepool_pool *pool = NULL;
+    OK(tidepool_obj_pool_new(&cfg, &pool));
+    void *obj = NULL;
+    OK(tidepool_obj_get(pool, 0, &obj));
+    OK(tidepool_obj_put(pool, obj));
+    int signals[] = {SIGALRM, SIGIO};
+    for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, signals[i]);
+        CHECK(pthread_sigmask(SIG_BLOCK, &set, NULL) == 0);
+        int fd = signalfd(-1, &set, SFD_CLOEXEC);
+        CHECK(fd >= 0);
+        CHECK(kill(getpid(), signals[i]) == 0);
+        struct signalfd_siginfo info;
+        CHECK(read(fd, &info, sizeof info) == (ssize_t)sizeof info);
+        CHECK(info.ssi_signo == (uint32_t)signals[i]);
+        close(fd);
+    }
+    check_counts(pool);
+    OK(tidepool_pool_destroy(pool));
+    check_all_destroyed(&c);
+}
+
 int main(int argc, char **argv) {
     static const struct test_case cases[] = {
         {"buf_roundtrip", buf_roundtrip},
@@ -1002,6 +1037,7 @@ int main(int argc, char **argv) {
         {"last_error", last_error},
         {"reentrant_callbacks", reentrant_callbacks},
         {"thread_exit", thread_exit},
+        {"signals_stay_with_the_application", signals_stay_with_the_application},
     };
     return run_cases(cases, sizeof cases / sizeof cases[0], argc, argv);
 }

@@ -9,6 +9,7 @@
 //!   replaces its copy.
 //! * [`fork`]: `pthread_atfork(3)`, so locks and the reclaimer survive
 //!   `fork(2)`.
+//! * [`thread`]: starting tidepool's own threads, every signal blocked.
 //! * `membarrier` (Linux only): `membarrier(2)`, the heavy half of the
 //!   asymmetric fence that lets another thread take an idle thread cache.
 //!
@@ -58,6 +59,7 @@ pub(crate) mod fork;
 pub(crate) mod membarrier;
 #[cfg(miri)]
 mod miri_shim;
+pub(crate) mod thread;
 
 use crate::sync::process::{AtomicU64, Ordering};
 use std::io;

@@ -37,6 +37,11 @@
 //!
 //! # Who runs it
 //!
+//! The reclaimer thread is named `tidepool-reclaim` and starts with every
+//! signal blocked (`os/thread.rs`): a process-directed signal the
+//! application blocks in its own threads, to read it from a `signalfd` or
+//! `sigwait`, is never delivered to it.
+//!
 //! There is no thread per pool. The first thread to visit the depot after
 //! an interval boundary runs the pass (a clock read per depot visit, i.e.
 //! per batch); the process-wide reclaimer thread runs it for pools nobody

@@ -192,9 +192,8 @@ fn start_if_needed(registry: &mut Registry) -> Vec<Watched> {
         ));
     }
     RUNNING.store(true, Ordering::Release);
-    let spawned = std::thread::Builder::new()
-        .name("tidepool-reclaim".into())
-        .spawn(move || run(generation));
+    // Every signal blocked: the application's signals are not ours to take.
+    let spawned = crate::os::thread::spawn_quiet("tidepool-reclaim", move || run(generation));
     match spawned {
         Ok(_) => {
             STARTS.fetch_add(1, Ordering::Relaxed);

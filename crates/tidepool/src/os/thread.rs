@@ -1,0 +1,68 @@
+//! Starting tidepool's own threads: named, and with every signal blocked.
+//!
+//! A process-directed signal goes to any thread that does not block it.
+//! Applications that read their signals from a `signalfd` or `sigwait`
+//! (QEMU: SIGALRM, SIGIO, SIGBUS) block them in their own threads; a thread
+//! of tidepool's that left them unblocked would receive them instead, and
+//! their default action ends the process. So a thread is started with the
+//! creating thread's mask set to "all blocked" (the new thread inherits
+//! it), and the creating thread's own mask is restored right after, as
+//! jemalloc does for its background threads. Signals a fault raises in the
+//! thread itself (SIGSEGV, SIGBUS) still end the process, as they must.
+
+use std::io;
+use std::thread::{Builder, JoinHandle};
+
+/// Starts `f` on a new thread named `name` that blocks every signal.
+///
+/// # Errors
+///
+/// If the thread cannot be started ([`Builder::spawn`]'s error).
+pub(crate) fn spawn_quiet<F, T>(name: &str, f: F) -> io::Result<JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let builder = Builder::new().name(name.to_owned());
+    #[cfg(all(unix, not(miri)))]
+    let _mask = AllBlocked::new();
+    builder.spawn(f)
+}
+
+/// The calling thread's signal mask set to "all blocked" for as long as
+/// this lives; the previous mask comes back on drop.
+#[cfg(all(unix, not(miri)))]
+struct AllBlocked {
+    /// The mask to restore; `None` if it could not be changed (then the
+    /// thread starts with the caller's mask, as any thread would).
+    old: Option<libc::sigset_t>,
+}
+
+#[cfg(all(unix, not(miri)))]
+impl AllBlocked {
+    fn new() -> Self {
+        // SAFETY: `all` and `old` are plain signal sets, filled by
+        // `sigfillset` and `pthread_sigmask` before they are read; the
+        // calls take pointers to them only for their duration.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            let changed = libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old) == 0;
+            Self {
+                old: changed.then_some(old),
+            }
+        }
+    }
+}
+
+#[cfg(all(unix, not(miri)))]
+impl Drop for AllBlocked {
+    fn drop(&mut self) {
+        if let Some(old) = &self.old {
+            // SAFETY: `old` is the mask `pthread_sigmask` gave back in
+            // `new`; setting it again restores the caller's mask.
+            unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old, std::ptr::null_mut()) };
+        }
+    }
+}
