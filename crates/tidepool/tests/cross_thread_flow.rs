@@ -97,6 +97,11 @@ fn a_steady_cross_thread_flow_settles_and_stops_creating() {
         created.push(pool.stats().created);
     }
     let s = pool.stats();
+    // The bound the issue set: at most the need and two batches, flat from
+    // the third interval on. What happens is exact: the consumer's cache,
+    // which only gave back, is taken at every pass (one take each), so the
+    // producer finds all 100 in the depot every interval and the pool makes
+    // exactly the need, once.
     assert!(
         s.created <= (NEED + 2 * BATCH) as u64,
         "created {created:?}"
@@ -105,11 +110,13 @@ fn a_steady_cross_thread_flow_settles_and_stops_creating() {
         created[2..].iter().all(|&c| c == created[2]),
         "still creating after the second interval: {created:?}"
     );
+    assert_eq!(created, [NEED as u64; 20], "{s:?}");
     assert_eq!(
-        (s.destroyed, s.trimmed, s.reclaimed),
-        (0, 0, 0),
+        (s.destroyed, s.trimmed, s.reclaimed, s.caches_taken),
+        (0, 0, 0, 20),
         "created {created:?}, {s:?}"
     );
+    assert_eq!((s.idle, s.idle_depot), (NEED as u64, NEED as u64));
     finish(pool, &ledger, vec![producer, consumer]);
 }
 
@@ -180,6 +187,8 @@ fn a_producer_to_consumer_flow_at_max_live_does_not_steal() {
         end.batch_size
     );
     assert!(end.created <= 64, "{end:?}");
+    // The default batch under the limit: an eighth of it, two threads.
+    assert!(end.batch_size <= 64 / 8, "{end:?}");
 }
 
 /// Without a limit the same flow takes nobody's cache, and what it makes
