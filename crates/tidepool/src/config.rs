@@ -547,9 +547,12 @@ impl<M: Manage> Builder<M> {
     pub fn build(self) -> Result<Pool<M>, ConfigError> {
         let item_size = std::mem::size_of::<M::Item>();
         let mut config = self.config;
-        config.batch_size = self
-            .batch_size
-            .unwrap_or_else(|| default_batch_size(item_size, config.max_live, config.max_idle));
+        // A default batch holds a burst (within `max_live`: a burst past it
+        // is refused below, naming `burst`).
+        let burst = config.burst.min(config.max_live.unwrap_or(usize::MAX));
+        config.batch_size = self.batch_size.unwrap_or_else(|| {
+            default_batch_size(item_size, config.max_live, config.max_idle).max(burst)
+        });
         config.batch_fixed = self.batch_size.is_some();
         config.max_batch = match self.batch_size {
             Some(n) => n,

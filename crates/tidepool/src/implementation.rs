@@ -247,7 +247,8 @@
 //! window of `w` intervals learns that those objects were needed again
 //! `w + d` intervals after their last use, and makes the window that long
 //! (at most 16; Linux's workingset code measures the same refault distance
-//! for pages). A load whose need recurs every third interval then loses
+//! for pages). Each reclaim teaches the window once: creates after that
+//! (a pool still growing) do not lengthen it further. A load whose need recurs every third interval then loses
 //! its peak once and keeps it from then on, and so does the depot's level
 //! when objects flow from one thread to another slower than a batch an
 //! interval (it swings by a batch every few intervals). After 64 intervals
@@ -275,8 +276,12 @@
 //!
 //! ```text
 //! unused(period) = max(0, min over the period (len + removed) − removed)
-//! trim(cache)    = min(unused(last) − removed(this), unused(this))
+//! trim(cache)    = min(unused(last) − trimmed(last) − removed(this), unused(this))
 //! ```
+//!
+//! The owner clamps a request as it serves it, to its unused count then
+//! and less what it removed since the pass read its counts: a race makes
+//! a trim smaller, never larger.
 //!
 //! So a cache that turns over (a consumer that only gives back, donating
 //! batches as its puts fill them) reads as holding nothing unused, however
@@ -533,7 +538,7 @@
 //! fast = the window saw >= 32 exchanges, and
 //!        4 * batch <= objects the flow moved in ONE_WAY_HOLD (10 ms)
 //!        (a one-way flow: moved through the depot / 2, over the window's time)
-//! most = min(max_batch, max_live / (4 * threads owning a cache))   (max_live set,
+//! most = min(max_batch, max_live / (4 * threads using the pool))  (max_live set,
 //!                                                     batch not fixed)
 //! batch > most  ->  batch = max(most, burst)
 //! share > 1/8 and (two_way or fast)  ->  batch = min(2 * batch, most)
@@ -547,7 +552,8 @@
 //! a consumer that only gives back holds up to two batches, and if those
 //! could hold every object the limit allows, every refill of its producer
 //! would have to take the consumer's cache (a process-wide barrier each).
-//! So a default batch starts at no more than an eighth of `max_live`,
+//! So a default batch starts at no more than an eighth of `max_live` (but
+//! holds a `burst`),
 //! never grows past what keeps all caches within half of it, and halves
 //! whenever a `get` at the limit still has to take a cache: stealing is
 //! the rare fallback. A batch set with `Builder::batch_size` is fixed.

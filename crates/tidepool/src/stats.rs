@@ -58,8 +58,10 @@ pub struct Stats {
     pub pressure_medium: u64,
     /// Critical memory-pressure signals received.
     pub pressure_critical: u64,
-    /// Thread caches taken back from their owners (idle ones, and all of
-    /// them under critical pressure).
+    /// Thread caches taken back from their owners: idle ones and, at each
+    /// pass, those that only gave back (their objects go where the threads
+    /// that take find them); all of them under critical pressure; and one
+    /// each time a `get` at `max_live` took another thread's cache.
     pub caches_taken: u64,
     /// Objects busy thread caches gave back to the depot because they sat
     /// unused in the cache through two reclaim intervals (a trim: the cache

@@ -78,10 +78,9 @@ fn drop_on(worker: &Worker, objects: Vec<OwnedPooled<Counting>>) {
 /// Each interval a producer thread takes 100 objects and a consumer thread
 /// gives all of them back. The steady need is 100, plus what the two
 /// caches hold: the pool makes no more than 100 and two batches, stops
-/// making any by the third interval, and destroys nothing. (A put-only
-/// cache turns over completely each interval; it once read as "32 objects
-/// sat unused", was trimmed, and the producer re-created what the trim
-/// reclaimed, every interval.)
+/// making any by the third interval, and destroys nothing: a cache that
+/// only gives back turns over completely each interval, and holds nothing
+/// its own thread could need.
 #[test]
 fn a_steady_cross_thread_flow_settles_and_stops_creating() {
     const NEED: usize = 100;
@@ -97,8 +96,8 @@ fn a_steady_cross_thread_flow_settles_and_stops_creating() {
         created.push(pool.stats().created);
     }
     let s = pool.stats();
-    // The bound the issue set: at most the need and two batches, flat from
-    // the third interval on. What happens is exact: the consumer's cache,
+    // At most the need and two batches, flat from the third interval on.
+    // What happens is exact: the consumer's cache,
     // which only gave back, is taken at every pass (one take each), so the
     // producer finds all 100 in the depot every interval and the pool makes
     // exactly the need, once.
@@ -129,9 +128,13 @@ fn a_steady_cross_thread_flow_settles_and_stops_creating() {
 /// consumer's cache, a process-wide barrier each).
 fn producer_to_consumer(max_live: Option<usize>, objects: usize, warm_up: usize) -> (Stats, Stats) {
     let (manager, ledger) = Counting::new();
-    // No reclaimer thread: the pool's drop then destroys everything
-    // before it returns, for `finish` to count.
-    let mut builder = Pool::builder(manager).background(false);
+    // No reclaimer thread (the pool's drop then destroys everything before
+    // it returns, for `finish` to count) and a clock that never reaches a
+    // pass (a pass takes the consumer's cache by design: here only a get
+    // at the limit may take one).
+    let mut builder = Pool::builder(manager)
+        .background(false)
+        .clock(Arc::new(ManualClock::new()));
     if let Some(n) = max_live {
         builder = builder.max_live(n);
     }
@@ -187,8 +190,40 @@ fn a_producer_to_consumer_flow_at_max_live_does_not_steal() {
         end.batch_size
     );
     assert!(end.created <= 64, "{end:?}");
-    // The default batch under the limit: an eighth of it, two threads.
-    assert!(end.batch_size <= 64 / 8, "{end:?}");
+}
+
+/// Four threads' caches, full, hold every object `max_live` allows: a get
+/// on a fifth thread takes one of them, and the default batch halves so
+/// that the caches leave room for the threads that take. A batch the user
+/// set stays.
+#[test]
+fn a_get_that_takes_a_cache_at_max_live_halves_the_default_batch() {
+    for fixed in [None, Some(8)] {
+        let (manager, ledger) = Counting::new();
+        let mut builder = Pool::builder(manager)
+            .max_live(64)
+            .background(false)
+            .clock(Arc::new(ManualClock::new()));
+        if let Some(n) = fixed {
+            builder = builder.batch_size(n);
+        }
+        let pool = Arc::new(builder.build().expect("valid settings"));
+        assert_eq!(pool.config().batch_size(), 8, "an eighth of the limit");
+        let workers: Vec<Worker> = (0..4).map(|_| Worker::spawn()).collect();
+        for w in &workers {
+            let objects = take_on(w, &pool, 16);
+            drop_on(w, objects);
+        }
+        let s = pool.stats();
+        assert_eq!((s.created, s.idle_cached()), (64, 64), "{s:?}");
+        let got = pool.get_owned().expect("taken from another cache");
+        let s = pool.stats();
+        assert_eq!((s.created, s.caches_taken), (64, 1), "{s:?}");
+        let batch = if fixed.is_some() { 8 } else { 4 };
+        assert_eq!(s.batch_size, batch, "fixed: {fixed:?}");
+        drop(got);
+        finish(pool, &ledger, workers);
+    }
 }
 
 /// Without a limit the same flow takes nobody's cache, and what it makes

@@ -541,6 +541,22 @@ fn edge_settings_are_accepted() {
     let (manager, _) = Counting::new();
     let p = Pool::builder(manager).max_live(64).build().unwrap();
     assert_eq!(p.config().batch_size(), 8);
+    // A default batch holds the burst asked for, within max_live; a burst
+    // past max_live is refused, naming burst.
+    let (manager, _) = Counting::new();
+    let p = Pool::builder(manager)
+        .max_live(64)
+        .burst(16)
+        .build()
+        .unwrap();
+    assert_eq!((p.config().batch_size(), p.config().burst()), (16, 16));
+    let (manager, _) = Counting::new();
+    let err = Pool::builder(manager)
+        .max_live(4)
+        .burst(8)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.field(), "burst");
     let (manager, _) = Counting::new();
     let p = Pool::builder(manager).max_idle(5).build().unwrap();
     assert_eq!(p.config().batch_size(), 5);

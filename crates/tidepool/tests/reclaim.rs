@@ -295,6 +295,38 @@ fn a_lengthened_window_shrinks_back_when_nothing_is_made_again() {
     r.finish();
 }
 
+/// One reclaim lengthens the window once: a pool that keeps growing after
+/// a reclaim (creating in every interval) does not read each of its
+/// creates as a reclaim undone, and a later spike still goes after three
+/// unused intervals, not after many.
+#[test]
+fn a_growing_pool_lengthens_the_window_once() {
+    let r = rig(0);
+    r.use_n(64);
+    for _ in 0..2 {
+        r.use_n(8);
+        r.end_interval();
+    }
+    r.use_n(8);
+    assert_eq!(r.end_interval(), 56, "the spike, unused through two");
+    // Growth: every interval needs 8 more than the one before.
+    for n in [16, 24, 32, 40, 48, 56] {
+        r.use_n(n);
+        r.end_interval();
+    }
+    let created = r.stats().created;
+    r.use_n(120); // a spike: 64 above the load
+    let after: Vec<usize> = (0..6)
+        .map(|_| {
+            r.use_n(56);
+            r.end_interval()
+        })
+        .collect();
+    assert_eq!(r.stats().created, created + 64);
+    assert_eq!(after, [0, 0, 0, 64, 0, 0], "a window of three");
+    r.finish();
+}
+
 /// After a gap of many intervals with no depot visit, one pass accounts for
 /// all of them: what the depot held sat unused through the whole gap.
 #[test]
@@ -769,6 +801,28 @@ fn a_busy_cache_trims_what_it_held_unused_through_two_intervals() {
         (8, 6, 6, 0)
     );
     assert_eq!((s.idle_cached(), s.idle_depot), (2, 0), "it keeps its two");
+    assert_consistent(&s, &r.ledger);
+    r.finish();
+}
+
+/// What a trim took is not counted again: after the 2 objects a cache held
+/// unused through two intervals are trimmed, the 6 it used in the second
+/// are not asked for at the next pass; only once 4 of them sit unused
+/// through two more intervals are those asked for.
+#[test]
+fn a_trim_is_not_asked_again_of_what_the_cache_used() {
+    let r = rig(0);
+    let mut trimmed = Vec::new();
+    for n in [8, 2, 6, 2, 2, 2] {
+        r.use_n(n);
+        trimmed.push(r.stats().trimmed);
+        r.end_interval();
+    }
+    // Pass 3 asks for the 2 unused through intervals 2 and 3, served in
+    // interval 4; pass 5 for the 4 unused through 4 and 5, served in 6.
+    assert_eq!(trimmed, [0, 0, 0, 2, 2, 6]);
+    let s = r.stats();
+    assert_eq!((s.created, s.idle_cached()), (8, 2));
     assert_consistent(&s, &r.ledger);
     r.finish();
 }

@@ -11,9 +11,9 @@
 //! | `REVOKING` | `REVOKED` | remote | owner outside an access after the barrier (or waited out of it: [`IfBusy::WaitOut`]): cache taken |
 //! | `REVOKING` | `FLUSH` | remote | owner inside an access ([`IfBusy::Flush`]), or no barrier available |
 //! | `REVOKED`, `FLUSH` | `ACTIVE` | owner | its next access (`FLUSH`: it hands its batches to the depot) |
-//! | `ACTIVE` | `TRIM` | remote | [`Slot::request_trim`]: objects sat in the busy cache through two intervals |
+//! | `ACTIVE` | `TRIM` | remote | [`Slot::request_trim`]: a pass ends the busy cache's period, asking for what sat unused through two (maybe nothing) |
 //! | `TRIM` | `REVOKING` | remote | [`Slot::revoke_remote`] |
-//! | `TRIM` | `ACTIVE` | owner | its next access: it hands the oldest `trim` objects to the depot |
+//! | `TRIM` | `ACTIVE` | owner | its next access: it hands the oldest `trim` objects to the depot and begins a new period |
 //! | any but `REVOKING` | `UNCLAIMED` | owner | thread exit ([`LocalSlot::release`]) |
 //!
 //! * `UNCLAIMED`: no live thread owns the slot; its cache is empty.
@@ -57,11 +57,15 @@
 //!
 //! A put changes neither: the objects it adds sit above the unused ones. So
 //! a cache that only puts, and donates what its puts fill, reads as holding
-//! nothing unused, however full it is: it turned over. The survivors are
-//! always the bottom `low` objects, so the pass can ask for exactly them,
-//! and the objects unused through two periods are those of the earlier
-//! period's `low` that the later one neither reached nor removed:
-//! `min(low₁ − removed₂, low₂)`.
+//! nothing unused, however full it is: it turned over. The count is exact;
+//! which objects a trim then takes is the cache's oldest by its own order
+//! (`LocalCache::take_oldest`), which a swap of the halves can reorder. The
+//! objects unused through two periods are those of the earlier period's
+//! `low`, less what its trim took, that the later period neither reached
+//! nor removed: `min(low₁ − trimmed₁ − removed₂, low₂)`. The owner clamps a
+//! request when it serves it, to what it removed since the pass read its
+//! counts and to its `low` then: a race can make a trim smaller, never
+//! larger.
 //!
 //! # The asymmetric fence
 //!
@@ -176,6 +180,9 @@ pub(crate) struct Slot<T> {
     removed: AtomicUsize,
     /// Objects a `TRIM` request asks the owner to give back.
     trim: AtomicUsize,
+    /// `removed` as the pass read it for that request: what the owner
+    /// removed since is no longer in the cache to give back.
+    trim_removed: AtomicUsize,
 }
 
 // SAFETY: `Slot` is shared between threads only through `&Slot`, and the one
@@ -202,6 +209,7 @@ impl<T> Default for Slot<T> {
             low: AtomicUsize::new(0),
             removed: AtomicUsize::new(0),
             trim: AtomicUsize::new(0),
+            trim_removed: AtomicUsize::new(0),
         }
     }
 }
@@ -248,12 +256,22 @@ impl<T> Slot<T> {
     /// nothing if the slot is not `ACTIVE` (a flush or a take empties the
     /// cache, and so begins the period at 0 anyway). For the pass, under
     /// its lock.
-    pub(crate) fn request_trim(&self, n: usize) {
+    /// `removed` is the count the pass read with [`period`](Self::period).
+    pub(crate) fn request_trim(&self, n: usize, removed: usize) {
         self.trim.store(n, Ordering::Relaxed);
+        self.trim_removed.store(removed, Ordering::Relaxed);
         // `Release`: the owner's `Acquire` in `claim` sees the count.
         let _ = self
             .state
             .compare_exchange(ACTIVE, TRIM, Ordering::Release, Ordering::Relaxed);
+    }
+
+    /// Counts every object of the cache as unused this period, as if a
+    /// pass had found it so: for models that ask for trims without running
+    /// the periods that lead to them.
+    #[cfg(all(test, loom))]
+    pub(crate) fn all_unused_for_test(&self) {
+        self.low.store(usize::MAX, Ordering::Release);
     }
 
     /// Empties the cache; only with exclusive access (the pool is dropping).
@@ -473,7 +491,20 @@ impl<'a, T> LocalSlot<'a, T> {
     /// cache still has both its halves, `Ok(false)` if it needs them
     /// installed, `Err` if it was revoked meanwhile.
     fn trim_oldest(&self, out: &mut Vec<T>) -> Result<bool, Revoked> {
-        let n = self.slot.trim.swap(0, Ordering::Relaxed);
+        // The pass asked from counts it read a moment ago (and `low` and
+        // `removed` are not read as one): what the owner removed from the
+        // bottom since, or took down to, is not among the unused now.
+        // Owner-only fields, read by their writer.
+        let slot = self.slot;
+        let removed_since = slot
+            .removed
+            .load(Ordering::Relaxed)
+            .saturating_sub(slot.trim_removed.load(Ordering::Relaxed));
+        let n = slot
+            .trim
+            .swap(0, Ordering::Relaxed)
+            .saturating_sub(removed_since)
+            .min(slot.low.load(Ordering::Relaxed));
         // Room made here, outside the bracket.
         out.reserve(n);
         let (left, installed) = self

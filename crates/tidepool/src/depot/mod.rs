@@ -206,11 +206,12 @@ impl<T> Depot<T> {
 
     /// Like [`donate`](Depot::donate), for a batch of a thread cache that sat
     /// untouched through the interval that just ended (a reclaim pass took
-    /// it): it goes in as the oldest and counts toward both low-water marks,
-    /// since its objects sat unused through that interval (in the cache)
-    /// and, until a thread takes them, through this one. So the next tick
-    /// reclaims them if nobody needed them: two intervals unused, as for any
-    /// idle object, instead of two more spent in the depot.
+    /// it): it goes in as the oldest and counts toward the last two
+    /// low-water marks, since its objects sat unused through that interval
+    /// (in the cache) and, until a thread takes them, through this one. So
+    /// a tick reclaims them once they sat unused through the window in all,
+    /// as any idle object (the next tick, at a window of two), instead of
+    /// a whole window more spent in the depot.
     pub(crate) fn donate_idle(&self, batch: Vec<T>) -> Result<Vec<T>, Vec<T>> {
         self.shelve(batch, true)
     }

@@ -9,7 +9,8 @@
 //!   replaces its copy.
 //! * [`fork`]: `pthread_atfork(3)`, so locks and the reclaimer survive
 //!   `fork(2)`.
-//! * [`thread`]: starting tidepool's own threads, every signal blocked.
+//! * [`thread`]: starting tidepool's own threads, every signal blocked but
+//!   the fault signals.
 //! * `membarrier` (Linux only): `membarrier(2)`, the heavy half of the
 //!   asymmetric fence that lets another thread take an idle thread cache.
 //!

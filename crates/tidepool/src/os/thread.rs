@@ -1,4 +1,5 @@
-//! Starting tidepool's own threads: named, and with every signal blocked.
+//! Starting tidepool's own threads: named, and with every signal blocked
+//! but those a fault of the thread's own raises.
 //!
 //! A process-directed signal goes to any thread that does not block it.
 //! Applications that read their signals from a `signalfd` or `sigwait`
@@ -8,12 +9,17 @@
 //! creating thread's mask set to "all blocked" (the new thread inherits
 //! it), and the creating thread's own mask is restored right after, as
 //! jemalloc does for its background threads. Signals a fault raises in the
-//! thread itself (SIGSEGV, SIGBUS) still end the process, as they must.
+//! thread itself stay unblocked (SIGSEGV, SIGILL, SIGFPE, SIGTRAP), so that
+//! the application's handlers for them (guard pages, a runtime's traps)
+//! and Rust's stack-overflow report still see a fault on this thread; no
+//! one sends those to a process. SIGBUS stays blocked: QEMU reads
+//! machine-check errors sent to the process as SIGBUS from a `signalfd`.
 
 use std::io;
 use std::thread::{Builder, JoinHandle};
 
-/// Starts `f` on a new thread named `name` that blocks every signal.
+/// Starts `f` on a new thread named `name` that blocks every signal but
+/// the fault signals (see the module docs).
 ///
 /// # Errors
 ///
@@ -48,6 +54,9 @@ impl AllBlocked {
             let mut all: libc::sigset_t = std::mem::zeroed();
             let mut old: libc::sigset_t = std::mem::zeroed();
             libc::sigfillset(&mut all);
+            for fault in [libc::SIGSEGV, libc::SIGILL, libc::SIGFPE, libc::SIGTRAP] {
+                libc::sigdelset(&mut all, fault);
+            }
             let changed = libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old) == 0;
             Self {
                 old: changed.then_some(old),

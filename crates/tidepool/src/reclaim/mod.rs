@@ -38,7 +38,7 @@
 //! # Who runs it
 //!
 //! The reclaimer thread is named `tidepool-reclaim` and starts with every
-//! signal blocked (`os/thread.rs`): a process-directed signal the
+//! signal blocked but the fault signals (`os/thread.rs`): a process-directed signal the
 //! application blocks in its own threads, to read it from a `signalfd` or
 //! `sigwait`, is never delivered to it.
 //!

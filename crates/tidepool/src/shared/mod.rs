@@ -86,7 +86,8 @@ pub(crate) struct Shared<M: Manage> {
     counters: CachePadded<Counters>,
     /// Reclaim intervals, pressure holds and their counts (`pass.rs`).
     pub(crate) reclaim: CachePadded<ReclaimShared>,
-    /// The batch size now: `config.batch_size <= batch <= config.max_batch`,
+    /// The batch size now: `config.burst <= batch <= config.max_batch`
+    /// (below `config.batch_size` only under `max_live`, see `pass.rs`),
     /// changed only under the reclaim lock (`pass.rs`, `adapt_batch`: at a
     /// reclaim pass, or when depot traffic ends a window early) and read
     /// on every put, so it sits with the read-mostly fields.
@@ -286,11 +287,11 @@ impl<M: Manage> Shared<M> {
         })
     }
 
-    /// Gives the objects a busy cache did not need through two intervals
-    /// (a trim, `Slot::request_trim`) to the depot as idle ones, in batches
-    /// of at most `batch`: unused for two intervals already, they are
-    /// reclaimed at the next pass unless some thread takes them first.
-    /// Returns the batches the depot refused.
+    /// Gives the objects a busy cache did not need through two periods (a
+    /// trim, `Slot::request_trim`) to the depot, in batches of at most
+    /// `batch`, as new idle objects: the depot reclaims them once they sit
+    /// unused there through its window, like any other. Returns the batches
+    /// the depot refused.
     #[cold]
     fn donate_trimmed(&self, mut trimmed: Vec<M::Item>, batch: usize) -> Vec<Vec<M::Item>> {
         self.reclaim.trimmed.add(trimmed.len() as u64);

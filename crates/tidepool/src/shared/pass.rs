@@ -248,12 +248,16 @@ impl<M: Manage> Shared<M> {
                         quiet.push(slot);
                         state.taken_at[tid] = ops;
                     }
-                } else if gets == seen_gets || (seen_gets == u64::MAX && gets == 0) {
+                } else if gets == seen_gets || (seen_gets == u64::MAX && gets == 0 && returns > 0) {
                     put_only.push(slot);
                     state.taken_at[tid] = ops;
                     state.low[tid] = 0;
                 } else {
-                    slot.request_trim(before.saturating_sub(removed).min(low));
+                    let unused = before.saturating_sub(removed).min(low);
+                    slot.request_trim(unused, removed);
+                    // What the trim takes is no longer in the cache to be
+                    // counted unused through the next period too.
+                    state.low[tid] = low - unused;
                 }
             });
             self.reclaim
@@ -327,7 +331,12 @@ impl<M: Manage> Shared<M> {
         let made = created.saturating_sub(std::mem::replace(&mut state.created, created));
         if let Some((at, window)) = state.reclaimed_at {
             let distance = state.intervals - at;
-            if made > 0 && distance <= MAX_WINDOW as u64 {
+            if distance > MAX_WINDOW as u64 {
+                state.reclaimed_at = None;
+            } else if made > 0 {
+                // One reclaim teaches the window once: creates after it
+                // (a pool still growing, say) do not lengthen it further.
+                state.reclaimed_at = None;
                 let needed = (window as u64 + distance).min(MAX_WINDOW as u64) as usize;
                 if needed > state.idle_window {
                     state.idle_window = needed;
@@ -415,7 +424,7 @@ impl<M: Manage> Shared<M> {
     fn window_traffic(&self, state: &mut PassState) -> (u64, u64, usize) {
         let (mut total_ops, mut balanced, mut owners) = (0, 0, 0);
         self.slots.for_each(|tid, slot| {
-            owners += usize::from(slot.is_owned());
+            let owned = slot.is_owned();
             if state.window.len() <= tid {
                 state.window.resize(tid + 1, (u64::MAX, 0));
             }
@@ -425,12 +434,17 @@ impl<M: Manage> Shared<M> {
                 (u64::MAX, _) => (0, 0),
                 seen => seen,
             };
+            let mut used = false;
             if gets >= seen_gets && returns >= seen_returns {
                 let g = gets - seen_gets;
                 let r = returns - seen_returns;
                 balanced += 2 * g.min(r);
                 total_ops += g + r;
+                used = g + r > 0;
             }
+            // A cache the pass just took (it only gave back) still has a
+            // thread that uses the pool.
+            owners += usize::from(owned || used);
             state.window[tid] = (gets, returns);
         });
         (total_ops, balanced, owners)
@@ -466,10 +480,12 @@ impl<M: Manage> Shared<M> {
     /// size, and every object a consumer's cache holds is one more in
     /// flight, so it grows only while it is fast: while a cache of two
     /// doubled batches is what the flow moves in [`ONE_WAY_HOLD`] or less
-    /// (`now`, the clock at the window's end, measures the rate). Halves
-    /// it, down to the configured size, when idle objects sat unused
-    /// through two intervals (`idle_unused`; objects a busy cache trimmed
-    /// do not count: they are the trim's own work). Caches pick the new
+    /// (`now`, the clock at the window's end, measures the rate). Never
+    /// past what `max_live` leaves room for ([`limit_batch`](Self::limit_batch):
+    /// a batch above it is lowered at once). Halves it, down to the
+    /// configured size, when idle objects sat unused through the window
+    /// (`idle_unused`; objects a busy cache trimmed do not count: they are
+    /// the trim's own work). Caches pick the new
     /// size up at their next depot visit, so the window after a
     /// doubling only settles: its exchanges of the old size would otherwise
     /// double the batch again past what the traffic needs (more idle

@@ -25,7 +25,7 @@ enum Cap {
 /// | `max_live` | the map-count budget, [`MapBudget::stacks_with`] the guard mode: 60530 stacks for `vm.max_map_count` = 65530 with guard markers (one VMA per stack at worst), 30265 with `PROT_NONE` guards (two); none without a budget |
 /// | `guard_mode` | [`GuardMode::Auto`]: markers on Linux 6.13+, `PROT_NONE` pages elsewhere |
 /// | `max_idle` | `max_live` (as QEMU caps its global pool), or the budget if `max_live` is off; [`DEFAULT_MAX_IDLE`] without either |
-/// | `batch_size` | [`DEFAULT_BATCH_SIZE`], lowered to `max_idle` if that is smaller; grows with depot traffic up to [`Config::max_batch_size`](crate::Config::max_batch_size) unless set |
+/// | `batch_size` | [`DEFAULT_BATCH_SIZE`], lowered to `max_idle` or an eighth of `max_live` if smaller; grows with depot traffic up to [`Config::max_batch_size`](crate::Config::max_batch_size) unless set |
 /// | `keep_resident` | 0: a purge releases every page |
 /// | budget | Linux and Android: read from `/proc/sys/vm/max_map_count` when `build` runs (`MapBudget::from_os`); other systems have no map count, so none unless given ([`map_budget`](StackPoolBuilder::map_budget)) |
 ///

@@ -362,7 +362,8 @@ fn critical_pressure_without_a_hold_drains_a_busy_cache_late() {
 fn request_trims(pool: &Pool<Ledger>, n: usize) {
     pool.shared.slots.for_each(|_, slot| {
         if slot.is_owned() {
-            slot.request_trim(n);
+            slot.all_unused_for_test();
+            slot.request_trim(n, 0);
         }
     });
 }
