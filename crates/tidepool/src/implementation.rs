@@ -247,9 +247,12 @@
 //! window of `w` intervals learns that those objects were needed again
 //! `w + d` intervals after their last use, and makes the window that long
 //! (at most 16; Linux's workingset code measures the same refault distance
-//! for pages). Each reclaim teaches the window once: creates after that
-//! (a pool still growing) do not lengthen it further. A load whose need recurs every third interval then loses
-//! its peak once and keeps it from then on, and so does the depot's level
+//! for pages), and at least doubles it: a load of several flows, each
+//! with its own period, cycles longer than one distance shows. Each
+//! reclaim teaches the window once: creates after that (a pool still
+//! growing) do not lengthen it further. A load whose need recurs every third interval then loses
+//! its peak once and keeps it from then on (at the cost of one reclaim
+//! and create each time the window shrinks to test whether it still must), and so does the depot's level
 //! when objects flow from one thread to another slower than a batch an
 //! interval (it swings by a batch every few intervals). After 64 intervals
 //! in which no reclaim was undone the window shrinks by one, back towards
@@ -257,7 +260,7 @@
 //!
 //! ```text
 //! created in the intervals just ended, d ≤ 16 after a destroying boundary
-//!   with window w:   window = max(window, min(w + d, 16))
+//!   with window w:   window = min(max(w + d, 2 · window), 16)   (once per boundary)
 //! 64 intervals without:  window = max(window − 1, 2)
 //! ```
 //!

@@ -270,13 +270,17 @@ fn load() -> impl Strategy<Value = Load> {
     })
 }
 
-const INTERVALS: usize = 48;
+/// Intervals a load runs: no more than the 64 after which the depot's
+/// window, learnt from a reclaim undone, shrinks by one to test whether the
+/// load still needs it (a cyclic load then pays one reclaim and create).
+const INTERVALS: usize = 64;
 
 /// By this interval a steady load has stopped creating. Objects flowing
 /// between threads at different rates shift between the caches and the
-/// depot in cycles as long as several batches' worth of intervals, and the
-/// pool has seen all their phases only after the longest of them.
-const SETTLED: usize = 32;
+/// depot in cycles as long as several batches' worth of intervals; the
+/// depot's window learns a cycle from a reclaim undone, doubling at least
+/// each time, and the pool stops creating once it spans the cycle.
+const SETTLED: usize = 48;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]

@@ -224,8 +224,8 @@ fn steady_load_over_many_intervals_never_destroys_or_recreates() {
 /// through two whole intervals. Peaking every third interval, the peak's
 /// extra objects sit unused through two and are reclaimed once; the next
 /// peak makes them again, one interval after the reclaim, and the pool
-/// learns from it: its window grows to three intervals, and the peak is
-/// kept from then on.
+/// learns from it: its window grows (to three intervals, doubled to four),
+/// and the peak is kept from then on.
 #[test]
 fn periodic_load_keeps_its_peak_once_it_was_made_again() {
     // Period 2: 64, 8, 64, 8, ...
@@ -252,19 +252,19 @@ fn periodic_load_keeps_its_peak_once_it_was_made_again() {
     assert_eq!((s.created, s.destroyed, s.reclaimed), (64 + 56, 56, 56));
     assert_eq!(s.idle, 64, "the peak stays");
     // When the peaks stop, the longer window still lets them go once they
-    // sit unused through three intervals: the last two above, and the next.
+    // sit unused through four intervals: the last two above, and two more.
     let mut reclaimed = Vec::new();
     for _ in 0..4 {
         r.use_n(8);
         reclaimed.push(r.end_interval());
     }
-    assert_eq!(reclaimed, [56, 0, 0, 0]);
+    assert_eq!(reclaimed, [0, 56, 0, 0]);
     assert_eq!(r.stats().idle, 8);
     r.finish();
 }
 
-/// The window a recurring peak lengthened goes back to two intervals after
-/// a long stretch in which nothing reclaimed was made again: a spike then
+/// The window a recurring peak lengthened goes back to two intervals, one
+/// interval per 64 in which nothing reclaimed was made again: a spike then
 /// goes two unused intervals after it, as in a fresh pool.
 #[test]
 fn a_lengthened_window_shrinks_back_when_nothing_is_made_again() {
@@ -273,15 +273,16 @@ fn a_lengthened_window_shrinks_back_when_nothing_is_made_again() {
         r.use_n(if i % 3 == 0 { 64 } else { 8 });
         r.end_interval();
     }
-    // The peak was reclaimed once and made again: the window is 3.
+    // The peak was reclaimed once and made again: the window is 4. It
+    // shrinks by one every 64 intervals with nothing made again.
     assert_eq!((r.stats().created, r.stats().reclaimed), (120, 56));
     let mut reclaimed = Vec::new();
-    for _ in 0..70 {
+    for _ in 0..140 {
         r.use_n(8);
         reclaimed.push(r.end_interval());
     }
     assert_eq!(reclaimed.iter().sum::<usize>(), 56);
-    assert_eq!(reclaimed[0], 56, "three unused intervals");
+    assert_eq!(reclaimed[1], 56, "four unused intervals");
     r.use_n(64);
     let after: Vec<usize> = (0..3)
         .map(|_| {
@@ -290,15 +291,15 @@ fn a_lengthened_window_shrinks_back_when_nothing_is_made_again() {
         })
         .collect();
     // The 56 sit unused through the two intervals after the spike's and go
-    // at the end of the second (with the window of 3, they would stay).
+    // at the end of the second (with a longer window, they would stay).
     assert_eq!(after, [0, 0, 56]);
     r.finish();
 }
 
 /// One reclaim lengthens the window once: a pool that keeps growing after
 /// a reclaim (creating in every interval) does not read each of its
-/// creates as a reclaim undone, and a later spike still goes after three
-/// unused intervals, not after many.
+/// creates as a reclaim undone, and a later spike still goes after four
+/// unused intervals (the window doubled once), not after many.
 #[test]
 fn a_growing_pool_lengthens_the_window_once() {
     let r = rig(0);
@@ -323,7 +324,7 @@ fn a_growing_pool_lengthens_the_window_once() {
         })
         .collect();
     assert_eq!(r.stats().created, created + 64);
-    assert_eq!(after, [0, 0, 0, 64, 0, 0], "a window of three");
+    assert_eq!(after, [0, 0, 0, 0, 64, 0], "a window of four");
     r.finish();
 }
 

@@ -337,7 +337,11 @@ impl<M: Manage> Shared<M> {
                 // One reclaim teaches the window once: creates after it
                 // (a pool still growing, say) do not lengthen it further.
                 state.reclaimed_at = None;
-                let needed = (window as u64 + distance).min(MAX_WINDOW as u64) as usize;
+                // At least double: a load's cycles can be longer than one
+                // distance shows (several flows, each with its own period).
+                let needed = (window as u64 + distance)
+                    .max(2 * state.idle_window as u64)
+                    .min(MAX_WINDOW as u64) as usize;
                 if needed > state.idle_window {
                     state.idle_window = needed;
                     state.window_kept = 0;
