@@ -34,7 +34,7 @@
  * `tidepool_pool_pressure`, and no callback runs on a thread of
  * tidepool's. Without it, a pool's creation starts that thread if it is
  * not running yet: it is named `tidepool-reclaim` and blocks every
- * signal, so a signal the application's threads block (to read it from a
+ * signal but SIGSEGV, SIGILL, SIGFPE and SIGTRAP, so a signal the application's threads block (to read it from a
  * `signalfd` or `sigwait`) is never delivered to it.
  */
 #define TIDEPOOL_NO_BACKGROUND 1
