@@ -11,18 +11,19 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::child;
+use common::child::{self, wait_until};
 use tidepool::Pool;
 
 /// Waits (bounded) until the reclaimer thread runs.
 fn until_reclaimer_runs() {
-    let start = Instant::now();
-    while !tidepool::reclaim::status().running {
-        assert!(start.elapsed() < Duration::from_secs(10), "no reclaimer");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let (_, running) = wait_until(
+        Duration::from_secs(10),
+        || tidepool::reclaim::status().running,
+        |&running| running,
+    );
+    assert!(running, "no reclaimer");
 }
 
 /// Blocks `sig` in this thread and opens a `signalfd` for it.

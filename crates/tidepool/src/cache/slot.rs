@@ -181,7 +181,7 @@ pub(crate) struct Slot<T> {
     /// Objects a `TRIM` request asks the owner to give back.
     trim: AtomicUsize,
     /// `removed` as the pass read it for that request: what the owner
-    /// removed since is no longer in the cache to give back.
+    /// removed since has left the cache: it cannot be given back.
     trim_removed: AtomicUsize,
 }
 
@@ -541,7 +541,7 @@ impl<'a, T> LocalSlot<'a, T> {
     }
 
     /// `k` objects left the bottom of the cache: counted as removed, and
-    /// no longer among the unused. Owner only; `removed` first (see the
+    /// taken out of the unused. Owner only; `removed` first (see the
     /// field).
     fn note_removed(&self, k: usize) {
         let slot = self.slot;

@@ -255,7 +255,7 @@ impl<M: Manage> Shared<M> {
                 } else {
                     let unused = before.saturating_sub(removed).min(low);
                     slot.request_trim(unused, removed);
-                    // What the trim takes is no longer in the cache to be
+                    // What the trim takes leaves the cache: it is not
                     // counted unused through the next period too.
                     state.low[tid] = low - unused;
                 }
