@@ -776,6 +776,74 @@ pub fn run_forward<S: Subject>(subject: &S, iters: u64) -> Duration {
     })
 }
 
+/// The C ABI's object pool, driven through its `extern "C"` functions as a
+/// C caller would: `tidepool_obj_get` + `tidepool_obj_put` of an object in
+/// this thread's cache (instruction budgets `c_obj_get_put`, unchecked,
+/// and `c_obj_get_put_checked`, the default).
+pub struct CObjects(*mut tidepool_ffi::tidepool_pool);
+
+impl CObjects {
+    /// A pool of 64-byte heap objects; `checked` is the default mode,
+    /// otherwise `TIDEPOOL_OBJ_UNCHECKED`.
+    pub fn new(checked: bool) -> Self {
+        unsafe extern "C" fn create(
+            _: *mut std::ffi::c_void,
+            out: *mut *mut std::ffi::c_void,
+        ) -> i32 {
+            // SAFETY: `out` is the pool's valid out-pointer.
+            unsafe { out.write(Box::into_raw(Box::new([0u8; 64])).cast()) };
+            0
+        }
+        unsafe extern "C" fn destroy(_: *mut std::ffi::c_void, obj: *mut std::ffi::c_void) {
+            // SAFETY: made by `create` above, destroyed once.
+            drop(unsafe { Box::from_raw(obj.cast::<[u8; 64]>()) });
+        }
+        let mut config: tidepool_ffi::tidepool_config =
+            // SAFETY: all-zero bytes are a valid config (every field is an
+            // integer, a pointer or an optional function pointer).
+            unsafe { std::mem::zeroed() };
+        config.size = std::mem::size_of_val(&config);
+        config.flags = tidepool_ffi::TIDEPOOL_NO_BACKGROUND
+            | if checked {
+                0
+            } else {
+                tidepool_ffi::TIDEPOOL_OBJ_UNCHECKED
+            };
+        config.create = Some(create);
+        config.destroy = Some(destroy);
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: a valid config and out-pointer.
+        let status = unsafe { tidepool_ffi::tidepool_obj_pool_new(&config, &mut pool) };
+        assert_eq!(status, tidepool_ffi::tidepool_status::TIDEPOOL_OK);
+        Self(pool)
+    }
+}
+
+// SAFETY: a C pool handle is safe to share between threads (the header's
+// promise); this one is destroyed only by `Drop`.
+unsafe impl Send for CObjects {}
+// SAFETY: as above.
+unsafe impl Sync for CObjects {}
+
+impl GetDrop for CObjects {
+    #[inline]
+    fn get_drop(&self) {
+        let mut obj = std::ptr::null_mut();
+        // SAFETY: a live pool; `obj` is written by the get and put back once.
+        unsafe {
+            tidepool_ffi::tidepool_obj_get(self.0, 0, &mut obj);
+            tidepool_ffi::tidepool_obj_put(self.0, black_box(obj));
+        }
+    }
+}
+
+impl Drop for CObjects {
+    fn drop(&mut self) {
+        // SAFETY: the pool is ours and nothing of it is out.
+        unsafe { tidepool_ffi::tidepool_pool_destroy(self.0) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,12 +20,16 @@
 #define TIDEPOOL_CONFIG_SIZE_VER0 offsetof(tidepool_config, purge)
 /** The size of the second version of tidepool_config (adds `purge`). */
 #define TIDEPOOL_CONFIG_SIZE_VER1 (offsetof(tidepool_config, purge) + sizeof(tidepool_purge_fn))
+/** The size of the third version of tidepool_config (adds `burst` to `maps_per_object`). */
+#define TIDEPOOL_CONFIG_SIZE_VER2 (offsetof(tidepool_config, maps_per_object) + sizeof(size_t))
 /** The size of the first version of tidepool_stats (up to `adopted`). */
 #define TIDEPOOL_STATS_SIZE_VER0 offsetof(tidepool_stats, mapped)
 /** The size of the second version of tidepool_stats (adds the stack figures). */
 #define TIDEPOOL_STATS_SIZE_VER1 (offsetof(tidepool_stats, unmap_failures) + sizeof(uint64_t))
 /** The size of the third version of tidepool_stats (adds `trimmed`). */
 #define TIDEPOOL_STATS_SIZE_VER2 (offsetof(tidepool_stats, trimmed) + sizeof(uint64_t))
+/** The size of the fourth version of tidepool_stats (adds `empty_gets`, `idle_cached`, `max_idle`). */
+#define TIDEPOOL_STATS_SIZE_VER3 (offsetof(tidepool_stats, max_idle) + sizeof(uint64_t))
 
 /**
  * Config flag: the process-wide reclaimer thread does not look after this
@@ -40,8 +44,24 @@
 #define TIDEPOOL_NO_BACKGROUND 1
 
 /**
+ * Config flag, object pools: no tracking of objects. A get and a put are
+ * then the core pool's fast paths and little more, but nothing detects a
+ * foreign pointer, a double put or a put to the wrong pool: such a put
+ * corrupts the pool's counts and hands the object out twice. For callers
+ * that, like QEMU's coroutine code, never get those wrong.
+ */
+#define TIDEPOOL_OBJ_UNCHECKED 2
+
+/**
+ * Config flag, object pools: `tidepool_obj_put` takes in an object the
+ * pool never handed out (one the caller made after `TIDEPOOL_EMPTY`), as
+ * `tidepool_obj_adopt` would, instead of refusing it as foreign.
+ */
+#define TIDEPOOL_OBJ_ACCEPT_FOREIGN 4
+
+/**
  * `tidepool_obj_get` flag: if no idle object is at hand, make none; return
- * `TIDEPOOL_EMPTY` with `*out == NULL` instead.
+ * `TIDEPOOL_EMPTY` with `*out == NULL` instead. Never waits.
  */
 #define TIDEPOOL_GET_NO_CREATE 1
 
@@ -57,6 +77,13 @@
  * signals persist).
  */
 #define TIDEPOOL_PRESSURE_CRITICAL 2
+
+/**
+ * `tidepool_pool_thread_exit` flag: destroy the calling thread's cached
+ * objects (QEMU's thread-exit notifier deletes its thread's coroutine
+ * pool) instead of handing them to the pool's depot.
+ */
+#define TIDEPOOL_THREAD_EXIT_DESTROY 1
 
 /**
  * The result of every `tidepool_*` call that can fail.
@@ -223,8 +250,10 @@ typedef void (*tidepool_purge_fn)(void *ctx, void *obj);
  * `TIDEPOOL_ERR_CONFIG`, naming it, as are values that cannot work).
  *
  * Versions: `TIDEPOOL_CONFIG_SIZE_VER0` ends after `destroy`;
- * `TIDEPOOL_CONFIG_SIZE_VER1` adds `purge`. See `tidepool_status`'s
- * `TIDEPOOL_ERR_STRUCT_SIZE` for sizes that are refused.
+ * `TIDEPOOL_CONFIG_SIZE_VER1` adds `purge`; `TIDEPOOL_CONFIG_SIZE_VER2`
+ * adds `burst`, `teardown_threads`, `teardown_chunk` and
+ * `maps_per_object`. See `tidepool_status`'s `TIDEPOOL_ERR_STRUCT_SIZE`
+ * for sizes that are refused.
  */
 typedef struct tidepool_config {
     /**
@@ -232,7 +261,8 @@ typedef struct tidepool_config {
      */
     size_t size;
     /**
-     * `TIDEPOOL_NO_BACKGROUND`, or 0.
+     * `TIDEPOOL_NO_BACKGROUND`, `TIDEPOOL_OBJ_UNCHECKED`,
+     * `TIDEPOOL_OBJ_ACCEPT_FOREIGN` (the last two for object pools), or 0.
      */
     uint64_t flags;
     /**
@@ -303,6 +333,27 @@ typedef struct tidepool_config {
      * version 1.
      */
     tidepool_purge_fn purge;
+    /**
+     * Objects a get that finds none makes at once, the rest cached for
+     * the next gets (default 1; at most `batch_size`). Since version 2.
+     */
+    size_t burst;
+    /**
+     * Most threads destroying one pool's objects at once when it tears
+     * many down (default: no limit). Since version 2.
+     */
+    size_t teardown_threads;
+    /**
+     * Objects per piece of such a teardown (default 256). Since version 2.
+     */
+    size_t teardown_chunk;
+    /**
+     * Object pools: kernel memory areas (VMAs) each object holds, e.g. 2
+     * for a coroutine with a guarded stack. On Linux the pool then derives
+     * `max_live` (unless set) and `max_idle` (unless set) from
+     * `vm.max_map_count`, as a stack pool does (0: none). Since version 2.
+     */
+    size_t maps_per_object;
 } tidepool_config;
 
 /**
@@ -313,11 +364,13 @@ typedef struct tidepool_config {
  * `hits`, `live` and `idle` add up per-thread counters and may lag by one
  * operation per thread that is inside the pool during the call; when no
  * thread is, every figure is exact and
- * `live + idle == created + adopted - destroyed`.
+ * `live + idle == created - destroyed` (`created` counts adopted
+ * objects too).
  *
  * Versions: `TIDEPOOL_STATS_SIZE_VER0` ends after `adopted`;
  * `TIDEPOOL_STATS_SIZE_VER1` adds the stack figures;
- * `TIDEPOOL_STATS_SIZE_VER2` adds `trimmed`.
+ * `TIDEPOOL_STATS_SIZE_VER2` adds `trimmed`; `TIDEPOOL_STATS_SIZE_VER3`
+ * adds `empty_gets`, `idle_cached` and `max_idle`.
  */
 typedef struct tidepool_stats {
     /**
@@ -326,8 +379,8 @@ typedef struct tidepool_stats {
      */
     size_t size;
     /**
-     * Objects made: stacks mapped, buffers allocated, or `create`
-     * callbacks that succeeded.
+     * Objects made: stacks mapped, buffers allocated, or (object pools)
+     * `create` callbacks that succeeded and objects adopted.
      */
     uint64_t created;
     /**
@@ -339,8 +392,8 @@ typedef struct tidepool_stats {
      */
     uint64_t live;
     /**
-     * Objects waiting for reuse: in the depot, in thread caches, and (object
-     * pools) adopted objects not yet reused.
+     * Objects waiting for reuse: in the depot (`idle_depot`) or in thread
+     * caches (`idle_cached`).
      */
     uint64_t idle;
     /**
@@ -356,8 +409,9 @@ typedef struct tidepool_stats {
      */
     uint64_t hits;
     /**
-     * Gets that had to make an object (object pools: or took back one the
-     * caller adopted). Gets that failed or found nothing are not counted.
+     * Gets that found no idle object: those that made one, and (object
+     * pools) those with `TIDEPOOL_GET_NO_CREATE` that came back empty
+     * (`empty_gets`). Gets that failed are not counted.
      */
     uint64_t misses;
     /**
@@ -390,8 +444,9 @@ typedef struct tidepool_stats {
      */
     uint64_t working_set;
     /**
-     * Object pools: objects the caller made and gave to the pool with
-     * `tidepool_obj_adopt`. 0 for the other kinds.
+     * Object pools: objects the caller made and gave to the pool
+     * (`tidepool_obj_adopt`, or a put to a pool that accepts foreign
+     * objects); part of `created`. 0 for the other kinds.
      */
     uint64_t adopted;
     /**
@@ -425,6 +480,21 @@ typedef struct tidepool_stats {
      * version 2.
      */
     uint64_t trimmed;
+    /**
+     * Gets with `TIDEPOOL_GET_NO_CREATE` that found no idle object (part
+     * of `misses`). Since version 2.
+     */
+    uint64_t empty_gets;
+    /**
+     * The part of `idle` in thread caches (the rest is `idle_depot`).
+     * Since version 2.
+     */
+    uint64_t idle_cached;
+    /**
+     * The cap on idle objects in the depot now (`max_idle`, as changed by
+     * `tidepool_pool_adjust_max_idle`). Since version 2.
+     */
+    uint64_t max_idle;
 } tidepool_stats;
 
 /**
@@ -557,8 +627,20 @@ tidepool_status tidepool_buf_put(struct tidepool_pool *pool, void *buf);
 
 /**
  * Builds a pool of C objects made by `config->create` and unmade by
- * `config->destroy` (both required), with `config->ctx` passed to each
- * call. On success `*out` is the new pool.
+ * `config->destroy` (required), with `config->ctx` passed to each call.
+ * On success `*out` is the new pool.
+ *
+ * `create` may be `NULL` for a pool whose objects the caller makes itself
+ * (every get with `TIDEPOOL_GET_NO_CREATE`; a get without it, or a
+ * prefill, then fails with `TIDEPOOL_ERR_CREATE`). The object-pool flags
+ * in `config->flags`:
+ *
+ * * `TIDEPOOL_OBJ_ACCEPT_FOREIGN`: a put may give the pool an object it
+ *   never handed out (made after `TIDEPOOL_EMPTY`); it joins the pool.
+ * * `TIDEPOOL_OBJ_UNCHECKED`: no tracking of objects, so no detection of
+ *   foreign pointers, double puts or wrong pools: the fastest get and put
+ *   (see the costs in `tidepool_obj_get`), for callers that never get
+ *   those wrong.
  *
  * The callbacks may be called from any thread, concurrently (see
  * `tidepool_destroy_fn` for which), never while tidepool holds a lock of
@@ -584,8 +666,21 @@ tidepool_status tidepool_obj_pool_new(const struct tidepool_config *config,
  * Takes an idle object (this thread's cache first), or makes one with the
  * `create` callback — unless `flags` has `TIDEPOOL_GET_NO_CREATE`: then,
  * with no idle object at hand, it returns `TIDEPOOL_EMPTY` and
- * `*out == NULL`, and the caller may make the object itself and hand it
- * over with [`tidepool_obj_adopt`].
+ * `*out == NULL` (counted in `misses` and `empty_gets`), and the caller
+ * may make the object itself and hand it over with
+ * [`tidepool_obj_adopt`], or, in a pool built with
+ * `TIDEPOOL_OBJ_ACCEPT_FOREIGN`, put it when done with it.
+ *
+ * An unchecked pool that accepts foreign objects counts that object out
+ * at the `TIDEPOOL_EMPTY` (it cannot tell it from its own at the put), so
+ * under `max_live` it answers `TIDEPOOL_ERR_EXHAUSTED` rather than
+ * `TIDEPOOL_EMPTY` when no room is left; a caller that then makes no
+ * object gives the place back with [`tidepool_obj_unreserve`].
+ *
+ * Cost: a get and a put of an object in this thread's cache are about
+ * 200 instructions together in an unchecked pool; a checked pool (the
+ * default) adds two lookups in the process-wide set of objects, one lock
+ * and one hash each, about 100 more (`bin/budget.sh` measures both).
  *
  * # Errors
  *
@@ -632,15 +727,18 @@ tidepool_status tidepool_obj_get_timeout(struct tidepool_pool *pool,
 
 /**
  * Hands an object the caller made itself to the pool: it is now one of the
- * pool's objects, out with the caller. Put it back with
- * [`tidepool_obj_put`] like any other; the pool reuses it and, when it lets
- * it go, unmakes it with the `destroy` callback.
+ * pool's objects, out with the caller (counted in `created`, `adopted` and
+ * `live`, and under `max_live`). Put it back with [`tidepool_obj_put`]
+ * like any other; the pool reuses, purges and reclaims it like one it
+ * made and, when it lets it go, unmakes it with the `destroy` callback.
  *
  * # Errors
  *
  * `TIDEPOOL_ERR_NULL`, `TIDEPOOL_ERR_INVALID_POOL`,
- * `TIDEPOOL_ERR_WRONG_KIND`, `TIDEPOOL_ERR_ALREADY_POOLED` (some object
- * pool already tracks this address).
+ * `TIDEPOOL_ERR_WRONG_KIND`, `TIDEPOOL_ERR_ALREADY_POOLED` (a checked
+ * pool: some object pool already tracks this address),
+ * `TIDEPOOL_ERR_EXHAUSTED` (`max_live` objects exist). On error the
+ * object stays the caller's.
  *
  * # Safety
  *
@@ -650,21 +748,49 @@ tidepool_status tidepool_obj_get_timeout(struct tidepool_pool *pool,
 tidepool_status tidepool_obj_adopt(struct tidepool_pool *pool, void *obj);
 
 /**
- * Gives an object back to its pool, on any thread.
+ * Gives an object back to its pool, on any thread. In a pool built with
+ * `TIDEPOOL_OBJ_ACCEPT_FOREIGN`, an object the pool never handed out
+ * joins it here (as [`tidepool_obj_adopt`] would have taken it in); at
+ * `max_live` such an object is destroyed instead (a put never fails for
+ * want of room, as one past `max_idle` is destroyed too).
  *
  * # Errors
  *
  * `TIDEPOOL_ERR_NULL`, `TIDEPOOL_ERR_INVALID_POOL`,
- * `TIDEPOOL_ERR_WRONG_KIND`; `TIDEPOOL_ERR_FOREIGN` if no object pool
- * handed it out or adopted it, `TIDEPOOL_ERR_WRONG_POOL` if another one
- * did, `TIDEPOOL_ERR_DOUBLE_PUT` if it is already back. tidepool never reads
- * the object, so none of these checks can crash.
+ * `TIDEPOOL_ERR_WRONG_KIND`; in a checked pool (the default),
+ * `TIDEPOOL_ERR_FOREIGN` if no object pool handed it out or adopted it
+ * (and the pool does not accept foreign objects),
+ * `TIDEPOOL_ERR_WRONG_POOL` if another one did, `TIDEPOOL_ERR_DOUBLE_PUT`
+ * if it is already back. tidepool never reads the object, so none of
+ * these checks can crash; the object stays the caller's.
  *
  * # Safety
  *
- * `pool` as for [`tidepool_obj_get`].
+ * `pool` as for [`tidepool_obj_get`]. In an unchecked pool, `obj` must be
+ * an object the pool lent (or adopted, or made after a `TIDEPOOL_EMPTY`
+ * if the pool accepts foreign objects) and not yet put back: the put is
+ * not checked, and a wrong one corrupts the pool's counts and hands the
+ * object out twice.
  */
 tidepool_status tidepool_obj_put(struct tidepool_pool *pool, void *obj);
+
+/**
+ * Gives back the place a `TIDEPOOL_EMPTY` reserved, for a caller that made
+ * no object after it after all. Only pools built with both
+ * `TIDEPOOL_OBJ_UNCHECKED` and `TIDEPOOL_OBJ_ACCEPT_FOREIGN` reserve one
+ * (see [`tidepool_obj_get`]).
+ *
+ * # Errors
+ *
+ * `TIDEPOOL_ERR_INVALID_ARGUMENT` for any other pool, or when no object of
+ * the pool is out.
+ *
+ * # Safety
+ *
+ * `pool` as for [`tidepool_obj_get`]; a `TIDEPOOL_EMPTY` of this pool was
+ * answered and nothing was put (or unreserved) for it.
+ */
+tidepool_status tidepool_obj_unreserve(struct tidepool_pool *pool);
 
 /**
  * The library's version, e.g. `"0.1.0"`. The string is static.
@@ -825,6 +951,72 @@ tidepool_status tidepool_pressure_notify(int32_t level);
  * valid. The thread may use pools again afterwards.
  */
 tidepool_status tidepool_thread_exit(void);
+
+/**
+ * What one pool does at the calling thread's exit, now: hands the thread's
+ * cached objects to the pool's depot (`flags` 0, as a thread's exit does
+ * by itself), or destroys them (`TIDEPOOL_THREAD_EXIT_DESTROY`). Other
+ * pools are left alone (see [`tidepool_thread_exit`] for all of them). The
+ * thread may use the pool again afterwards. `*n` (if `n` is not `NULL`)
+ * is how many objects left the cache.
+ *
+ * ```c
+ * static void coroutine_pool_thread_exit(Notifier *n, void *unused) {
+ *     tidepool_pool_thread_exit(coroutine_pool, TIDEPOOL_THREAD_EXIT_DESTROY, NULL);
+ * }
+ * ```
+ *
+ * # Errors
+ *
+ * `TIDEPOOL_ERR_INVALID_ARGUMENT` for unknown `flags` (nothing is done).
+ *
+ * # Safety
+ *
+ * As for [`tidepool_pool_reclaim_unused`].
+ */
+tidepool_status tidepool_pool_thread_exit(struct tidepool_pool *pool, uint32_t flags, size_t *n);
+
+/**
+ * Adds `delta` (negative: takes away) to the pool's cap on idle objects
+ * in its depot, `max_idle`, while the pool is in use, from any thread;
+ * concurrent changes add up, as QEMU's `qemu_coroutine_inc_pool_size` /
+ * `dec_pool_size` do. Lowering the cap destroys the oldest idle objects
+ * above it at once. `*max_idle` (if not `NULL`) is the cap after the
+ * change (also in `tidepool_stats.max_idle`).
+ *
+ * ```c
+ * tidepool_pool_adjust_max_idle(pool, 1024, NULL);   // a device with 1024 queue slots arrives
+ * tidepool_pool_adjust_max_idle(pool, -1024, NULL);  // and goes
+ * ```
+ *
+ * # Errors
+ *
+ * `TIDEPOOL_ERR_INVALID_ARGUMENT`, naming `max_idle`, for a change that
+ * would take the cap below the pool's `batch_size` or `min_idle` (or
+ * below zero, or past `SIZE_MAX`): the pool is unchanged.
+ *
+ * # Safety
+ *
+ * As for [`tidepool_pool_reclaim_unused`].
+ */
+tidepool_status tidepool_pool_adjust_max_idle(struct tidepool_pool *pool,
+                                              ptrdiff_t delta,
+                                              size_t *max_idle);
+
+/**
+ * Sets the pool's cap on idle objects in its depot, `max_idle`, while the
+ * pool is in use (see [`tidepool_pool_adjust_max_idle`] for the additive
+ * form).
+ *
+ * # Errors
+ *
+ * As for [`tidepool_pool_adjust_max_idle`].
+ *
+ * # Safety
+ *
+ * As for [`tidepool_pool_reclaim_unused`].
+ */
+tidepool_status tidepool_pool_set_max_idle(struct tidepool_pool *pool, size_t max_idle);
 
 /**
  * Builds a pool of guarded stacks with `config->object_size` usable

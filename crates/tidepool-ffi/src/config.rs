@@ -37,8 +37,24 @@ pub type tidepool_purge_fn = Option<unsafe extern "C" fn(ctx: *mut c_void, obj: 
 /// `signalfd` or `sigwait`) is never delivered to it.
 pub const TIDEPOOL_NO_BACKGROUND: u64 = 1;
 
+/// Config flag, object pools: no tracking of objects. A get and a put are
+/// then the core pool's fast paths and little more, but nothing detects a
+/// foreign pointer, a double put or a put to the wrong pool: such a put
+/// corrupts the pool's counts and hands the object out twice. For callers
+/// that, like QEMU's coroutine code, never get those wrong.
+pub const TIDEPOOL_OBJ_UNCHECKED: u64 = 2;
+
+/// Config flag, object pools: `tidepool_obj_put` takes in an object the
+/// pool never handed out (one the caller made after `TIDEPOOL_EMPTY`), as
+/// `tidepool_obj_adopt` would, instead of refusing it as foreign.
+pub const TIDEPOOL_OBJ_ACCEPT_FOREIGN: u64 = 4;
+
 /// Every config flag this version knows.
-const KNOWN_FLAGS: u64 = TIDEPOOL_NO_BACKGROUND;
+const KNOWN_FLAGS: u64 =
+    TIDEPOOL_NO_BACKGROUND | TIDEPOOL_OBJ_UNCHECKED | TIDEPOOL_OBJ_ACCEPT_FOREIGN;
+
+/// The flags that apply to object pools only.
+const OBJ_FLAGS: u64 = TIDEPOOL_OBJ_UNCHECKED | TIDEPOOL_OBJ_ACCEPT_FOREIGN;
 
 /// How to build a pool. Zero-initialise it, set `size` to `sizeof` it and
 /// the fields you need; every field left 0 takes its default:
@@ -52,15 +68,18 @@ const KNOWN_FLAGS: u64 = TIDEPOOL_NO_BACKGROUND;
 /// `TIDEPOOL_ERR_CONFIG`, naming it, as are values that cannot work).
 ///
 /// Versions: `TIDEPOOL_CONFIG_SIZE_VER0` ends after `destroy`;
-/// `TIDEPOOL_CONFIG_SIZE_VER1` adds `purge`. See `tidepool_status`'s
-/// `TIDEPOOL_ERR_STRUCT_SIZE` for sizes that are refused.
+/// `TIDEPOOL_CONFIG_SIZE_VER1` adds `purge`; `TIDEPOOL_CONFIG_SIZE_VER2`
+/// adds `burst`, `teardown_threads`, `teardown_chunk` and
+/// `maps_per_object`. See `tidepool_status`'s `TIDEPOOL_ERR_STRUCT_SIZE`
+/// for sizes that are refused.
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct tidepool_config {
     /// `sizeof(tidepool_config)` as the caller was compiled: the version.
     pub size: usize,
-    /// `TIDEPOOL_NO_BACKGROUND`, or 0.
+    /// `TIDEPOOL_NO_BACKGROUND`, `TIDEPOOL_OBJ_UNCHECKED`,
+    /// `TIDEPOOL_OBJ_ACCEPT_FOREIGN` (the last two for object pools), or 0.
     pub flags: u64,
     /// Stack pools: usable bytes per stack (rounded up to whole pages; a
     /// guard page is added below). Buffer pools: bytes per buffer. Object
@@ -104,16 +123,32 @@ pub struct tidepool_config {
     /// (optional; called by `tidepool_pool_purge` and reclaim). Since
     /// version 1.
     pub purge: tidepool_purge_fn,
+    /// Objects a get that finds none makes at once, the rest cached for
+    /// the next gets (default 1; at most `batch_size`). Since version 2.
+    pub burst: usize,
+    /// Most threads destroying one pool's objects at once when it tears
+    /// many down (default: no limit). Since version 2.
+    pub teardown_threads: usize,
+    /// Objects per piece of such a teardown (default 256). Since version 2.
+    pub teardown_chunk: usize,
+    /// Object pools: kernel memory areas (VMAs) each object holds, e.g. 2
+    /// for a coroutine with a guarded stack. On Linux the pool then derives
+    /// `max_live` (unless set) and `max_idle` (unless set) from
+    /// `vm.max_map_count`, as a stack pool does (0: none). Since version 2.
+    pub maps_per_object: usize,
 }
 
 /// The size of the first version of [`tidepool_config`] (up to `destroy`).
 pub(crate) const CONFIG_SIZE_VER0: usize = offset_of!(tidepool_config, purge);
 
+/// The size of version 1 (up to `purge`).
+pub(crate) const CONFIG_SIZE_VER1: usize = offset_of!(tidepool_config, burst);
+
 // SAFETY: `#[repr(C)]`, `size: usize` first, and all-zero bytes are valid for
 // every field (integers, a raw pointer, `Option`s of function pointers).
 unsafe impl SizedStruct for tidepool_config {
     const NAME: &'static str = "tidepool_config";
-    const VERSIONS: &'static [usize] = &[CONFIG_SIZE_VER0];
+    const VERSIONS: &'static [usize] = &[CONFIG_SIZE_VER0, CONFIG_SIZE_VER1];
 }
 
 /// The kind of pool a config is for, to check which fields apply.
@@ -145,6 +180,10 @@ pub(crate) struct Common {
     pub(crate) reclaim_interval: Option<Duration>,
     pub(crate) pressure_hold: Option<Duration>,
     pub(crate) background: bool,
+    pub(crate) burst: Option<usize>,
+    pub(crate) teardown_threads: Option<usize>,
+    pub(crate) teardown_chunk: Option<usize>,
+    pub(crate) maps_per_object: Option<usize>,
 }
 
 fn config_error(field: &str, why: impl std::fmt::Display) -> Error {
@@ -173,8 +212,19 @@ impl tidepool_config {
             return Err(config_error(
                 "flags",
                 format_args!(
-                    "has unknown bits {:#x} (known: TIDEPOOL_NO_BACKGROUND)",
+                    "has unknown bits {:#x} (known: TIDEPOOL_NO_BACKGROUND, \
+                     TIDEPOOL_OBJ_UNCHECKED, TIDEPOOL_OBJ_ACCEPT_FOREIGN)",
                     self.flags & !KNOWN_FLAGS
+                ),
+            ));
+        }
+        if kind != Kind::Obj && self.flags & OBJ_FLAGS != 0 {
+            return Err(config_error(
+                "flags",
+                format_args!(
+                    "TIDEPOOL_OBJ_UNCHECKED and TIDEPOOL_OBJ_ACCEPT_FOREIGN are for object \
+                     pools, not {} pools",
+                    kind.name()
                 ),
             ));
         }
@@ -198,6 +248,10 @@ impl tidepool_config {
         unused("create", kind != Kind::Obj && self.create.is_some())?;
         unused("destroy", kind != Kind::Obj && self.destroy.is_some())?;
         unused("purge", kind != Kind::Obj && self.purge.is_some())?;
+        unused(
+            "maps_per_object",
+            kind != Kind::Obj && self.maps_per_object != 0,
+        )?;
         if kind != Kind::Obj && self.object_size == 0 {
             return Err(config_error(
                 "object_size",
@@ -218,6 +272,10 @@ impl tidepool_config {
             reclaim_interval: ms(self.reclaim_interval_ms),
             pressure_hold: ms(self.pressure_hold_ms),
             background: self.flags & TIDEPOOL_NO_BACKGROUND == 0,
+            burst: nonzero(self.burst),
+            teardown_threads: nonzero(self.teardown_threads),
+            teardown_chunk: nonzero(self.teardown_chunk),
+            maps_per_object: nonzero(self.maps_per_object),
         })
     }
 }
@@ -245,6 +303,15 @@ macro_rules! apply_common {
         }
         if let Some(d) = c.pressure_hold {
             b = b.pressure_hold(d);
+        }
+        if let Some(n) = c.burst {
+            b = b.burst(n);
+        }
+        if let Some(n) = c.teardown_threads {
+            b = b.teardown_threads(n);
+        }
+        if let Some(n) = c.teardown_chunk {
+            b = b.teardown_chunk(n);
         }
         b.background(c.background)
     }};
@@ -312,17 +379,37 @@ mod tests {
         assert_eq!(common.batch_size, None);
         assert_eq!(common.max_live, Some(None));
         assert!(!common.background);
-        let err = tidepool_config { flags: 6, ..c }
+        let err = tidepool_config { flags: 8, ..c }
             .common(Kind::Buf)
             .unwrap_err();
         assert!(err.message.contains("`flags`"), "{}", err.message);
     }
 
     #[test]
-    fn version_zero_ends_before_purge() {
+    fn versions_end_where_documented() {
+        let word = std::mem::size_of::<usize>();
+        assert_eq!(CONFIG_SIZE_VER0 + word, CONFIG_SIZE_VER1);
         assert_eq!(
-            CONFIG_SIZE_VER0 + std::mem::size_of::<usize>(),
+            CONFIG_SIZE_VER1 + 4 * word,
             std::mem::size_of::<tidepool_config>()
         );
+    }
+
+    #[test]
+    fn object_flags_are_for_object_pools() {
+        let c = tidepool_config {
+            object_size: 64,
+            flags: TIDEPOOL_OBJ_UNCHECKED,
+            ..zeroed()
+        };
+        let err = c.common(Kind::Buf).unwrap_err();
+        assert!(err.message.contains("`flags`"), "{}", err.message);
+        let c = tidepool_config {
+            object_size: 64,
+            maps_per_object: 2,
+            ..zeroed()
+        };
+        let err = c.common(Kind::Buf).unwrap_err();
+        assert!(err.message.contains("`maps_per_object`"), "{}", err.message);
     }
 }

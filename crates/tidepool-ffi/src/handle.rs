@@ -203,12 +203,14 @@ impl tidepool_pool {
 /// The operations every kind has, dispatched.
 impl Kind {
     pub(crate) fn stats(&self) -> tidepool_stats {
-        match self {
+        let (mut stats, max_idle) = match self {
             #[cfg(unix)]
-            Kind::Stack(s) => s.stats(),
-            Kind::Buf(b) => b.stats(),
-            Kind::Obj(o) => o.stats(),
-        }
+            Kind::Stack(s) => (s.stats(), s.pool.max_idle()),
+            Kind::Buf(b) => (b.stats(), b.pool.max_idle()),
+            Kind::Obj(o) => (o.stats(), o.pool.max_idle()),
+        };
+        stats.max_idle = max_idle as u64;
+        stats
     }
 
     /// Objects out (handed out, or adopted, and not put back).
@@ -250,6 +252,46 @@ impl Kind {
             Kind::Buf(b) => b.pool.release_local(),
             Kind::Obj(o) => o.pool.release_local(),
         }
+    }
+
+    pub(crate) fn destroy_local(&self) -> usize {
+        match self {
+            #[cfg(unix)]
+            Kind::Stack(s) => s.pool.destroy_local(),
+            Kind::Buf(b) => b.pool.destroy_local(),
+            Kind::Obj(o) => o.pool.destroy_local(),
+        }
+    }
+
+    /// Changes `max_idle` to `to(now)`; returns the new cap.
+    pub(crate) fn resize_max_idle(&self, delta: Option<isize>, to: usize) -> Result<usize> {
+        fn resize<M: tidepool::Manage>(
+            pool: &tidepool::Pool<M>,
+            delta: Option<isize>,
+            to: usize,
+        ) -> std::result::Result<usize, tidepool::ConfigError> {
+            match delta {
+                Some(d) => pool.adjust_max_idle(d),
+                None => pool.set_max_idle(to),
+            }?;
+            Ok(pool.max_idle())
+        }
+        let resized = match self {
+            #[cfg(unix)]
+            Kind::Stack(s) => match delta {
+                Some(d) => s.pool.adjust_max_idle(d),
+                None => s.pool.set_max_idle(to),
+            }
+            .map(|_| s.pool.max_idle()),
+            Kind::Buf(b) => resize(&b.pool, delta, to),
+            Kind::Obj(o) => resize(&o.pool, delta, to),
+        };
+        resized.map_err(|e| {
+            Error::new(
+                TIDEPOOL_ERR_INVALID_ARGUMENT,
+                format_args!("invalid `max_idle`: {}", e.reason()),
+            )
+        })
     }
 
     pub(crate) fn drain(&self) -> usize {

@@ -97,18 +97,19 @@ pub use buf::{
 };
 pub use config::{
     tidepool_config, tidepool_create_fn, tidepool_destroy_fn, tidepool_purge_fn,
-    TIDEPOOL_NO_BACKGROUND,
+    TIDEPOOL_NO_BACKGROUND, TIDEPOOL_OBJ_ACCEPT_FOREIGN, TIDEPOOL_OBJ_UNCHECKED,
 };
 pub use handle::tidepool_pool;
 pub use obj::{
     tidepool_obj_adopt, tidepool_obj_get, tidepool_obj_get_timeout, tidepool_obj_pool_new,
-    tidepool_obj_put, TIDEPOOL_GET_NO_CREATE,
+    tidepool_obj_put, tidepool_obj_unreserve, TIDEPOOL_GET_NO_CREATE,
 };
 pub use pool::{
-    tidepool_pool_destroy, tidepool_pool_drain, tidepool_pool_prefill, tidepool_pool_pressure,
-    tidepool_pool_purge, tidepool_pool_reclaim, tidepool_pool_reclaim_unused, tidepool_pool_stats,
-    tidepool_pressure_notify, tidepool_thread_exit, tidepool_version, TIDEPOOL_PRESSURE_CRITICAL,
-    TIDEPOOL_PRESSURE_MEDIUM,
+    tidepool_pool_adjust_max_idle, tidepool_pool_destroy, tidepool_pool_drain,
+    tidepool_pool_prefill, tidepool_pool_pressure, tidepool_pool_purge, tidepool_pool_reclaim,
+    tidepool_pool_reclaim_unused, tidepool_pool_set_max_idle, tidepool_pool_stats,
+    tidepool_pool_thread_exit, tidepool_pressure_notify, tidepool_thread_exit, tidepool_version,
+    TIDEPOOL_PRESSURE_CRITICAL, TIDEPOOL_PRESSURE_MEDIUM, TIDEPOOL_THREAD_EXIT_DESTROY,
 };
 pub use stack::{
     tidepool_stack, tidepool_stack_get, tidepool_stack_get_timeout, tidepool_stack_pool_new,

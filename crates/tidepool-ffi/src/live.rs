@@ -4,15 +4,13 @@
 //! C objects carry no header of ours, so this set is how `tidepool_obj_put`
 //! tells a foreign pointer (absent), a wrong pool (another pool's id), a
 //! double put (present but idle) and a good put (live) apart, without reading
-//! the object. It also holds the core guard of each lent object, which a put
-//! hands back to the core pool.
+//! the object. Only checked pools (the default) use it; a pool built with
+//! `TIDEPOOL_OBJ_UNCHECKED` skips it, and its puts are trusted.
 //!
 //! It is one process-wide set, so that "wrong pool" can be told from
 //! "foreign", split into [`SHARDS`] shards by address so that threads
 //! putting different objects rarely meet on a lock. A shard's lock is held
-//! only to look up, insert or remove; never while a callback runs and never
-//! while a guard is dropped (dropping one may destroy an object, which
-//! removes it from the set).
+//! only to look up, insert or remove; never while a callback runs.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -22,24 +20,14 @@ use std::ptr::NonNull;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
-use crate::obj::ObjGuard;
-
 /// Shards of the set: a power of two.
 const SHARDS: usize = 64;
 
-/// Where an object is.
-pub(crate) enum State {
-    /// In its pool: a thread cache, the depot, or the adoption inbox.
-    Idle,
-    /// Handed out by `get` (with the core guard), or adopted and not yet put
-    /// back (`None`: it has no core guard until it enters the pool).
-    Live(Option<ObjGuard>),
-}
+/// An object's entry: its pool's id, shifted left once, with the low bit
+/// set while it is out (handed out by `get`, or adopted and not put back).
+type Entry = u64;
 
-pub(crate) struct Entry {
-    pub(crate) pool: u64,
-    pub(crate) state: State,
-}
+const OUT: u64 = 1;
 
 /// Hashes an address: pointers are aligned, so their low bits carry
 /// nothing; a multiply by an odd constant spreads the rest (Fibonacci
@@ -91,31 +79,31 @@ fn key(obj: NonNull<c_void>) -> usize {
     obj.as_ptr() as usize
 }
 
-/// Records a new object of `pool`, idle. `Err` with the current owner if the
-/// address is already known.
-pub(crate) fn insert(obj: NonNull<c_void>, pool: u64, state: State) -> Result<(), (u64, bool)> {
+/// Records an object of `pool`, out (`out`) or idle. `Err` with the pool
+/// that holds it and whether it is out there, if the address is known.
+pub(crate) fn insert(obj: NonNull<c_void>, pool: u64, out: bool) -> Result<(), (u64, bool)> {
     use std::collections::hash_map::Entry as E;
     let mut shard = shard(obj).lock();
     match shard.entry(key(obj)) {
-        E::Occupied(e) => Err((e.get().pool, matches!(e.get().state, State::Live(_)))),
+        E::Occupied(e) => Err((e.get() >> 1, e.get() & OUT != 0)),
         E::Vacant(v) => {
-            v.insert(Entry { pool, state });
+            v.insert(pool << 1 | u64::from(out));
             Ok(())
         }
     }
 }
 
-/// Marks an idle object of `pool` as handed out, keeping its guard. Gives
-/// the guard back if the object is not an idle one of `pool` (a bug: the
-/// caller drops it after this returns, outside the lock).
-pub(crate) fn lend(obj: NonNull<c_void>, pool: u64, guard: ObjGuard) -> Result<(), ObjGuard> {
+/// Marks an idle object of `pool` as handed out; `false` if it is not an
+/// idle one of `pool` (a bug).
+#[inline]
+pub(crate) fn lend(obj: NonNull<c_void>, pool: u64) -> bool {
     let mut shard = shard(obj).lock();
     match shard.get_mut(&key(obj)) {
-        Some(e) if e.pool == pool && matches!(e.state, State::Idle) => {
-            e.state = State::Live(Some(guard));
-            Ok(())
+        Some(e) if *e == pool << 1 => {
+            *e |= OUT;
+            true
         }
-        _ => Err(guard),
+        _ => false,
     }
 }
 
@@ -126,27 +114,26 @@ pub(crate) enum PutError {
     DoublePut,
 }
 
-/// Marks a live object of `pool` idle and returns its guard (`None` for an
-/// adopted object), for the caller to drop outside the lock.
-pub(crate) fn take_back(obj: NonNull<c_void>, pool: u64) -> Result<Option<ObjGuard>, PutError> {
+/// Marks an object of `pool` that is out as idle again.
+#[inline]
+pub(crate) fn take_back(obj: NonNull<c_void>, pool: u64) -> Result<(), PutError> {
     let mut shard = shard(obj).lock();
     let Some(e) = shard.get_mut(&key(obj)) else {
         return Err(PutError::Foreign);
     };
-    if e.pool != pool {
-        return Err(PutError::WrongPool(e.pool));
+    if *e >> 1 != pool {
+        return Err(PutError::WrongPool(*e >> 1));
     }
-    match std::mem::replace(&mut e.state, State::Idle) {
-        State::Live(guard) => Ok(guard),
-        State::Idle => Err(PutError::DoublePut),
+    if *e & OUT == 0 {
+        return Err(PutError::DoublePut);
     }
+    *e &= !OUT;
+    Ok(())
 }
 
-/// Forgets an object that is being destroyed. Returns its entry, so that a
-/// guard in it (there is none for an idle object) is dropped by the caller,
-/// outside the lock.
-pub(crate) fn remove(obj: NonNull<c_void>) -> Option<Entry> {
-    shard(obj).lock().remove(&key(obj))
+/// Forgets an object that is being destroyed; `false` if it was unknown.
+pub(crate) fn remove(obj: NonNull<c_void>) -> bool {
+    shard(obj).lock().remove(&key(obj)).is_some()
 }
 
 #[cfg(test)]
@@ -170,15 +157,21 @@ mod tests {
     #[test]
     fn states_move_as_documented() {
         let obj = NonNull::new(0x7777_0000_1000usize as *mut c_void).unwrap();
-        insert(obj, 9, State::Idle).unwrap();
-        assert_eq!(insert(obj, 3, State::Idle).unwrap_err(), (9, false));
+        insert(obj, 9, false).unwrap();
+        assert_eq!(insert(obj, 3, false).unwrap_err(), (9, false));
         assert!(matches!(take_back(obj, 9), Err(PutError::DoublePut)));
         assert!(matches!(take_back(obj, 4), Err(PutError::WrongPool(9))));
-        assert!(remove(obj).is_some());
+        assert!(!lend(obj, 4));
+        assert!(lend(obj, 9));
+        assert!(!lend(obj, 9), "already out");
+        assert_eq!(insert(obj, 3, false).unwrap_err(), (9, true));
+        assert!(take_back(obj, 9).is_ok());
+        assert!(remove(obj));
         assert!(matches!(take_back(obj, 9), Err(PutError::Foreign)));
-        insert(obj, 9, State::Live(None)).unwrap();
-        assert!(matches!(take_back(obj, 9), Ok(None)));
+        insert(obj, 9, true).unwrap();
+        assert!(take_back(obj, 9).is_ok());
         assert!(matches!(take_back(obj, 9), Err(PutError::DoublePut)));
-        remove(obj);
+        assert!(remove(obj));
+        assert!(!remove(obj));
     }
 }

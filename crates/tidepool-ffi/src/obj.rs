@@ -5,47 +5,43 @@
 //!
 //! * `get` takes an idle object or calls `create`; with
 //!   `TIDEPOOL_GET_NO_CREATE` it calls nothing and says `TIDEPOOL_EMPTY`, so
-//!   the caller can build the object its own way and hand it over with
-//!   `tidepool_obj_adopt`. From then on it is the pool's: `put` takes it
-//!   back and `destroy` is called when the pool lets it go.
-//! * Objects are tracked in the process-wide live set ([`crate::live`]),
-//!   which is what detects foreign pointers, wrong pools and double puts.
-//! * An adopted object put back waits in the pool's *inbox* until the next
-//!   `get` that finds no idle object, which takes it instead of calling
-//!   `create` (the core pool has no way to take in an object it did not
-//!   make). The inbox is bounded by `max_idle` (past it, adopted objects are
-//!   destroyed when put back), counted in `idle`, and emptied by
-//!   `tidepool_pool_drain`, critical pressure and `tidepool_pool_destroy`.
+//!   the caller can build the object its own way. An object made that way
+//!   joins the pool through `tidepool_obj_adopt`, or, in a pool built with
+//!   `TIDEPOOL_OBJ_ACCEPT_FOREIGN`, simply by being put. Either way it is an
+//!   ordinary member from then on ([`Pool::adopt`]): reused, reclaimed,
+//!   purged and counted like one the pool made.
+//! * Checked pools (the default) track every object in the process-wide
+//!   live set ([`crate::live`]), which is what detects foreign pointers,
+//!   wrong pools and double puts. `TIDEPOOL_OBJ_UNCHECKED` skips it: a get
+//!   and a put are then the core pool's fast paths and a little entry
+//!   code, and puts are trusted.
+//! * A lent object is the core pool's item taken out of its guard
+//!   ([`Pooled::into_raw`]); a put turns it back ([`Pooled::from_raw`]) and
+//!   drops the guard.
 
-use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use tidepool::pressure::Level;
 use tidepool::{Manage, Pool, Pooled};
 
 use crate::config::{self, apply_common, tidepool_config, tidepool_purge_fn};
 use crate::handle::{self, Kind as PoolKind};
-use crate::live::{self, PutError, State};
+use crate::live::{self, PutError};
 use crate::stats::tidepool_stats;
 use crate::status::tidepool_status::{self, *};
 use crate::status::{entry, Error, Result};
 
 /// `tidepool_obj_get` flag: if no idle object is at hand, make none; return
-/// `TIDEPOOL_EMPTY` with `*out == NULL` instead.
+/// `TIDEPOOL_EMPTY` with `*out == NULL` instead. Never waits.
 pub const TIDEPOOL_GET_NO_CREATE: u32 = 1;
 
 const KNOWN_GET_FLAGS: u32 = TIDEPOOL_GET_NO_CREATE;
 
 type CreateFn = unsafe extern "C" fn(*mut c_void, *mut *mut c_void) -> c_int;
 type DestroyFn = unsafe extern "C" fn(*mut c_void, *mut c_void);
-
-/// The core pool's guard for an object that is out; kept in the live set.
-pub(crate) type ObjGuard = Pooled<'static, ObjManager>;
 
 /// A C object, as the core pool holds it.
 pub(crate) struct Obj(pub(crate) NonNull<c_void>);
@@ -54,31 +50,20 @@ pub(crate) struct Obj(pub(crate) NonNull<c_void>);
 // the C callbacks; the C side promises they may run on any thread.
 unsafe impl Send for Obj {}
 
-std::thread_local! {
-    /// Set around a `get` with `TIDEPOOL_GET_NO_CREATE`: `create` (which the
-    /// core pool calls on this thread, inside that `get`) then makes nothing.
-    static NO_CREATE: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Calls the C callbacks; counts what they did.
+/// Calls the C callbacks.
 pub(crate) struct ObjManager {
     id: u64,
     ctx: *mut c_void,
-    create: CreateFn,
+    create: Option<CreateFn>,
     destroy: DestroyFn,
     purge: tidepool_purge_fn,
-    /// Adopted objects put back, waiting for a `get` that misses.
-    inbox: Mutex<Vec<Obj>>,
-    created: AtomicU64,
-    destroyed: AtomicU64,
-    adopted: AtomicU64,
-    /// Adopted objects not yet put back.
-    adopted_live: AtomicU64,
+    /// Objects are tracked in the live set.
+    checked: bool,
 }
 
 // SAFETY: `ctx` and the callbacks are the C side's, which promises (in the
 // header) that the callbacks may be called from any thread, concurrently,
-// with that `ctx`. The rest is atomics and a mutex.
+// with that `ctx`.
 unsafe impl Send for ObjManager {}
 // SAFETY: as above.
 unsafe impl Sync for ObjManager {}
@@ -86,8 +71,8 @@ unsafe impl Sync for ObjManager {}
 /// Why `create` gave no object.
 #[derive(Debug)]
 pub(crate) enum ObjError {
-    /// `TIDEPOOL_GET_NO_CREATE` was set.
-    NoCreate,
+    /// The pool was built without a `create` callback.
+    NoCreateFn,
     /// The callback returned this non-zero value.
     Failed(c_int),
     /// The callback returned 0 but left `*out` NULL.
@@ -99,7 +84,10 @@ pub(crate) enum ObjError {
 impl fmt::Display for ObjError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ObjError::NoCreate => f.write_str("no idle object, and TIDEPOOL_GET_NO_CREATE"),
+            ObjError::NoCreateFn => f.write_str(
+                "no idle object, and the pool has no create callback \
+                 (get with TIDEPOOL_GET_NO_CREATE and make the object yourself)",
+            ),
             ObjError::Failed(rc) => write!(f, "the create callback failed, returning {rc}"),
             ObjError::Null => f.write_str("the create callback returned 0 but no object (NULL)"),
             ObjError::AlreadyPooled { obj, pool } => write!(
@@ -113,25 +101,14 @@ impl fmt::Display for ObjError {
 impl std::error::Error for ObjError {}
 
 impl ObjManager {
-    /// Destroys one object the pool lets go: forgets it, then calls back.
+    /// Calls `destroy` on an object the pool lets go (or never took in).
     fn destroy_now(&self, obj: NonNull<c_void>) {
-        // An idle object has no guard, so the entry drops nothing.
-        drop(live::remove(obj));
-        self.destroyed.fetch_add(1, Ordering::Relaxed);
+        if self.checked {
+            live::remove(obj);
+        }
         // SAFETY: the C side's callback, called with its own `ctx` and an
         // object its `create` made (or it adopted), exactly once.
         unsafe { (self.destroy)(self.ctx, obj.as_ptr()) };
-    }
-
-    /// Takes every object out of the inbox and destroys them (outside its
-    /// lock). Returns how many.
-    fn empty_inbox(&self) -> usize {
-        let objs = std::mem::take(&mut *self.inbox.lock());
-        let n = objs.len();
-        for obj in objs {
-            self.destroy_now(obj.0);
-        }
-        n
     }
 }
 
@@ -140,26 +117,21 @@ impl Manage for ObjManager {
     type Error = ObjError;
 
     fn create(&self) -> std::result::Result<Obj, ObjError> {
-        let adopted = self.inbox.lock().pop();
-        if let Some(obj) = adopted {
-            return Ok(obj);
-        }
-        if NO_CREATE.with(Cell::get) {
-            return Err(ObjError::NoCreate);
-        }
+        let create = self.create.ok_or(ObjError::NoCreateFn)?;
         let mut out = std::ptr::null_mut();
         // SAFETY: the C side's callback with its own `ctx` and a valid
         // out-pointer; no lock of ours is held.
-        let rc = unsafe { (self.create)(self.ctx, &mut out) };
+        let rc = unsafe { create(self.ctx, &mut out) };
         if rc != 0 {
             return Err(ObjError::Failed(rc));
         }
         let obj = NonNull::new(out).ok_or(ObjError::Null)?;
-        live::insert(obj, self.id, State::Idle).map_err(|(pool, _)| ObjError::AlreadyPooled {
-            obj: obj.as_ptr() as usize,
-            pool,
-        })?;
-        self.created.fetch_add(1, Ordering::Relaxed);
+        if self.checked {
+            live::insert(obj, self.id, false).map_err(|(pool, _)| ObjError::AlreadyPooled {
+                obj: obj.as_ptr() as usize,
+                pool,
+            })?;
+        }
         Ok(Obj(obj))
     }
 
@@ -176,57 +148,50 @@ impl Manage for ObjManager {
     }
 }
 
-impl Drop for ObjManager {
-    fn drop(&mut self) {
-        // The pool is going: its core objects are destroyed already (the
-        // core pool drops before its manager); the inbox's go now.
-        self.empty_inbox();
-    }
-}
-
 /// The object-pool side of a [`tidepool_pool`](crate::tidepool_pool).
 pub(crate) struct ObjKind {
     pub(crate) pool: Pool<ObjManager>,
     id: u64,
+    checked: bool,
+    /// `TIDEPOOL_OBJ_ACCEPT_FOREIGN`.
+    accept_foreign: bool,
 }
 
-/// Restores `NO_CREATE` when a `get` ends, even by unwinding.
-struct NoCreateScope(bool);
-
-impl Drop for NoCreateScope {
-    fn drop(&mut self) {
-        NO_CREATE.with(|c| c.set(self.0));
-    }
+/// The address standing for an object an unchecked pool counts out at a
+/// `TIDEPOOL_EMPTY` (the one its caller is about to make): never passed to
+/// a callback, never pooled.
+fn placeholder() -> Obj {
+    Obj(NonNull::dangling())
 }
 
 impl ObjKind {
     fn build(config: &tidepool_config, common: &config::Common, id: u64) -> Result<Self> {
-        let missing = |field: &str| {
+        let destroy = config.destroy.ok_or_else(|| {
             Error::new(
                 TIDEPOOL_ERR_CONFIG,
-                format_args!(
-                    "invalid tidepool setting `{field}`: object pools need one (it is NULL)"
-                ),
+                "invalid tidepool setting `destroy`: object pools need one (it is NULL)",
             )
-        };
-        let create = config.create.ok_or_else(|| missing("create"))?;
-        let destroy = config.destroy.ok_or_else(|| missing("destroy"))?;
+        })?;
+        let checked = config.flags & config::TIDEPOOL_OBJ_UNCHECKED == 0;
         let manager = ObjManager {
             id,
             ctx: config.ctx,
-            create,
+            create: config.create,
             destroy,
             purge: config.purge,
-            inbox: Mutex::new(Vec::new()),
-            created: AtomicU64::new(0),
-            destroyed: AtomicU64::new(0),
-            adopted: AtomicU64::new(0),
-            adopted_live: AtomicU64::new(0),
+            checked,
         };
-        let pool = apply_common!(Pool::builder(manager), common)
-            .build()
-            .map_err(config::from_core)?;
-        Ok(Self { pool, id })
+        let mut builder = apply_common!(Pool::builder(manager), common);
+        if let Some(n) = common.maps_per_object {
+            builder = builder.maps_per_object(n);
+        }
+        let pool = builder.build().map_err(config::from_core)?;
+        Ok(Self {
+            pool,
+            id,
+            checked,
+            accept_foreign: config.flags & config::TIDEPOOL_OBJ_ACCEPT_FOREIGN != 0,
+        })
     }
 
     fn manager(&self) -> &ObjManager {
@@ -234,143 +199,227 @@ impl ObjKind {
     }
 
     /// An object; at `max_live`, waiting up to `timeout` if there is one.
-    fn get(&'static self, flags: u32, timeout: Option<Duration>) -> Result<*mut c_void> {
+    /// `NULL` for `TIDEPOOL_EMPTY`.
+    #[inline]
+    fn get(&self, flags: u32, timeout: Option<Duration>) -> Result<*mut c_void> {
         if flags & !KNOWN_GET_FLAGS != 0 {
             return Err(Error::new(
                 TIDEPOOL_ERR_INVALID_ARGUMENT,
                 format_args!("unknown get flags {:#x}", flags & !KNOWN_GET_FLAGS),
             ));
         }
-        let no_create = flags & TIDEPOOL_GET_NO_CREATE != 0;
-        let got = {
-            let _scope = NoCreateScope(NO_CREATE.with(|c| c.replace(no_create)));
+        let guard = if flags & TIDEPOOL_GET_NO_CREATE != 0 {
+            match self.pool.try_get() {
+                Some(guard) => guard,
+                None => return self.empty(),
+            }
+        } else {
             match timeout {
                 None => self.pool.get(),
                 Some(t) => self.pool.get_timeout(t),
             }
+            .map_err(get_error)?
         };
-        let guard = match got {
-            Ok(guard) => guard,
-            Err(tidepool::Error::Create(ObjError::NoCreate)) => return Ok(std::ptr::null_mut()),
-            Err(tidepool::Error::Create(e)) => return Err(Error::new(TIDEPOOL_ERR_CREATE, e)),
-            Err(e) => return Err(crate::status::limit_error(e)),
-        };
-        let obj = guard.0;
-        if let Err(guard) = live::lend(obj, self.id, guard) {
-            drop(guard);
-            return Err(Error::new(
-                TIDEPOOL_ERR_PANIC,
-                format_args!("internal error: {obj:p} came from the pool but was not idle in it"),
-            ));
+        let obj = guard.into_raw().0;
+        if self.checked && !live::lend(obj, self.id) {
+            return Err(self.not_idle(obj));
         }
         Ok(obj.as_ptr())
+    }
+
+    /// A get with `TIDEPOOL_GET_NO_CREATE` found nothing. An unchecked pool
+    /// that accepts foreign objects cannot tell the one its caller makes
+    /// now from its own at the put, so it counts it out here, taking its
+    /// place under `max_live`.
+    #[cold]
+    fn empty(&self) -> Result<*mut c_void> {
+        if !self.checked && self.accept_foreign {
+            let Ok(reserved) = self.pool.adopt(placeholder()) else {
+                return Err(Error::new(
+                    TIDEPOOL_ERR_EXHAUSTED,
+                    format_args!(
+                        "no idle object, and no room to make one: max_live ({}) objects exist",
+                        self.pool.config().max_live().unwrap_or(usize::MAX)
+                    ),
+                ));
+            };
+            reserved.into_raw();
+        }
+        Ok(std::ptr::null_mut())
+    }
+
+    #[cold]
+    fn not_idle(&self, obj: NonNull<c_void>) -> Error {
+        // Back into the pool: it is ours, only the set disagrees.
+        // SAFETY: just taken out of this pool's guard with `into_raw`.
+        drop(unsafe { Pooled::from_raw(&self.pool, Obj(obj)) });
+        Error::new(
+            TIDEPOOL_ERR_PANIC,
+            format_args!("internal error: {obj:p} came from the pool but was not idle in it"),
+        )
     }
 
     fn adopt(&self, obj: *mut c_void) -> Result {
         let obj =
             NonNull::new(obj).ok_or_else(|| Error::new(TIDEPOOL_ERR_NULL, "object is NULL"))?;
-        if let Err((pool, live)) = live::insert(obj, self.id, State::Live(None)) {
-            return Err(Error::new(
-                TIDEPOOL_ERR_ALREADY_POOLED,
-                format_args!(
-                    "{obj:p} is already {} object pool #{pool}",
-                    if live { "lent out by" } else { "idle in" }
-                ),
-            ));
+        if self.checked {
+            if let Err((pool, out)) = live::insert(obj, self.id, true) {
+                return Err(Error::new(
+                    TIDEPOOL_ERR_ALREADY_POOLED,
+                    format_args!(
+                        "{obj:p} is already {} object pool #{pool}",
+                        if out { "lent out by" } else { "idle in" }
+                    ),
+                ));
+            }
         }
-        let m = self.manager();
-        m.adopted.fetch_add(1, Ordering::Relaxed);
-        m.adopted_live.fetch_add(1, Ordering::Relaxed);
+        match self.pool.adopt(Obj(obj)) {
+            Ok(guard) => {
+                guard.into_raw();
+                Ok(TIDEPOOL_OK)
+            }
+            Err(_) => {
+                if self.checked {
+                    live::remove(obj);
+                }
+                Err(self.full(obj, "it is still yours"))
+            }
+        }
+    }
+
+    fn full(&self, obj: NonNull<c_void>, then: &str) -> Error {
+        Error::new(
+            TIDEPOOL_ERR_EXHAUSTED,
+            format_args!(
+                "{obj:p} cannot join the pool: max_live ({}) objects exist; {then}",
+                self.pool.config().max_live().unwrap_or(usize::MAX)
+            ),
+        )
+    }
+
+    #[inline]
+    fn put(&self, obj: *mut c_void) -> Result {
+        let Some(obj) = NonNull::new(obj) else {
+            return Err(Error::new(TIDEPOOL_ERR_NULL, "object is NULL"));
+        };
+        if self.checked {
+            if let Err(e) = live::take_back(obj, self.id) {
+                return self.put_unknown(obj, e);
+            }
+        }
+        // SAFETY: a checked pool found it out from this pool; an unchecked
+        // one has the caller's promise that it is (see the header).
+        drop(unsafe { Pooled::from_raw(&self.pool, Obj(obj)) });
         Ok(TIDEPOOL_OK)
     }
 
-    fn put(&self, obj: *mut c_void) -> Result {
-        let obj =
-            NonNull::new(obj).ok_or_else(|| Error::new(TIDEPOOL_ERR_NULL, "object is NULL"))?;
-        let guard = live::take_back(obj, self.id).map_err(|e| match e {
-            PutError::Foreign => Error::new(
+    /// A checked put of an object that is not out from this pool: taken in
+    /// if it is foreign and the pool accepts that, refused otherwise.
+    #[cold]
+    fn put_unknown(&self, obj: NonNull<c_void>, e: PutError) -> Result {
+        match e {
+            PutError::Foreign if self.accept_foreign => {
+                if let Err((pool, _)) = live::insert(obj, self.id, false) {
+                    // Another thread handed it to a pool meanwhile.
+                    return Err(wrong_pool(obj, pool, self.id));
+                }
+                match self.pool.adopt(Obj(obj)) {
+                    Ok(guard) => drop(guard),
+                    // At `max_live`: a put never hands an object back, so
+                    // it is let go, as one past `max_idle` would be.
+                    Err(Obj(obj)) => self.manager().destroy_now(obj),
+                }
+                Ok(TIDEPOOL_OK)
+            }
+            PutError::Foreign => Err(Error::new(
                 TIDEPOOL_ERR_FOREIGN,
-                format_args!("{obj:p} was never handed out by (or adopted into) an object pool"),
-            ),
-            PutError::WrongPool(owner) => Error::new(
-                TIDEPOOL_ERR_WRONG_POOL,
                 format_args!(
-                    "{obj:p} belongs to object pool #{owner}, not to this pool (#{})",
-                    self.id
+                    "{obj:p} was never handed out by (or adopted into) an object pool, and \
+                     this pool was built without TIDEPOOL_OBJ_ACCEPT_FOREIGN"
                 ),
-            ),
-            PutError::DoublePut => Error::new(
+            )),
+            PutError::WrongPool(owner) => Err(wrong_pool(obj, owner, self.id)),
+            PutError::DoublePut => Err(Error::new(
                 TIDEPOOL_ERR_DOUBLE_PUT,
                 format_args!("{obj:p} was already put back"),
-            ),
-        })?;
-        match guard {
-            // Back to the core pool (this thread's cache); outside the live
-            // set's lock, since it may destroy objects.
-            Some(guard) => drop(guard),
-            None => self.put_adopted(obj),
+            )),
         }
-        Ok(TIDEPOOL_OK)
     }
 
-    #[cold]
-    fn put_adopted(&self, obj: NonNull<c_void>) {
-        let m = self.manager();
-        m.adopted_live.fetch_sub(1, Ordering::Relaxed);
-        let refused = {
-            let mut inbox = m.inbox.lock();
-            if inbox.len() < self.pool.config().max_idle() {
-                inbox.push(Obj(obj));
-                None
-            } else {
-                Some(obj)
-            }
-        };
-        if let Some(obj) = refused {
-            m.destroy_now(obj);
+    /// Gives back the place a `TIDEPOOL_EMPTY` counted out, when the
+    /// caller made no object after all.
+    fn unreserve(&self) -> Result {
+        if self.checked || !self.accept_foreign {
+            return Err(Error::new(
+                TIDEPOOL_ERR_INVALID_ARGUMENT,
+                "this pool reserves nothing at TIDEPOOL_EMPTY (only pools built with both \
+                 TIDEPOOL_OBJ_UNCHECKED and TIDEPOOL_OBJ_ACCEPT_FOREIGN do)",
+            ));
         }
+        if self.pool.stats().live == 0 {
+            return Err(Error::new(
+                TIDEPOOL_ERR_INVALID_ARGUMENT,
+                "no object of this pool is out, so no place is reserved",
+            ));
+        }
+        // SAFETY: the caller's promise that a `TIDEPOOL_EMPTY` counted this
+        // out and nothing was put for it; the placeholder is never a real
+        // object, and `detach` only counts it gone.
+        unsafe { Pooled::from_raw(&self.pool, placeholder()) }.detach();
+        Ok(TIDEPOOL_OK)
     }
 
     pub(crate) fn drain(&self) -> usize {
-        self.pool.drain_blocking() + self.manager().empty_inbox()
+        self.pool.drain_blocking()
     }
 
     pub(crate) fn pressure(&self, level: Level) -> usize {
-        let n = self.pool.pressure(level);
-        match level {
-            Level::Critical => n + self.manager().empty_inbox(),
-            _ => n,
-        }
+        self.pool.pressure(level)
     }
 
     pub(crate) fn prefill(&self) -> Result<usize> {
-        let _scope = NoCreateScope(NO_CREATE.with(|c| c.replace(false)));
-        self.pool.prefill().map_err(|e| match e {
-            tidepool::Error::Create(e) => Error::new(TIDEPOOL_ERR_CREATE, e),
-            other => Error::new(TIDEPOOL_ERR_EXHAUSTED, other),
-        })
+        self.pool.prefill().map_err(get_error)
     }
 
     pub(crate) fn stats(&self) -> tidepool_stats {
-        let m = self.manager();
-        // Objects move from the inbox to the core pool: reading the inbox
-        // first may count one twice but never misses one. Exact when no
-        // thread is inside the pool.
-        let inbox = m.inbox.lock().len() as u64;
         let core = self.pool.stats();
         let mut s = tidepool_stats::from_core(&core);
-        s.created = m.created.load(Ordering::Relaxed);
-        s.destroyed = m.destroyed.load(Ordering::Relaxed);
-        s.adopted = m.adopted.load(Ordering::Relaxed);
-        s.live = core.live + m.adopted_live.load(Ordering::Relaxed);
-        s.idle = core.idle + inbox;
+        s.adopted = core.adopted;
         s
     }
 }
 
+fn wrong_pool(obj: NonNull<c_void>, owner: u64, this: u64) -> Error {
+    Error::new(
+        TIDEPOOL_ERR_WRONG_POOL,
+        format_args!("{obj:p} belongs to object pool #{owner}, not to this pool (#{this})"),
+    )
+}
+
+/// The status of a failed core get.
+#[cold]
+fn get_error(e: tidepool::Error<ObjError>) -> Error {
+    match e {
+        tidepool::Error::Create(e) => Error::new(TIDEPOOL_ERR_CREATE, e),
+        e => crate::status::limit_error(e),
+    }
+}
+
 /// Builds a pool of C objects made by `config->create` and unmade by
-/// `config->destroy` (both required), with `config->ctx` passed to each
-/// call. On success `*out` is the new pool.
+/// `config->destroy` (required), with `config->ctx` passed to each call.
+/// On success `*out` is the new pool.
+///
+/// `create` may be `NULL` for a pool whose objects the caller makes itself
+/// (every get with `TIDEPOOL_GET_NO_CREATE`; a get without it, or a
+/// prefill, then fails with `TIDEPOOL_ERR_CREATE`). The object-pool flags
+/// in `config->flags`:
+///
+/// * `TIDEPOOL_OBJ_ACCEPT_FOREIGN`: a put may give the pool an object it
+///   never handed out (made after `TIDEPOOL_EMPTY`); it joins the pool.
+/// * `TIDEPOOL_OBJ_UNCHECKED`: no tracking of objects, so no detection of
+///   foreign pointers, double puts or wrong pools: the fastest get and put
+///   (see the costs in `tidepool_obj_get`), for callers that never get
+///   those wrong.
 ///
 /// The callbacks may be called from any thread, concurrently (see
 /// `tidepool_destroy_fn` for which), never while tidepool holds a lock of
@@ -407,8 +456,21 @@ pub unsafe extern "C" fn tidepool_obj_pool_new(
 /// Takes an idle object (this thread's cache first), or makes one with the
 /// `create` callback — unless `flags` has `TIDEPOOL_GET_NO_CREATE`: then,
 /// with no idle object at hand, it returns `TIDEPOOL_EMPTY` and
-/// `*out == NULL`, and the caller may make the object itself and hand it
-/// over with [`tidepool_obj_adopt`].
+/// `*out == NULL` (counted in `misses` and `empty_gets`), and the caller
+/// may make the object itself and hand it over with
+/// [`tidepool_obj_adopt`], or, in a pool built with
+/// `TIDEPOOL_OBJ_ACCEPT_FOREIGN`, put it when done with it.
+///
+/// An unchecked pool that accepts foreign objects counts that object out
+/// at the `TIDEPOOL_EMPTY` (it cannot tell it from its own at the put), so
+/// under `max_live` it answers `TIDEPOOL_ERR_EXHAUSTED` rather than
+/// `TIDEPOOL_EMPTY` when no room is left; a caller that then makes no
+/// object gives the place back with [`tidepool_obj_unreserve`].
+///
+/// Cost: a get and a put of an object in this thread's cache are about
+/// 200 instructions together in an unchecked pool; a checked pool (the
+/// default) adds two lookups in the process-wide set of objects, one lock
+/// and one hash each, about 100 more (`bin/budget.sh` measures both).
 ///
 /// # Errors
 ///
@@ -493,15 +555,18 @@ unsafe fn get_into(
 }
 
 /// Hands an object the caller made itself to the pool: it is now one of the
-/// pool's objects, out with the caller. Put it back with
-/// [`tidepool_obj_put`] like any other; the pool reuses it and, when it lets
-/// it go, unmakes it with the `destroy` callback.
+/// pool's objects, out with the caller (counted in `created`, `adopted` and
+/// `live`, and under `max_live`). Put it back with [`tidepool_obj_put`]
+/// like any other; the pool reuses, purges and reclaims it like one it
+/// made and, when it lets it go, unmakes it with the `destroy` callback.
 ///
 /// # Errors
 ///
 /// `TIDEPOOL_ERR_NULL`, `TIDEPOOL_ERR_INVALID_POOL`,
-/// `TIDEPOOL_ERR_WRONG_KIND`, `TIDEPOOL_ERR_ALREADY_POOLED` (some object
-/// pool already tracks this address).
+/// `TIDEPOOL_ERR_WRONG_KIND`, `TIDEPOOL_ERR_ALREADY_POOLED` (a checked
+/// pool: some object pool already tracks this address),
+/// `TIDEPOOL_ERR_EXHAUSTED` (`max_live` objects exist). On error the
+/// object stays the caller's.
 ///
 /// # Safety
 ///
@@ -519,19 +584,29 @@ pub unsafe extern "C" fn tidepool_obj_adopt(
     })
 }
 
-/// Gives an object back to its pool, on any thread.
+/// Gives an object back to its pool, on any thread. In a pool built with
+/// `TIDEPOOL_OBJ_ACCEPT_FOREIGN`, an object the pool never handed out
+/// joins it here (as [`tidepool_obj_adopt`] would have taken it in); at
+/// `max_live` such an object is destroyed instead (a put never fails for
+/// want of room, as one past `max_idle` is destroyed too).
 ///
 /// # Errors
 ///
 /// `TIDEPOOL_ERR_NULL`, `TIDEPOOL_ERR_INVALID_POOL`,
-/// `TIDEPOOL_ERR_WRONG_KIND`; `TIDEPOOL_ERR_FOREIGN` if no object pool
-/// handed it out or adopted it, `TIDEPOOL_ERR_WRONG_POOL` if another one
-/// did, `TIDEPOOL_ERR_DOUBLE_PUT` if it is already back. tidepool never reads
-/// the object, so none of these checks can crash.
+/// `TIDEPOOL_ERR_WRONG_KIND`; in a checked pool (the default),
+/// `TIDEPOOL_ERR_FOREIGN` if no object pool handed it out or adopted it
+/// (and the pool does not accept foreign objects),
+/// `TIDEPOOL_ERR_WRONG_POOL` if another one did, `TIDEPOOL_ERR_DOUBLE_PUT`
+/// if it is already back. tidepool never reads the object, so none of
+/// these checks can crash; the object stays the caller's.
 ///
 /// # Safety
 ///
-/// `pool` as for [`tidepool_obj_get`].
+/// `pool` as for [`tidepool_obj_get`]. In an unchecked pool, `obj` must be
+/// an object the pool lent (or adopted, or made after a `TIDEPOOL_EMPTY`
+/// if the pool accepts foreign objects) and not yet put back: the put is
+/// not checked, and a wrong one corrupts the pool's counts and hands the
+/// object out twice.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_obj_put(
     pool: *mut crate::tidepool_pool,
@@ -541,5 +616,30 @@ pub unsafe extern "C" fn tidepool_obj_put(
         // SAFETY: the caller's promise.
         let pool = unsafe { handle::pool(pool) }?;
         pool.obj()?.put(obj)
+    })
+}
+
+/// Gives back the place a `TIDEPOOL_EMPTY` reserved, for a caller that made
+/// no object after it after all. Only pools built with both
+/// `TIDEPOOL_OBJ_UNCHECKED` and `TIDEPOOL_OBJ_ACCEPT_FOREIGN` reserve one
+/// (see [`tidepool_obj_get`]).
+///
+/// # Errors
+///
+/// `TIDEPOOL_ERR_INVALID_ARGUMENT` for any other pool, or when no object of
+/// the pool is out.
+///
+/// # Safety
+///
+/// `pool` as for [`tidepool_obj_get`]; a `TIDEPOOL_EMPTY` of this pool was
+/// answered and nothing was put (or unreserved) for it.
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_obj_unreserve(
+    pool: *mut crate::tidepool_pool,
+) -> tidepool_status {
+    entry(|| {
+        // SAFETY: the caller's promise.
+        let pool = unsafe { handle::pool(pool) }?;
+        pool.obj()?.unreserve()
     })
 }

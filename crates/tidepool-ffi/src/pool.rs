@@ -274,3 +274,102 @@ pub extern "C" fn tidepool_thread_exit() -> tidepool_status {
         Ok(TIDEPOOL_OK)
     })
 }
+
+/// `tidepool_pool_thread_exit` flag: destroy the calling thread's cached
+/// objects (QEMU's thread-exit notifier deletes its thread's coroutine
+/// pool) instead of handing them to the pool's depot.
+pub const TIDEPOOL_THREAD_EXIT_DESTROY: u32 = 1;
+
+/// What one pool does at the calling thread's exit, now: hands the thread's
+/// cached objects to the pool's depot (`flags` 0, as a thread's exit does
+/// by itself), or destroys them (`TIDEPOOL_THREAD_EXIT_DESTROY`). Other
+/// pools are left alone (see [`tidepool_thread_exit`] for all of them). The
+/// thread may use the pool again afterwards. `*n` (if `n` is not `NULL`)
+/// is how many objects left the cache.
+///
+/// ```c
+/// static void coroutine_pool_thread_exit(Notifier *n, void *unused) {
+///     tidepool_pool_thread_exit(coroutine_pool, TIDEPOOL_THREAD_EXIT_DESTROY, NULL);
+/// }
+/// ```
+///
+/// # Errors
+///
+/// `TIDEPOOL_ERR_INVALID_ARGUMENT` for unknown `flags` (nothing is done).
+///
+/// # Safety
+///
+/// As for [`tidepool_pool_reclaim_unused`].
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_pool_thread_exit(
+    pool: *mut tidepool_pool,
+    flags: u32,
+    n: *mut usize,
+) -> tidepool_status {
+    // SAFETY: the caller's promise.
+    unsafe {
+        counted(pool, n, |kind| match flags {
+            0 => Ok(kind.release_local()),
+            TIDEPOOL_THREAD_EXIT_DESTROY => Ok(kind.destroy_local()),
+            other => Err(Error::new(
+                TIDEPOOL_ERR_INVALID_ARGUMENT,
+                format_args!("unknown thread-exit flags {other:#x}"),
+            )),
+        })
+    }
+}
+
+/// Adds `delta` (negative: takes away) to the pool's cap on idle objects
+/// in its depot, `max_idle`, while the pool is in use, from any thread;
+/// concurrent changes add up, as QEMU's `qemu_coroutine_inc_pool_size` /
+/// `dec_pool_size` do. Lowering the cap destroys the oldest idle objects
+/// above it at once. `*max_idle` (if not `NULL`) is the cap after the
+/// change (also in `tidepool_stats.max_idle`).
+///
+/// ```c
+/// tidepool_pool_adjust_max_idle(pool, 1024, NULL);   // a device with 1024 queue slots arrives
+/// tidepool_pool_adjust_max_idle(pool, -1024, NULL);  // and goes
+/// ```
+///
+/// # Errors
+///
+/// `TIDEPOOL_ERR_INVALID_ARGUMENT`, naming `max_idle`, for a change that
+/// would take the cap below the pool's `batch_size` or `min_idle` (or
+/// below zero, or past `SIZE_MAX`): the pool is unchanged.
+///
+/// # Safety
+///
+/// As for [`tidepool_pool_reclaim_unused`].
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_pool_adjust_max_idle(
+    pool: *mut tidepool_pool,
+    delta: isize,
+    max_idle: *mut usize,
+) -> tidepool_status {
+    // SAFETY: the caller's promise.
+    unsafe { counted(pool, max_idle, |kind| kind.resize_max_idle(Some(delta), 0)) }
+}
+
+/// Sets the pool's cap on idle objects in its depot, `max_idle`, while the
+/// pool is in use (see [`tidepool_pool_adjust_max_idle`] for the additive
+/// form).
+///
+/// # Errors
+///
+/// As for [`tidepool_pool_adjust_max_idle`].
+///
+/// # Safety
+///
+/// As for [`tidepool_pool_reclaim_unused`].
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_pool_set_max_idle(
+    pool: *mut tidepool_pool,
+    max_idle: usize,
+) -> tidepool_status {
+    // SAFETY: the caller's promise.
+    unsafe {
+        counted(pool, std::ptr::null_mut(), |kind| {
+            kind.resize_max_idle(None, max_idle)
+        })
+    }
+}

@@ -11,11 +11,13 @@ use crate::sized::SizedStruct;
 /// `hits`, `live` and `idle` add up per-thread counters and may lag by one
 /// operation per thread that is inside the pool during the call; when no
 /// thread is, every figure is exact and
-/// `live + idle == created + adopted - destroyed`.
+/// `live + idle == created - destroyed` (`created` counts adopted
+/// objects too).
 ///
 /// Versions: `TIDEPOOL_STATS_SIZE_VER0` ends after `adopted`;
 /// `TIDEPOOL_STATS_SIZE_VER1` adds the stack figures;
-/// `TIDEPOOL_STATS_SIZE_VER2` adds `trimmed`.
+/// `TIDEPOOL_STATS_SIZE_VER2` adds `trimmed`; `TIDEPOOL_STATS_SIZE_VER3`
+/// adds `empty_gets`, `idle_cached` and `max_idle`.
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -23,15 +25,15 @@ pub struct tidepool_stats {
     /// In: `sizeof(tidepool_stats)` as the caller was compiled. Out: bytes
     /// written.
     pub size: usize,
-    /// Objects made: stacks mapped, buffers allocated, or `create`
-    /// callbacks that succeeded.
+    /// Objects made: stacks mapped, buffers allocated, or (object pools)
+    /// `create` callbacks that succeeded and objects adopted.
     pub created: u64,
     /// Objects unmade (unmapped, freed, `destroy` callbacks).
     pub destroyed: u64,
     /// Objects handed out and not yet put back (adopted ones included).
     pub live: u64,
-    /// Objects waiting for reuse: in the depot, in thread caches, and (object
-    /// pools) adopted objects not yet reused.
+    /// Objects waiting for reuse: in the depot (`idle_depot`) or in thread
+    /// caches (`idle_cached`).
     pub idle: u64,
     /// The part of `idle` in the shared depot.
     pub idle_depot: u64,
@@ -39,8 +41,9 @@ pub struct tidepool_stats {
     pub idle_purged: u64,
     /// Gets served with an idle object.
     pub hits: u64,
-    /// Gets that had to make an object (object pools: or took back one the
-    /// caller adopted). Gets that failed or found nothing are not counted.
+    /// Gets that found no idle object: those that made one, and (object
+    /// pools) those with `TIDEPOOL_GET_NO_CREATE` that came back empty
+    /// (`empty_gets`). Gets that failed are not counted.
     pub misses: u64,
     /// Batches moved between thread caches and the depot.
     pub depot_exchanges: u64,
@@ -57,8 +60,9 @@ pub struct tidepool_stats {
     pub caches_taken: u64,
     /// The working-set estimate, in objects.
     pub working_set: u64,
-    /// Object pools: objects the caller made and gave to the pool with
-    /// `tidepool_obj_adopt`. 0 for the other kinds.
+    /// Object pools: objects the caller made and gave to the pool
+    /// (`tidepool_obj_adopt`, or a put to a pool that accepts foreign
+    /// objects); part of `created`. 0 for the other kinds.
     pub adopted: u64,
     /// Stack pools: stacks mapped, live or idle. Since version 1.
     pub mapped: u64,
@@ -77,6 +81,15 @@ pub struct tidepool_stats {
     /// unused in the cache through two reclaim intervals (a trim). Since
     /// version 2.
     pub trimmed: u64,
+    /// Gets with `TIDEPOOL_GET_NO_CREATE` that found no idle object (part
+    /// of `misses`). Since version 2.
+    pub empty_gets: u64,
+    /// The part of `idle` in thread caches (the rest is `idle_depot`).
+    /// Since version 2.
+    pub idle_cached: u64,
+    /// The cap on idle objects in the depot now (`max_idle`, as changed by
+    /// `tidepool_pool_adjust_max_idle`). Since version 2.
+    pub max_idle: u64,
 }
 
 /// The size of the first version of [`tidepool_stats`] (up to `adopted`).
@@ -85,10 +98,13 @@ pub(crate) const STATS_SIZE_VER0: usize = offset_of!(tidepool_stats, mapped);
 /// The size of the second version (up to `unmap_failures`).
 pub(crate) const STATS_SIZE_VER1: usize = offset_of!(tidepool_stats, trimmed);
 
+/// The size of version 2 (up to `trimmed`).
+pub(crate) const STATS_SIZE_VER2: usize = offset_of!(tidepool_stats, empty_gets);
+
 // SAFETY: `#[repr(C)]`, `size: usize` first, integers only.
 unsafe impl SizedStruct for tidepool_stats {
     const NAME: &'static str = "tidepool_stats";
-    const VERSIONS: &'static [usize] = &[STATS_SIZE_VER0, STATS_SIZE_VER1];
+    const VERSIONS: &'static [usize] = &[STATS_SIZE_VER0, STATS_SIZE_VER1, STATS_SIZE_VER2];
 }
 
 impl tidepool_stats {
@@ -112,6 +128,8 @@ impl tidepool_stats {
             caches_taken: s.caches_taken,
             working_set: s.working_set,
             trimmed: s.trimmed,
+            empty_gets: s.empty_gets,
+            idle_cached: s.idle_cached(),
             ..Self::default()
         }
     }

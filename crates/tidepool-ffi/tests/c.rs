@@ -88,6 +88,78 @@ fn threads_test() -> &'static Path {
     EXE.get_or_init(|| compile("tests/c/threads_test.c", "threads_test"))
 }
 
+fn qemu_coroutine_pool() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| compile("examples/c/qemu_coroutine_pool.c", "qemu_coroutine_pool"))
+}
+
+/// Runs the QEMU-shaped seam example with `args`; it must print `ok NAME`.
+fn qemu_case(args: &[&str]) -> String {
+    let r = run(qemu_coroutine_pool(), args);
+    assert!(
+        r.status.success() && r.stdout.contains(&format!("ok {}", args[0])),
+        "qemu_coroutine_pool {args:?} failed ({:?}, signal {:?})\nstdout:\n{}\nstderr:\n{}",
+        r.status.code(),
+        r.status.signal(),
+        r.stdout,
+        r.stderr
+    );
+    r.stdout
+}
+
+/// The lifecycle (get or make, enter, terminate, put) over tidepool's seam
+/// and over the QEMU-style pool: one coroutine serves every request.
+#[test]
+fn qemu_seam_lifecycle() {
+    qemu_case(&["lifecycle", "tidepool", "20000"]);
+    qemu_case(&["lifecycle", "qemu", "20000"]);
+}
+
+/// Depth-1000 nesting at tidepool's defaults: each of the 1001 coroutines
+/// in the working set is made (two VMAs mapped) once over 200 rounds, where
+/// the QEMU-style pool at QEMU's default size makes them again and again.
+#[test]
+fn qemu_seam_nesting_maps_each_stack_once() {
+    let ours = qemu_case(&["nesting", "tidepool", "1000", "200"]);
+    assert!(ours.contains("1001 coroutines made"), "{ours}");
+    let theirs = qemu_case(&["nesting", "qemu", "1000", "20"]);
+    let made: u64 = theirs
+        .split(", ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {theirs}"));
+    assert!(made > 2 * 1001, "{theirs}");
+}
+
+/// Coroutines made on one thread end (and are put) on another, which then
+/// runs the thread-exit notifier: counts balance, each is deleted once.
+#[test]
+fn qemu_seam_cross_thread_termination() {
+    qemu_case(&["cross_thread"]);
+}
+
+/// The pool is made in a constructor (so tidepool's reclaimer starts before
+/// `main`); a process-directed SIGALRM that the application blocks still
+/// reaches its signalfd.
+#[test]
+fn qemu_seam_signalfd() {
+    qemu_case(&["signalfd"]);
+}
+
+/// `qemu_coroutine_inc/dec_pool_size` move `max_idle`; a change below a
+/// batch is refused with a status that names it.
+#[test]
+fn qemu_seam_resize() {
+    qemu_case(&["resize"]);
+}
+
+/// The thread-exit notifier deletes the thread's cached coroutines.
+#[test]
+fn qemu_seam_thread_exit() {
+    qemu_case(&["thread_exit"]);
+}
+
 fn coroutines() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| compile("examples/c/coroutines.c", "coroutines"))
@@ -164,6 +236,10 @@ const API_CASES: &[&str] = &[
     "stack_roundtrip",
     "obj_roundtrip",
     "obj_adopt",
+    "adopted_objects_are_reclaimed",
+    "unchecked_pools_reserve_at_empty",
+    "pool_thread_exit",
+    "adjust_max_idle",
     "maintenance",
     "config_versions",
     "stats_versions",
@@ -197,6 +273,10 @@ api_cases!(
     stack_roundtrip,
     obj_roundtrip,
     obj_adopt,
+    adopted_objects_are_reclaimed,
+    unchecked_pools_reserve_at_empty,
+    pool_thread_exit,
+    adjust_max_idle,
     maintenance,
     config_versions,
     stats_versions,

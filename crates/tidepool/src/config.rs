@@ -145,6 +145,8 @@ pub struct Config {
     pub(crate) teardown_threads: usize,
     /// Objects per teardown chunk.
     pub(crate) teardown_chunk: usize,
+    /// VMAs each object holds (`maps_per_object`); 0: not given.
+    pub(crate) maps_per_object: usize,
 }
 
 impl Default for Config {
@@ -162,6 +164,7 @@ impl Default for Config {
             burst: 1,
             teardown_threads: DEFAULT_TEARDOWN_THREADS,
             teardown_chunk: DEFAULT_TEARDOWN_CHUNK,
+            maps_per_object: 0,
         }
     }
 }
@@ -245,6 +248,12 @@ impl Config {
     /// Most objects destroyed per chunk of the destroy queue.
     pub fn teardown_chunk(&self) -> usize {
         self.teardown_chunk
+    }
+
+    /// VMAs each object holds, as given to
+    /// [`Builder::maps_per_object`]; 0 if not given.
+    pub fn maps_per_object(&self) -> usize {
+        self.maps_per_object
     }
 
     /// The most idle objects the pool can hold when `threads` threads use it:
@@ -388,6 +397,10 @@ pub struct Builder<M> {
     config: Config,
     /// Asked for with `batch_size`; derived at `build` otherwise.
     batch_size: Option<usize>,
+    /// `max_idle` and `max_live` were set: `maps_per_object` leaves them.
+    max_idle_given: bool,
+    maps_per_object: Option<usize>,
+    max_live_given: bool,
     clock: Arc<dyn Clock>,
 }
 
@@ -397,6 +410,9 @@ impl<M: Manage> Builder<M> {
             manager,
             config: Config::default(),
             batch_size: None,
+            max_idle_given: false,
+            maps_per_object: None,
+            max_live_given: false,
             clock: Arc::new(SystemClock),
         }
     }
@@ -424,6 +440,7 @@ impl<M: Manage> Builder<M> {
     /// ([`Config::idle_bound`]).
     pub fn max_idle(mut self, n: usize) -> Self {
         self.config.max_idle = n;
+        self.max_idle_given = true;
         self
     }
 
@@ -432,6 +449,28 @@ impl<M: Manage> Builder<M> {
     /// after destroying nothing; the caller decides whether to drain and retry.
     pub fn max_live(mut self, n: usize) -> Self {
         self.config.max_live = Some(n);
+        self.max_live_given = true;
+        self
+    }
+
+    /// Kernel memory areas (VMAs) each object holds, for objects that own
+    /// mappings (a coroutine with a guarded stack holds two). On Linux and
+    /// Android the pool then derives its caps from `vm.max_map_count`, as
+    /// a stack pool does: `max_live` (unless set) and `max_idle` (at most)
+    /// become `(vm.max_map_count - RESERVED_VMAS) / n`, so the pool never
+    /// drives the process into the map count, where `mmap` fails. Elsewhere
+    /// (no such count) it changes nothing. At least 1. A `max_idle` or
+    /// `max_live` set explicitly is kept as given.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder(|| 0u64).maps_per_object(2).build()?;
+    /// if cfg!(target_os = "linux") {
+    ///     assert!(pool.config().max_live().is_some());
+    /// }
+    /// # Ok::<(), tidepool::ConfigError>(())
+    /// ```
+    pub fn maps_per_object(mut self, n: usize) -> Self {
+        self.maps_per_object = Some(n);
         self
     }
 
@@ -547,6 +586,21 @@ impl<M: Manage> Builder<M> {
     pub fn build(self) -> Result<Pool<M>, ConfigError> {
         let item_size = std::mem::size_of::<M::Item>();
         let mut config = self.config;
+        if let Some(maps) = self.maps_per_object {
+            if maps == 0 {
+                return Err(ConfigError::new("maps_per_object", "must be at least 1"));
+            }
+            config.maps_per_object = maps;
+            #[cfg(unix)]
+            if let Some(fit) = crate::os::map_count::objects_that_fit(maps) {
+                if !self.max_live_given {
+                    config.max_live = Some(fit);
+                }
+                if !self.max_idle_given {
+                    config.max_idle = config.max_idle.min(fit);
+                }
+            }
+        }
         // A default batch holds a burst (within `max_live`: a burst past it
         // is refused below, naming `burst`).
         let burst = config.burst.min(config.max_live.unwrap_or(usize::MAX));

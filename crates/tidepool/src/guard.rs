@@ -191,6 +191,43 @@ impl<'a, M: Manage> Pooled<'a, M> {
         (this.pool, item)
     }
 
+    /// Takes the object out of its guard, still lent: the pool counts it
+    /// as live until it is given back through
+    /// [`Pooled::from_raw`]. For callers
+    /// that hand out bare objects, such as a C API. An object never given
+    /// back stays counted as live (the pool's state is then kept until the
+    /// process ends).
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::new(|| vec![0u8; 64]);
+    /// let raw = pool.get()?.into_raw();
+    /// assert_eq!(pool.stats().live, 1);
+    /// // SAFETY: taken from this pool with `into_raw`, turned back once.
+    /// drop(unsafe { tidepool::Pooled::from_raw(&pool, raw) });
+    /// assert_eq!(pool.stats().idle, 1);
+    /// # Ok::<(), tidepool::Error<std::convert::Infallible>>(())
+    /// ```
+    #[inline(always)]
+    pub fn into_raw(self) -> M::Item {
+        self.into_parts().1
+    }
+
+    /// Puts an object taken out of its guard with [`into_raw`](Pooled::into_raw)
+    /// back in a guard of `pool`, to give it back (drop), discard or
+    /// detach it.
+    ///
+    /// # Safety
+    ///
+    /// `item` was lent by `pool` (a get or [`Pool::adopt`]) and turned into
+    /// a bare object with `into_raw`, and is turned back once: the pool's
+    /// count of objects out is what keeps its state alive for owned
+    /// guards, so ending a guard it never lent could free that state under
+    /// them.
+    #[inline(always)]
+    pub unsafe fn from_raw(pool: &'a Pool<M>, item: M::Item) -> Self {
+        Self::new(pool, item)
+    }
+
     /// Runs the guard's end (put, discard or detach): the borrow of the
     /// handle keeps the pool alive throughout.
     #[inline(always)]

@@ -194,6 +194,54 @@ impl<M: Manage> Pool<M> {
         Ok(Pooled::new(self, item))
     }
 
+    /// An idle object if one is at hand, in this thread's cache or the
+    /// depot; never creates one. `None` is counted in
+    /// [`Stats::empty_gets`] (and `misses`). For callers that make objects
+    /// their own way when the pool has none, and hand them over with
+    /// [`adopt`](Pool::adopt).
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::new(|| vec![0u8; 64]);
+    /// assert!(pool.try_get().is_none());
+    /// drop(pool.get()?);
+    /// assert!(pool.try_get().is_some());
+    /// assert_eq!(pool.stats().empty_gets, 1);
+    /// # Ok::<(), tidepool::Error<std::convert::Infallible>>(())
+    /// ```
+    #[inline]
+    pub fn try_get(&self) -> Option<Pooled<'_, M>> {
+        let item = Shared::try_get(&self.shared)?;
+        Some(Pooled::new(self, item))
+    }
+
+    /// Takes in an object made elsewhere, lent to the caller: from now on
+    /// it is one of the pool's objects, counted as created
+    /// ([`Stats::adopted`]) and live, reused like the others, and handed
+    /// to the manager's `destroy` when reclaim, pressure or a drain lets
+    /// it go.
+    ///
+    /// # Errors
+    ///
+    /// At [`max_live`](Builder::max_live) the object is handed back
+    /// untouched.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::new(|| vec![0u8; 64]);
+    /// let made_here = vec![1u8; 64];
+    /// drop(pool.adopt(made_here).unwrap());
+    /// let s = pool.stats();
+    /// assert_eq!((s.created, s.adopted, s.idle), (1, 1, 1));
+    /// assert_eq!(pool.get().unwrap()[0], 1);
+    /// ```
+    pub fn adopt(&self, item: M::Item) -> Result<Pooled<'_, M>, M::Item> {
+        self.shared.supervise();
+        if self.shared.adopt() {
+            Ok(Pooled::new(self, item))
+        } else {
+            Err(item)
+        }
+    }
+
     /// Like [`get`](Pool::get), but the guard is `'static`: it can be sent
     /// to and dropped on another thread, and may outlive every `Arc` of the
     /// pool (the pool's objects and state then go when the last such guard
@@ -370,6 +418,74 @@ impl<M: Manage> Pool<M> {
     pub fn release_local(&self) -> usize {
         self.shared.supervise();
         self.shared.release_local()
+    }
+
+    /// Destroys the calling thread's cached objects now and gives up the
+    /// thread's cache: what a coroutine pool's thread-exit notifier does
+    /// (QEMU's deletes its thread's pool), where
+    /// [`release_local`](Pool::release_local) hands them to the depot.
+    /// Returns how many were destroyed.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::new(|| vec![0u8; 64]);
+    /// drop(pool.get()?);
+    /// assert_eq!(pool.destroy_local(), 1);
+    /// assert_eq!((pool.stats().idle, pool.stats().destroyed), (0, 1));
+    /// # Ok::<(), tidepool::Error<std::convert::Infallible>>(())
+    /// ```
+    pub fn destroy_local(&self) -> usize {
+        self.shared.supervise();
+        self.shared.destroy_local()
+    }
+
+    /// The cap on idle objects in the depot now: the configured
+    /// [`max_idle`](Builder::max_idle) until
+    /// [`set_max_idle`](Pool::set_max_idle) changes it.
+    pub fn max_idle(&self) -> usize {
+        self.shared.depot.max_idle()
+    }
+
+    /// Changes the cap on idle objects in the depot while the pool is in
+    /// use, from any thread. Lowering it destroys the oldest idle objects
+    /// above the new cap at once (returned: how many); raising it lets
+    /// the depot keep more from now on.
+    ///
+    /// # Errors
+    ///
+    /// A cap below the configured `batch_size` or `min_idle` is refused,
+    /// naming `max_idle`; the pool is unchanged.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder(|| 0u64).batch_size(4).build()?;
+    /// pool.set_max_idle(64)?;
+    /// assert_eq!(pool.max_idle(), 64);
+    /// assert!(pool.set_max_idle(2).is_err());
+    /// # Ok::<(), tidepool::ConfigError>(())
+    /// ```
+    pub fn set_max_idle(&self, max_idle: usize) -> Result<usize, crate::ConfigError> {
+        self.resize_max_idle(|_| Some(max_idle))
+    }
+
+    /// Adds `delta` (negative: takes it away) to the cap on idle objects,
+    /// atomically with respect to other changes: the additive form of
+    /// [`set_max_idle`](Pool::set_max_idle), as QEMU's
+    /// `qemu_coroutine_inc_pool_size` / `dec_pool_size` pair does it.
+    /// Returns how many idle objects the change destroyed.
+    ///
+    /// # Errors
+    ///
+    /// As for `set_max_idle`, and a change that would take the cap below
+    /// zero or past `usize::MAX`; the pool is unchanged.
+    pub fn adjust_max_idle(&self, delta: isize) -> Result<usize, crate::ConfigError> {
+        self.resize_max_idle(|now| now.checked_add_signed(delta))
+    }
+
+    fn resize_max_idle(
+        &self,
+        to: impl FnOnce(usize) -> Option<usize>,
+    ) -> Result<usize, crate::ConfigError> {
+        self.shared.supervise();
+        self.shared.resize_max_idle(to)
     }
 
     /// Tears down every idle object it can reach: the whole depot (ignoring

@@ -38,8 +38,15 @@ pub struct Stats {
     pub idle_purged: u64,
     /// Gets served with an existing object.
     pub hits: u64,
-    /// Gets that had to create an object.
+    /// Gets that found no idle object: those that created one (one per
+    /// burst) and [`try_get`](crate::Pool::try_get)s that came back empty.
     pub misses: u64,
+    /// The part of `misses` that were `try_get`s that came back empty.
+    pub empty_gets: u64,
+    /// Objects made elsewhere and taken in with
+    /// [`Pool::adopt`](crate::Pool::adopt); each is counted in `created`
+    /// too, and from then on is an ordinary member of the pool.
+    pub adopted: u64,
     /// Batches moved between thread caches and the depot.
     pub depot_exchanges: u64,
     /// The batch size now: it grows with depot traffic and shrinks back

@@ -48,6 +48,8 @@ const GET_DROPS: &[&str] = &[
     "stack_get_drop_apart",
     "stack_get_put",
     "stack_get_put_apart",
+    "c_obj_get_put",
+    "c_obj_get_put_checked",
 ];
 
 /// The region callgrind counts: `n` calls of `op`, inlined into the loop.
@@ -159,6 +161,8 @@ fn main() -> ExitCode {
         "stack_get_put" => run_get_drop(tidepool_bench::StacksPut::default(), n, mode),
         #[cfg(target_os = "linux")]
         "stack_get_put_apart" => run_get_drop(tidepool_bench::StacksPutApart::default(), n, mode),
+        "c_obj_get_put" => run_get_drop(tidepool_bench::CObjects::new(false), n, mode),
+        "c_obj_get_put_checked" => run_get_drop(tidepool_bench::CObjects::new(true), n, mode),
         other => Err(format!(
             "unknown subject {other}; subjects: {} {}",
             ROUND_TRIPS.join(" "),

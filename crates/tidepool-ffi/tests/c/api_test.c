@@ -149,26 +149,171 @@ static void obj_adopt(void) {
     CHECK(s.live == 0 && s.idle == 1);
     check_counts(pool);
     EXPECT(tidepool_obj_adopt(pool, mine), TIDEPOOL_ERR_ALREADY_POOLED);
-    /* The next get that finds nothing idle in the core takes the adopted
-     * object instead of calling create, NO_CREATE or not. */
+    /* An ordinary member now: the next get reuses it, NO_CREATE or not. */
     OK(tidepool_obj_get(pool, TIDEPOOL_GET_NO_CREATE, &got));
     CHECK(got == mine && c.created == 0);
     OK(tidepool_obj_put(pool, got));
     OK(tidepool_obj_get(pool, 0, &got));
     CHECK(got == mine && c.created == 0);
     OK(tidepool_obj_put(pool, got));
+    s = stats_of(pool);
+    CHECK(s.created == 1 && s.adopted == 1 && s.empty_gets == 1 && s.misses == 1);
+    CHECK(s.idle == s.idle_depot + s.idle_cached);
 
-    /* More adopted objects come back than the pool keeps (max_idle 2): the
-     * rest are destroyed on put. */
-    struct obj *more[4];
-    for (int i = 0; i < 4; i++) {
+    /* More adopted objects come back than the pool keeps: the rest are
+     * destroyed on put, as the pool's own would be. */
+    struct obj *more[8];
+    for (int i = 0; i < 8; i++) {
         more[i] = obj_make(&c);
         OK(tidepool_obj_adopt(pool, more[i]));
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 8; i++)
         OK(tidepool_obj_put(pool, more[i]));
     s = stats_of(pool);
-    CHECK(s.adopted == 5 && s.destroyed == 2 && s.live == 0 && s.idle == 3);
+    CHECK(s.adopted == 9 && s.created == 9 && s.live == 0 && s.destroyed > 0);
+    CHECK(s.idle + s.destroyed == 9);
+    check_counts(pool);
+    /* And reclaim reaches them: the depot's go at reclaim_unused. */
+    size_t n = 0;
+    OK(tidepool_pool_reclaim_unused(pool, &n));
+    OK(tidepool_pool_reclaim_unused(pool, &n));
+    CHECK(stats_of(pool).idle_depot == 0);
+    check_counts(pool);
+    OK(tidepool_pool_destroy(pool));
+    check_all_destroyed(&c);
+}
+
+/* Objects the caller made are ordinary members: a burst of 200 (half
+ * adopted, half simply put to a pool that accepts foreign objects), then one
+ * object at a time; reclaim passes destroy the burst as they would objects
+ * the pool made. */
+static void adopted_objects_are_reclaimed(void) {
+    struct counter c = {0};
+    tidepool_config cfg = obj_config(&c);
+    cfg.flags |= TIDEPOOL_OBJ_ACCEPT_FOREIGN;
+    cfg.batch_size = 4;
+    cfg.reclaim_interval_ms = 1;
+    tidepool_pool *pool = NULL;
+    OK(tidepool_obj_pool_new(&cfg, &pool));
+    void *burst[200];
+    for (int i = 0; i < 200; i++) {
+        EXPECT(tidepool_obj_get(pool, TIDEPOOL_GET_NO_CREATE, &burst[i]), TIDEPOOL_EMPTY);
+        burst[i] = obj_make(&c);
+        if (i % 2 == 0)
+            OK(tidepool_obj_adopt(pool, burst[i]));
+    }
+    for (int i = 0; i < 200; i++)
+        OK(tidepool_obj_put(pool, burst[i]));
+    tidepool_stats s = stats_of(pool);
+    CHECK(s.adopted == 200 && s.created == 200 && s.empty_gets == 200);
+    check_counts(pool);
+    struct timespec ms2 = {0, 2 * 1000 * 1000};
+    while (stats_of(pool).reclaim_passes < 50) {
+        void *one = NULL;
+        OK(tidepool_obj_get(pool, TIDEPOOL_GET_NO_CREATE, &one));
+        CHECK(one != NULL);
+        OK(tidepool_obj_put(pool, one));
+        nanosleep(&ms2, NULL);
+        OK(tidepool_pool_reclaim(pool, NULL));
+    }
+    s = stats_of(pool);
+    CHECK(s.destroyed >= 190 && c.created == 0);
+    check_counts(pool);
+    OK(tidepool_pool_destroy(pool));
+    check_all_destroyed(&c);
+}
+
+/* An unchecked pool that accepts foreign objects counts the one its caller
+ * makes at the TIDEPOOL_EMPTY: under max_live the next get says EXHAUSTED,
+ * and unreserve gives the place back. */
+static void unchecked_pools_reserve_at_empty(void) {
+    struct counter c = {0};
+    tidepool_config cfg = obj_config(&c);
+    cfg.flags |= TIDEPOOL_OBJ_UNCHECKED | TIDEPOOL_OBJ_ACCEPT_FOREIGN;
+    cfg.create = NULL;
+    cfg.max_live = 2;
+    cfg.batch_size = 1;
+    cfg.max_idle = 2;
+    tidepool_pool *pool = NULL;
+    OK(tidepool_obj_pool_new(&cfg, &pool));
+    void *a, *b, *none;
+    EXPECT(tidepool_obj_get(pool, TIDEPOOL_GET_NO_CREATE, &a), TIDEPOOL_EMPTY);
+    EXPECT(tidepool_obj_get(pool, TIDEPOOL_GET_NO_CREATE, &b), TIDEPOOL_EMPTY);
+    CHECK(stats_of(pool).live == 2);
+    EXPECT(tidepool_obj_get(pool, TIDEPOOL_GET_NO_CREATE, &none), TIDEPOOL_ERR_EXHAUSTED);
+    a = obj_make(&c);
+    OK(tidepool_obj_put(pool, a)); /* made after the EMPTY, put as is */
+    OK(tidepool_obj_unreserve(pool)); /* the second was never made */
+    tidepool_stats s = stats_of(pool);
+    CHECK(s.live == 0 && s.idle == 1);
+    OK(tidepool_obj_get(pool, TIDEPOOL_GET_NO_CREATE, &b));
+    CHECK(b == a);
+    OK(tidepool_obj_put(pool, b));
+    EXPECT(tidepool_obj_unreserve(pool), TIDEPOOL_ERR_INVALID_ARGUMENT); /* nothing out */
+    OK(tidepool_pool_destroy(pool));
+    check_all_destroyed(&c);
+    /* A checked pool reserves nothing. */
+    cfg = obj_config(&c);
+    OK(tidepool_obj_pool_new(&cfg, &pool));
+    EXPECT(tidepool_obj_unreserve(pool), TIDEPOOL_ERR_INVALID_ARGUMENT);
+    EXPECT_MESSAGE("reserves nothing");
+    OK(tidepool_pool_destroy(pool));
+}
+
+/* Per-pool thread exit: hand back (0) or destroy; other pools untouched;
+ * unknown flags refused. */
+static void pool_thread_exit(void) {
+    struct counter c = {0};
+    tidepool_config cfg = obj_config(&c);
+    tidepool_pool *p1 = NULL, *p2 = NULL;
+    OK(tidepool_obj_pool_new(&cfg, &p1));
+    OK(tidepool_obj_pool_new(&cfg, &p2));
+    void *o1, *o2;
+    OK(tidepool_obj_get(p1, 0, &o1));
+    OK(tidepool_obj_get(p2, 0, &o2));
+    OK(tidepool_obj_put(p1, o1));
+    OK(tidepool_obj_put(p2, o2));
+    size_t n = 9;
+    EXPECT(tidepool_pool_thread_exit(p1, 0x10, &n), TIDEPOOL_ERR_INVALID_ARGUMENT);
+    CHECK(n == 0 && stats_of(p1).idle_cached == 1);
+    OK(tidepool_pool_thread_exit(p1, TIDEPOOL_THREAD_EXIT_DESTROY, &n));
+    CHECK(n == 1 && stats_of(p1).destroyed == 1 && stats_of(p1).idle == 0);
+    CHECK(stats_of(p2).idle_cached == 1); /* the other pool keeps its cache */
+    OK(tidepool_pool_thread_exit(p2, 0, &n));
+    tidepool_stats s = stats_of(p2);
+    CHECK(n == 1 && s.idle_cached == 0 && s.idle_depot == 1 && s.destroyed == 0);
+    OK(tidepool_pool_destroy(p1));
+    OK(tidepool_pool_destroy(p2));
+    check_all_destroyed(&c);
+}
+
+/* max_idle at run time, additive; bad deltas refused with nothing lost. */
+static void adjust_max_idle(void) {
+    struct counter c = {0};
+    tidepool_config cfg = obj_config(&c);
+    cfg.batch_size = 2;
+    cfg.max_idle = 8;
+    tidepool_pool *pool = NULL;
+    OK(tidepool_obj_pool_new(&cfg, &pool));
+    void *objs[16];
+    for (int i = 0; i < 16; i++)
+        OK(tidepool_obj_get(pool, 0, &objs[i]));
+    for (int i = 0; i < 16; i++)
+        OK(tidepool_obj_put(pool, objs[i]));
+    OK(tidepool_pool_thread_exit(pool, 0, NULL));
+    CHECK(stats_of(pool).idle_depot == 8);
+    size_t now = 0;
+    OK(tidepool_pool_adjust_max_idle(pool, 100, &now));
+    CHECK(now == 108 && stats_of(pool).max_idle == 108);
+    OK(tidepool_pool_adjust_max_idle(pool, -104, &now));
+    CHECK(now == 4 && stats_of(pool).idle_depot == 4); /* the oldest 4 destroyed */
+    EXPECT(tidepool_pool_adjust_max_idle(pool, -3, &now), TIDEPOOL_ERR_INVALID_ARGUMENT);
+    EXPECT_MESSAGE("max_idle");
+    EXPECT(tidepool_pool_adjust_max_idle(pool, -100, NULL), TIDEPOOL_ERR_INVALID_ARGUMENT);
+    EXPECT(tidepool_pool_set_max_idle(pool, 1), TIDEPOOL_ERR_INVALID_ARGUMENT);
+    CHECK(stats_of(pool).max_idle == 4 && stats_of(pool).idle_depot == 4);
+    OK(tidepool_pool_set_max_idle(pool, 64));
+    CHECK(stats_of(pool).max_idle == 64);
     check_counts(pool);
     OK(tidepool_pool_destroy(pool));
     check_all_destroyed(&c);
@@ -268,7 +413,8 @@ static void config_versions(void) {
     /* A caller compiled against version 0 (no `purge`): exactly that many
      * bytes, nothing after them. */
     CHECK(TIDEPOOL_CONFIG_SIZE_VER0 < sizeof(tidepool_config));
-    CHECK(TIDEPOOL_CONFIG_SIZE_VER1 == sizeof(tidepool_config));
+    CHECK(TIDEPOOL_CONFIG_SIZE_VER1 < TIDEPOOL_CONFIG_SIZE_VER2);
+    CHECK(TIDEPOOL_CONFIG_SIZE_VER2 == sizeof(tidepool_config));
     unsigned char *v0 = malloc(TIDEPOOL_CONFIG_SIZE_VER0);
     CHECK(v0 != NULL);
     full.size = TIDEPOOL_CONFIG_SIZE_VER0;
@@ -329,8 +475,9 @@ static void stats_versions(void) {
         CHECK(old.bytes[i] == 0xee);
 
     /* Version 1: the stack figures, not `trimmed`. */
-    CHECK(TIDEPOOL_STATS_SIZE_VER1 < sizeof(tidepool_stats));
-    CHECK(TIDEPOOL_STATS_SIZE_VER2 == sizeof(tidepool_stats));
+    CHECK(TIDEPOOL_STATS_SIZE_VER1 < TIDEPOOL_STATS_SIZE_VER2);
+    CHECK(TIDEPOOL_STATS_SIZE_VER2 < TIDEPOOL_STATS_SIZE_VER3);
+    CHECK(TIDEPOOL_STATS_SIZE_VER3 == sizeof(tidepool_stats));
     memset(&old, 0xee, sizeof old);
     old.stats.size = TIDEPOOL_STATS_SIZE_VER1;
     OK(tidepool_pool_stats(pool, &old.stats));
@@ -478,10 +625,38 @@ static void errors_config(void) {
     cfg.destroy = NULL;
     EXPECT(tidepool_obj_pool_new(&cfg, &pool), TIDEPOOL_ERR_CONFIG);
     EXPECT_MESSAGE("`destroy`");
+    /* No create callback: a pool of objects the caller makes; a get that
+     * would need one says so. */
     cfg = obj_config(&c);
     cfg.create = NULL;
+    cfg.min_idle = 2;
+    OK(tidepool_obj_pool_new(&cfg, &pool));
+    void *none = (void *)1;
+    EXPECT(tidepool_obj_get(pool, 0, &none), TIDEPOOL_ERR_CREATE);
+    EXPECT_MESSAGE("no create callback");
+    CHECK(none == NULL);
+    EXPECT(tidepool_obj_get(pool, TIDEPOOL_GET_NO_CREATE, &none), TIDEPOOL_EMPTY);
+    size_t filled = 9;
+    EXPECT(tidepool_pool_prefill(pool, &filled), TIDEPOOL_ERR_CREATE);
+    OK(tidepool_pool_destroy(pool));
+    /* Object-pool flags on another kind, and an unknown flag. */
+    cfg = buf_config(64, 0);
+    cfg.flags = TIDEPOOL_OBJ_ACCEPT_FOREIGN;
+    EXPECT(tidepool_buf_pool_new(&cfg, &pool), TIDEPOOL_ERR_CONFIG);
+    EXPECT_MESSAGE("`flags`");
+    cfg = obj_config(&c);
+    cfg.flags = 1u << 20;
     EXPECT(tidepool_obj_pool_new(&cfg, &pool), TIDEPOOL_ERR_CONFIG);
-    EXPECT_MESSAGE("`create`");
+    EXPECT_MESSAGE("`flags`");
+    cfg = stack_config(4096);
+    cfg.maps_per_object = 2;
+    EXPECT(tidepool_stack_pool_new(&cfg, &pool), TIDEPOOL_ERR_CONFIG);
+    EXPECT_MESSAGE("`maps_per_object`");
+    cfg = obj_config(&c);
+    cfg.burst = 64;
+    cfg.batch_size = 8;
+    EXPECT(tidepool_obj_pool_new(&cfg, &pool), TIDEPOOL_ERR_CONFIG);
+    EXPECT_MESSAGE("`burst`");
     cfg = obj_config(&c);
     cfg.object_size = 8;
     EXPECT(tidepool_obj_pool_new(&cfg, &pool), TIDEPOOL_ERR_CONFIG);
@@ -653,9 +828,14 @@ static void errors_exhausted_and_busy(void) {
     void *o, *o2;
     OK(tidepool_obj_get(objs, 0, &o));
     EXPECT(tidepool_obj_get(objs, 0, &o2), TIDEPOOL_ERR_EXHAUSTED);
+    /* An adopted object takes a place under max_live: none is left, so
+     * it stays the caller's. */
     struct obj *mine = obj_make(&c);
-    OK(tidepool_obj_adopt(objs, mine));
+    EXPECT(tidepool_obj_adopt(objs, mine), TIDEPOOL_ERR_EXHAUSTED);
+    EXPECT_MESSAGE("still yours");
     OK(tidepool_obj_put(objs, o));
+    OK(tidepool_pool_drain(objs, NULL));
+    OK(tidepool_obj_adopt(objs, mine));
     EXPECT(tidepool_pool_destroy(objs), TIDEPOOL_ERR_BUSY); /* `mine` is out */
     OK(tidepool_obj_put(objs, mine));
     OK(tidepool_pool_destroy(objs));
@@ -1023,6 +1203,10 @@ int main(int argc, char **argv) {
         {"stack_roundtrip", stack_roundtrip},
         {"obj_roundtrip", obj_roundtrip},
         {"obj_adopt", obj_adopt},
+        {"adopted_objects_are_reclaimed", adopted_objects_are_reclaimed},
+        {"unchecked_pools_reserve_at_empty", unchecked_pools_reserve_at_empty},
+        {"pool_thread_exit", pool_thread_exit},
+        {"adjust_max_idle", adjust_max_idle},
         {"maintenance", maintenance},
         {"config_versions", config_versions},
         {"stats_versions", stats_versions},

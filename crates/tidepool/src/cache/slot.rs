@@ -770,6 +770,13 @@ impl<'a, T> LocalSlot<'a, T> {
         self.slot.misses.bump_release();
     }
 
+    /// Counts an object made elsewhere that this thread adopted: a create
+    /// and a get, no miss.
+    pub(crate) fn count_adopted(&self) {
+        self.slot.created.add_release(1);
+        self.slot.gets.bump_release();
+    }
+
     /// Counts `n` objects destroyed by this thread (the owner's counter:
     /// one load and one store).
     pub(crate) fn count_destroyed(&self, n: u64) {

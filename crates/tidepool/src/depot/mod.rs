@@ -32,6 +32,7 @@
 
 use std::mem;
 
+use crate::sync::atomic::{AtomicUsize, Ordering};
 use crate::sync::Mutex;
 
 /// The longest working-set window, in reclaim intervals, and the number of
@@ -47,7 +48,10 @@ pub(crate) struct Depot<T> {
     batch_size: usize,
     /// The largest batch the pool's (adaptive) batch size allows.
     max_batch: usize,
-    max_idle: usize,
+    /// The cap on idle objects outside a critical-pressure hold: the
+    /// configured `max_idle` until `Pool::set_max_idle` changes it
+    /// (under the lock; read without it for the empties' bound).
+    max_idle: AtomicUsize,
 }
 
 /// A locked depot, and (on the reclaimer thread) its share of the fork
@@ -145,7 +149,7 @@ impl<T> Depot<T> {
             }),
             batch_size,
             max_batch: batch_size,
-            max_idle,
+            max_idle: AtomicUsize::new(max_idle),
         }
     }
 
@@ -157,7 +161,35 @@ impl<T> Depot<T> {
     }
 
     fn max_empties(&self) -> usize {
-        self.max_idle / self.batch_size
+        self.max_idle() / self.batch_size
+    }
+
+    /// The cap on idle objects outside a critical-pressure hold.
+    pub(crate) fn max_idle(&self) -> usize {
+        self.max_idle.load(Ordering::Relaxed)
+    }
+
+    /// Changes the cap outside a hold to `to(now)` (refused, unchanged, if
+    /// that is `Err`); returns the oldest batches above a lowered cap, for
+    /// the caller to destroy. During a hold the lower of the two caps
+    /// stays in force.
+    pub(crate) fn resize_max_idle<E>(
+        &self,
+        to: impl FnOnce(usize) -> Result<usize, E>,
+    ) -> Result<Vec<Vec<T>>, E> {
+        let mut shelves = self.lock();
+        let old = self.max_idle();
+        let new = to(old)?;
+        self.max_idle.store(new, Ordering::Relaxed);
+        shelves.cap = if shelves.cap < old {
+            shelves.cap.min(new)
+        } else {
+            new
+        };
+        let over = shelves.objects.saturating_sub(shelves.cap);
+        let taken = shelves.take_oldest(over, |_| true);
+        shelves.forget_reclaimed(taken.iter().map(Vec::len).sum());
+        Ok(taken)
     }
 
     /// The depot's lock. On the reclaimer thread it is taken under the
@@ -364,7 +396,7 @@ impl<T> Depot<T> {
     /// Sets the cap on idle objects: `min_idle` during a critical-pressure
     /// hold, `max_idle` otherwise.
     pub(crate) fn set_cap(&self, cap: usize) {
-        self.lock().cap = cap.min(self.max_idle);
+        self.lock().cap = cap.min(self.max_idle());
     }
 
     /// Removes the oldest not-yet-purged batches, up to `limit` objects, so

@@ -9,6 +9,7 @@
 //!   replaces its copy.
 //! * [`fork`]: `pthread_atfork(3)`, so locks and the reclaimer survive
 //!   `fork(2)`.
+//! * [`map_count`]: reading `vm.max_map_count` (Linux and Android).
 //! * [`thread`]: starting tidepool's own threads, every signal blocked but
 //!   the fault signals.
 //! * `membarrier` (Linux only): `membarrier(2)`, the heavy half of the
@@ -56,6 +57,7 @@
 //! are counted in [`unmap_failures`] instead of panicking.
 pub(crate) mod event;
 pub(crate) mod fork;
+pub(crate) mod map_count;
 #[cfg(target_os = "linux")]
 pub(crate) mod membarrier;
 #[cfg(miri)]

@@ -53,7 +53,7 @@ use crate::lifetime::Life;
 use crate::reclaim::Clock;
 use crate::sync::atomic::{fence, AtomicUsize, Ordering};
 use crate::sync::SharedCounter;
-use crate::{Config, Error, Manage, Stats};
+use crate::{Config, ConfigError, Error, Manage, Stats};
 use places::Places;
 use teardown::Teardown;
 use waiters::{Handoff, Waiters};
@@ -133,6 +133,10 @@ struct Counters {
     /// straight from a guard's drop (each a return too).
     waiter_gets: SharedCounter,
     waiter_returns: SharedCounter,
+    /// `try_get`s that found no idle object.
+    empty_gets: SharedCounter,
+    /// Objects made elsewhere and adopted (each also a create and a get).
+    adopted: SharedCounter,
 }
 
 /// What the put fast path left to do ([`Shared::put_fast`]).
@@ -349,16 +353,52 @@ impl<M: Manage> Shared<M> {
         Self::get_slow(this)
     }
 
+    /// An idle object if one is at hand (this thread's cache, then the
+    /// depot); never creates. `None` is counted as an empty get.
+    #[inline]
+    pub(crate) fn try_get(this: &Arc<Self>) -> Option<M::Item> {
+        if let Some(slot) = this.local() {
+            if let Some(item) = slot.pop_loaded() {
+                return Some(item);
+            }
+        }
+        Self::try_get_slow(this)
+    }
+
     /// The loaded batch empty, or no cache yet: swap in the spare batch, or,
     /// both empty, refill from the depot or create.
     #[cold]
     #[inline(never)]
     fn get_slow(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
+        match Self::refill::<true>(this) {
+            Ok(Some(item)) => Ok(item),
+            Ok(None) => unreachable!("a get that may create always ends with an object"),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`try_get`](Self::try_get)'s slow path: [`refill`](Self::refill)
+    /// without creating.
+    #[cold]
+    #[inline(never)]
+    fn try_get_slow(this: &Arc<Self>) -> Option<M::Item> {
+        let got = Self::refill::<false>(this).ok().flatten();
+        if got.is_none() {
+            this.counters.empty_gets.add(1);
+        }
+        got
+    }
+
+    /// The body of both slow gets: the spare batch, a batch from the
+    /// depot, or (`CREATE`) new objects; without `CREATE`, `None` where a
+    /// get would create.
+    #[inline(always)]
+    fn refill<const CREATE: bool>(this: &Arc<Self>) -> Result<Option<M::Item>, Error<M::Error>> {
         // Once a batch: the spare has objects (the swap `pop` does), found
         // without the claim below.
         if let Some(slot) = this.local() {
             if let Some(item) = slot.pop() {
-                return Ok(item);
+                return Ok(Some(item));
             }
         }
         let batch_size = this.batch();
@@ -367,7 +407,12 @@ impl<M: Manage> Shared<M> {
         let mut window_due = false;
         let item = loop {
             let Some(Claimed { slot, refused, .. }) = Self::claim_local(this) else {
-                return this.get_slotless();
+                if !CREATE {
+                    return Ok(this.depot.take_one().inspect(|_| {
+                        this.counters.slotless_gets.add(1);
+                    }));
+                }
+                return this.get_slotless().map(Some);
             };
             // Nothing in hand yet: a panic here may reach the caller.
             this.destroy_batches(refused, Site::Caller);
@@ -397,6 +442,9 @@ impl<M: Manage> Shared<M> {
                 }
                 slot.count_get();
                 break item;
+            }
+            if !CREATE {
+                return Ok(None);
             }
             let burst = this.config.burst;
             // One object, or a burst: the one to hand out and the rest (no
@@ -436,7 +484,7 @@ impl<M: Manage> Shared<M> {
             slot.count_get();
             break item;
         };
-        Ok(this.upkeep_holding(item, window_due))
+        Ok(Some(this.upkeep_holding(item, window_due)))
     }
 
     #[cold]
@@ -563,6 +611,26 @@ impl<M: Manage> Shared<M> {
         // The pool may have just gained its first object beyond its
         // reserve: the reclaimer must know (its next deadline may be ours).
         self.arm_background();
+    }
+
+    /// Counts an object made elsewhere as one of this pool's, out with the
+    /// caller: a place under `max_live` (`false`, nothing counted, at the
+    /// limit), a create and a get, but no miss.
+    pub(crate) fn adopt(&self) -> bool {
+        let Ok(reservation) = self.reserve(1) else {
+            return false;
+        };
+        reservation.fill(1);
+        match self.local() {
+            Some(slot) => slot.count_adopted(),
+            None => {
+                self.counters.created.add(1);
+                self.counters.slotless_gets.add(1);
+            }
+        }
+        self.counters.adopted.add(1);
+        self.arm_background();
+        true
     }
 
     /// Gives back the place of an object that is gone (destroyed, detached,
@@ -995,6 +1063,7 @@ impl<M: Manage> Shared<M> {
         let (created, destroyed) = self.lifetime_counts();
         let mut misses = c.misses.read();
         self.slots.for_each(|_, slot| misses += slot.misses());
+        let empty_gets = c.empty_gets.read();
         let depot = self.depot.counts();
         let live = gets.saturating_sub(returns + discarded + detached);
         let existing = created.saturating_sub(destroyed + detached);
@@ -1019,8 +1088,10 @@ impl<M: Manage> Shared<M> {
             destroying,
             idle_depot: depot.idle as u64,
             idle_purged: depot.purged as u64,
-            hits: gets.saturating_sub(misses),
-            misses,
+            hits: gets.saturating_sub(misses + c.adopted.read()),
+            misses: misses + empty_gets,
+            empty_gets,
+            adopted: c.adopted.read(),
             depot_exchanges: depot.exchanges,
             batch_size: self.batch(),
         }
@@ -1063,6 +1134,47 @@ impl<M: Manage> Shared<M> {
         let refused = self.donate_all(batches);
         self.destroy_batches(refused, Site::Caller);
         n
+    }
+}
+
+impl<M: Manage> Shared<M> {
+    /// Destroys this thread's cached objects and gives the slot up (the
+    /// next operation re-claims it). Returns how many were destroyed.
+    pub(crate) fn destroy_local(&self) -> usize {
+        let Some(slot) = self.local() else {
+            return 0;
+        };
+        let batches = slot.release();
+        self.destroy_batches(batches, Site::Caller)
+    }
+
+    /// Sets the depot's `max_idle` to `to(now)` (`None`: the change would
+    /// overflow) and destroys what a lowered cap leaves over. Refuses a
+    /// cap no batch or `min_idle` fits in, as the builder does.
+    pub(crate) fn resize_max_idle(
+        &self,
+        to: impl FnOnce(usize) -> Option<usize>,
+    ) -> Result<usize, ConfigError> {
+        let floor = self.config.batch_size.max(self.config.min_idle);
+        let over = self.depot.resize_max_idle(|now| {
+            let new = to(now).ok_or_else(|| {
+                ConfigError::new(
+                    "max_idle",
+                    format!("is {now}; the change would take it below 0 or past usize::MAX"),
+                )
+            })?;
+            if new < floor {
+                return Err(ConfigError::new(
+                    "max_idle",
+                    format!(
+                        "cannot go to {new}: it must hold a batch ({}) and min_idle ({})",
+                        self.config.batch_size, self.config.min_idle
+                    ),
+                ));
+            }
+            Ok(new)
+        })?;
+        Ok(self.destroy_batches(over, Site::Caller))
     }
 }
 

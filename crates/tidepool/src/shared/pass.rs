@@ -459,10 +459,13 @@ impl<M: Manage> Shared<M> {
     /// of the limit, so a thread that only gives back never holds what the
     /// threads that take need (they would have to steal its cache). No
     /// bound without a limit, or for a batch the user fixed.
+    /// Two batches also fit in the depot's `max_idle`, which
+    /// `Pool::set_max_idle` may have lowered since the build.
     fn limit_batch(&self, owners: usize) -> usize {
+        let idle = (self.depot.max_idle() / 2).max(self.config.batch_size);
         match self.config.max_live {
-            Some(limit) if !self.config.batch_fixed => limit / (4 * owners.max(1)),
-            _ => usize::MAX,
+            Some(limit) if !self.config.batch_fixed => idle.min(limit / (4 * owners.max(1))),
+            _ => idle,
         }
     }
 
@@ -655,7 +658,7 @@ impl<M: Manage> Shared<M> {
         let until = self.reclaim.hold_until.load(Ordering::Relaxed);
         if until != 0 && now >= until {
             self.reclaim.hold_until.store(0, Ordering::Relaxed);
-            self.depot.set_cap(self.config.max_idle);
+            self.depot.set_cap(usize::MAX);
         }
     }
 

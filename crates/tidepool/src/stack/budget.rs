@@ -28,19 +28,9 @@ use std::path::Path;
 /// of a stack with a neighbouring mapping of the same kind.
 pub const VMAS_PER_STACK: usize = 2;
 
-/// VMAs left for everything else in the process (code and data of each
-/// shared library, heaps, thread stacks, other mappings). QEMU's figure:
-/// "an arbitrary value for fixed overhead … that may vary".
-pub const RESERVED_VMAS: usize = 5000;
-
-/// The kernel's default `vm.max_map_count` (`DEFAULT_MAX_MAP_COUNT`,
-/// 65530), assumed when `/proc/sys/vm/max_map_count` cannot be read (no
-/// `/proc` mounted, a sandbox that hides it).
-pub const FALLBACK_MAX_MAP_COUNT: usize = 65530;
-
-/// Where the map count came from (Linux and Android).
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub const MAX_MAP_COUNT_PATH: &str = "/proc/sys/vm/max_map_count";
+pub use crate::os::map_count::MAX_MAP_COUNT_PATH;
+pub use crate::os::map_count::{FALLBACK_MAX_MAP_COUNT, RESERVED_VMAS};
 
 /// Where a [`MapBudget`]'s `max_map_count` came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,7 +95,7 @@ impl MapBudget {
     /// [`FALLBACK_MAX_MAP_COUNT`] if it is missing, unreadable or not a
     /// number.
     pub fn read_from(path: impl AsRef<Path>) -> Self {
-        match read_number(path.as_ref()) {
+        match crate::os::map_count::read_count(path.as_ref()) {
             Some(max_map_count) => Self {
                 max_map_count,
                 source: BudgetSource::Os,
@@ -175,12 +165,6 @@ impl fmt::Display for MapBudget {
             self.max_map_count
         )
     }
-}
-
-fn read_number(path: &Path) -> Option<usize> {
-    let mut text = String::new();
-    File::open(path).ok()?.read_to_string(&mut text).ok()?;
-    text.trim().parse().ok()
 }
 
 /// The VMAs this process has mapped now: the lines of `/proc/self/maps`.

@@ -186,6 +186,35 @@ impl StackPool {
         self.pool.release_local()
     }
 
+    /// Destroys the calling thread's cached stacks now
+    /// ([`Pool::destroy_local`]). Returns how many.
+    pub fn destroy_local(&self) -> usize {
+        self.pool.destroy_local()
+    }
+
+    /// The cap on idle stacks in the depot now ([`Pool::max_idle`]).
+    pub fn max_idle(&self) -> usize {
+        self.pool.max_idle()
+    }
+
+    /// Changes the cap on idle stacks at run time ([`Pool::set_max_idle`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Pool::set_max_idle`].
+    pub fn set_max_idle(&self, max_idle: usize) -> Result<usize, ConfigError> {
+        self.pool.set_max_idle(max_idle)
+    }
+
+    /// Adds `delta` to the cap on idle stacks ([`Pool::adjust_max_idle`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Pool::adjust_max_idle`].
+    pub fn adjust_max_idle(&self, delta: isize) -> Result<usize, ConfigError> {
+        self.pool.adjust_max_idle(delta)
+    }
+
     /// Reclaims every idle stack this thread can reach: the depot's and
     /// this thread's cached stacks go to the pool's destroy queue
     /// ([`Pool::drain`]), which releases their pages and unmaps each slab
