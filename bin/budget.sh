@@ -96,6 +96,26 @@ for entry in "${entries[@]}"; do
     fi
 done
 
+# The QEMU-shaped lifecycle (get or make, enter, terminate, put) over
+# tidepool's seam must cost no more instructions than the same loop over the
+# QEMU-style two-level batch pool in the same C file.
+cargo build --profile bench -p tidepool-ffi --lib >&2
+cc -std=c11 -O2 -Wall -Wextra -Werror -I crates/tidepool-ffi/include \
+    crates/tidepool-ffi/examples/c/qemu_coroutine_pool.c "$target_dir/release/libtidepool_ffi.a" \
+    -lpthread -ldl -lm -o "$tmp/qemu_coroutine_pool"
+declare -A lifecycle
+for pool in tidepool qemu; do
+    valgrind --tool=callgrind --toggle-collect='*measured_loop*' \
+        --callgrind-out-file="$tmp/out.$pool" "$tmp/qemu_coroutine_pool" lifecycle "$pool" "$n" \
+        >/dev/null 2>"$tmp/err" || { cat "$tmp/err" >&2; echo "FAIL: lifecycle $pool did not run" >&2; exit 1; }
+    lifecycle[$pool]="$(awk -v n="$n" '/^summary:/ { printf "%.1f", $2 / n }' "$tmp/out.$pool")"
+done
+verdict="$(awk -v t="${lifecycle[tidepool]}" -v q="${lifecycle[qemu]}" 'BEGIN { print (t <= q) ? "ok" : "OVER" }')"
+printf '%-22s %8s %8s %7s  %s\n' qemu_lifecycle "${lifecycle[qemu]}" "${lifecycle[tidepool]}" \
+    "$(awk -v t="${lifecycle[tidepool]}" -v q="${lifecycle[qemu]}" 'BEGIN { printf "%.2f", t / q }')x" \
+    "$verdict (tidepool against the QEMU-style pool, per create + enter + terminate)"
+[[ $verdict == OVER ]] && failed=1
+
 if [[ $check == 1 && $failed == 1 ]]; then
     echo "FAIL: an operation exceeds its instruction budget by more than $(awk -v t="$tolerance" 'BEGIN { print t * 100 }')%," \
         "or the guard's drop is no longer inlined (see above)" \

@@ -46,8 +46,10 @@
 //! stack put:   NULL? ─► check word ─► magic ─► pool id ─► generation ─► CAS ─► drop guard
 //!                 NULL    FOREIGN      FOREIGN WRONG_POOL DOUBLE_PUT    DOUBLE_PUT
 //!                                      (0: purged since: DOUBLE_PUT)
-//! object put:  NULL? ─► live set: absent ─► other pool ─► idle ─► take guard, drop it unlocked
-//!                 NULL     FOREIGN          WRONG_POOL    DOUBLE_PUT
+//! object put:  NULL? ─► live set: absent ─► other pool ─► idle ─► mark idle ─► from_raw, drop
+//! (checked)       NULL     FOREIGN          WRONG_POOL    DOUBLE_PUT
+//!                          (ACCEPT_FOREIGN: adopt it)
+//! object put:  NULL? ─► from_raw, drop                  (TIDEPOOL_OBJ_UNCHECKED: trusted)
 //! ```
 //!
 //! * A stack's `tidepool_stack` carries a check word, a keyed hash of `top`
@@ -63,25 +65,30 @@
 //!
 //! # Object pools: adoption
 //!
-//! `TIDEPOOL_GET_NO_CREATE` is a thread-local flag that the manager's
-//! `create` reads (it runs on the `get`'s thread): set, `create` fails with a
-//! private error that `get` turns into `TIDEPOOL_EMPTY`, and the core pool
-//! counts nothing. `tidepool_obj_adopt` enters the object in the live set as
-//! live without a guard. Its `put` puts it in the pool's inbox (the core
-//! pool cannot take in an object its manager did not make); the next `create`
-//! takes from the inbox before calling the C callback. Counts stay exact:
+//! A lent object is the core pool's item taken out of its guard
+//! (`Pooled::into_raw`): the core counts it live, and a put turns it back
+//! (`Pooled::from_raw`) and drops the guard, the core's own put. An object
+//! the caller made joins through the core's `Pool::adopt`, which counts it
+//! created, adopted and live (a place under `max_live`): from then on it is
+//! an ordinary member, reused, reclaimed, purged and destroyed like the
+//! rest. `TIDEPOOL_GET_NO_CREATE` is the core's `Pool::try_get`, which never
+//! creates and counts an empty get.
+//!
+//! A checked pool adopts a foreign object at its put (`TIDEPOOL_OBJ_ACCEPT_FOREIGN`),
+//! since the live set tells it apart. An unchecked pool cannot, so it counts
+//! the caller's object at the `TIDEPOOL_EMPTY` instead: the core adopts a
+//! placeholder (never a real object, never pooled) and the put of the real
+//! one is an ordinary put; `tidepool_obj_unreserve` detaches the
+//! placeholder's count if no object comes. Counts are the core's, exact:
 //!
 //! ```text
-//! core.created   = created (callbacks) + inbox pops
-//! adopted        = adopted_live + inbox + inbox pops + destroyed from the inbox
-//! live + idle    = (core.live + adopted_live) + (core.idle + inbox)
-//!                = created + adopted - destroyed      (no thread inside the pool)
+//! created  = create callbacks + adopted          (adopted: adopt, foreign puts, reservations)
+//! live + idle + destroying = created - destroyed - detached   (no thread inside the pool)
 //! ```
 //!
 //! # Callbacks and locks
 //!
-//! The FFI's locks are the live-set shards, an object pool's inbox, and the
-//! list of pools. Each is held only around a lookup or a `Vec` operation:
+//! The FFI's locks are the live-set shards and the list of pools. Each is held only around a lookup or a `Vec` operation:
 //! callbacks run after it is released, and so does the drop of a core
 //! guard (which may destroy objects, whose `destroy` removes them from the
 //! live set). The core pool never calls a manager under its own locks.

@@ -1054,8 +1054,8 @@ struct reentrant {
 
 static int reentrant_create(void *ctx, void **out) {
     struct reentrant *r = ctx;
-    /* Into the pool that is creating: its stats, and an adoption that goes
-     * into its inbox (whose lock must not be held here). */
+    /* Into the pool that is creating: its stats, and an adoption and a put
+     * (into this thread's cache, whose access must not be open here). */
     tidepool_stats s = stats_of(r->self);
     (void)s;
     struct obj *extra = obj_make(&r->counter);
