@@ -20,7 +20,7 @@
 //!    └─► signal.rs                     what pressure is (Level, Source): shared
 //!                                      by reclaim and pressure
 //!  os/                                 the kernel: mmap for stacks, a wake-up fd and poll,
-//!                                      pthread_atfork, membarrier (imports nothing
+//!                                      pthread_atfork, membarrier, vm.max_map_count (imports nothing
 //!                                      of the crate but the `sync` facade)
 //! ```
 //!
@@ -180,7 +180,13 @@
 //!
 //! A donation that would pass `max_idle` is refused whole and the donor
 //! destroys that batch after unlocking (QEMU 2024's global pool does the same,
-//! with 128-object batches and a cap derived from `vm.max_map_count`).
+//! with 128-object batches and a cap derived from `vm.max_map_count`;
+//! `Builder::maps_per_object` derives tidepool's from it the same way,
+//! through `os/map_count.rs`). `max_idle` is the depot's own atomic, changed
+//! at run time under the depot lock (`Pool::set_max_idle`,
+//! `adjust_max_idle`): a lowered cap hands the oldest batches above it to
+//! the caller to destroy, and the adaptive batch keeps two batches within
+//! it.
 //!
 //! ## Taking back a live thread's cache (`cache/slot.rs`)
 //!
@@ -585,8 +591,11 @@
 //! shared atomics. The rare counts (`detached`, `discarded`, waiters' gets)
 //! are shared atomics on their own cache lines (FreeBSD's lesson: a hot
 //! shared counter written on every allocation costs more than the
-//! allocation). Every create is a miss, so `misses == created`. The
-//! invariants, exact when no thread is inside the pool:
+//! allocation). Every create is a miss, and so is every `try_get` that found
+//! nothing (`empty_gets`): `misses == created - adopted + empty_gets` with
+//! bursts of one. An adopted object (`Pool::adopt`, made outside the pool)
+//! counts as a create and a get, but no miss. The invariants, exact when no
+//! thread is inside the pool:
 //!
 //! ```text
 //! existing == created - destroyed - detached
