@@ -19,7 +19,9 @@
 //!   reported as [`StackError::OutOfMemory`](super::StackError::OutOfMemory).
 
 use std::fmt;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use std::fs::File;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use std::io::Read;
 use std::path::Path;
 
