@@ -1,29 +1,31 @@
 //! Instance-call throughput: wasmtime async calls on pooled fiber stacks
-//! against wasmtime's own stacks, in the same run.
+//! and pooled linear memories against wasmtime's own allocators, in the
+//! same run.
 //!
 //! Each request is what a store-per-request server does: a new `Store`,
-//! `instantiate_async` from an `InstancePre`, one `call_async`, drop the
-//! store. The store takes one fiber stack for its first async call and
-//! gives it back when dropped. Subjects (criterion ids `group/subject`):
+//! `instantiate_async` from an `InstancePre`, one `call_async` (which
+//! suspends once in an async host function when many are in flight), drop
+//! the store. Subjects (criterion ids `group/subject`):
 //!
-//! * `pooled`: `Config::pooled_stacks(StackPool)`, this crate;
-//! * `on_demand`: wasmtime's default allocator, a fresh `mmap` +
-//!   `mprotect` per store and an `munmap` when it drops;
-//! * `pooling_allocator`: wasmtime's pooling instance allocator, which
-//!   keeps instances and stacks in slots of its own (for reference: it
-//!   pools more than stacks, and must be sized up front).
+//! * `pooled`: this crate: `Config::pooled_stacks(StackPool)`, and for
+//!   modules with a memory `Config::pooled_memories(PooledMemoryCreator)`;
+//! * `on_demand`: wasmtime's default allocator: a fresh `mmap` + `mprotect`
+//!   per stack and per memory, an `munmap` when the store drops;
+//! * `pooling_allocator`: wasmtime's pooling instance allocator, sized for
+//!   the largest load here (1,024 instances, stacks and memories);
+//! * `bounded_queue`: the stack pool wasmtime users hand-write, a
+//!   `StackCreator` over a `Mutex<Vec>` of at most 100 guarded stacks
+//!   (memories on demand).
 //!
-//! Every subject uses wasmtime's default `async_stack_size` (2 MiB) and
-//! `max_wasm_stack` (512 KiB). Groups:
+//! Groups: `request` (one request at a time), `concurrent_64` and
+//! `concurrent_512` (that many in flight; time per batch), for a module
+//! without memory, and the same three with a `memory_` prefix for a module
+//! with a 17-page (1.06 MiB) memory whose call touches 15 pages of it and
+//! recurses 50 deep.
 //!
-//! * `request`: one request at a time;
-//! * `concurrent_64`: 64 requests in flight at once (each suspends once in
-//!   an async host function), so 64 stacks are live together; time per
-//!   request.
-//!
-//! After the run, the bench prints each group's medians and the ratios to
-//! `pooled` (from criterion's `estimates.json`). `TIDEPOOL_BENCH_QUICK=1`
-//! shortens every measurement.
+//! After the run, the bench prints each group's medians per request and the
+//! ratios to `pooled` (from criterion's `estimates.json`).
+//! `TIDEPOOL_BENCH_QUICK=1` shortens every measurement.
 
 #[cfg(target_os = "linux")]
 mod linux {
@@ -34,19 +36,30 @@ mod linux {
     use std::task::{Context, Poll, Waker};
     use std::time::Duration;
 
+    use std::ops::Range;
+    use std::sync::{Arc, Mutex};
+
     use criterion::{BenchmarkId, Criterion, Throughput};
-    use tidepool::stack::StackPool;
-    use tidepool_wasmtime::ConfigExt;
+    use tidepool::stack::{GuardedStack, StackPool};
+    use tidepool_wasmtime::{ConfigExt, PooledMemoryCreator};
     use wasmtime::{
         Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module,
-        PoolingAllocationConfig, Store,
+        PoolingAllocationConfig, StackCreator, StackMemory, Store,
     };
 
     /// wasmtime's default `async_stack_size`.
     const STACK_SIZE: usize = 2 << 20;
-    const CONCURRENT: usize = 64;
-    const SUBJECTS: [&str; 3] = ["pooled", "on_demand", "pooling_allocator"];
-    const GROUPS: [&str; 2] = ["request", "concurrent_64"];
+    const SUBJECTS: [&str; 4] = ["pooled", "on_demand", "pooling_allocator", "bounded_queue"];
+    /// Requests in flight per group.
+    const LOADS: [(&str, usize); 3] = [
+        ("request", 1),
+        ("concurrent_64", 64),
+        ("concurrent_512", 512),
+    ];
+    /// What the pooling allocator is sized for: twice the largest load.
+    const POOLING_SLOTS: u32 = 1024;
+    /// The hand-written queue's bound.
+    const QUEUE_BOUND: usize = 100;
 
     /// `run(x)` = `yield(x) + 1`; `yield` returns `x`, suspending the fiber
     /// once when the request is one of many in flight.
@@ -57,30 +70,121 @@ mod linux {
         (i32.add (call $yield (local.get 0)) (i32.const 1))))
     "#;
 
-    fn engine(subject: &str) -> Engine {
+    fn engine(subject: &str, memory: bool) -> Engine {
         let mut config = Config::new();
         match subject {
             "pooled" => {
                 let pool = StackPool::new(STACK_SIZE).expect("valid settings");
                 config.pooled_stacks(pool);
+                if memory {
+                    let memories = PooledMemoryCreator::new().expect("valid settings");
+                    config.pooled_memories(Arc::new(memories));
+                }
             }
             "on_demand" => {}
             "pooling_allocator" => {
                 let mut pooling = PoolingAllocationConfig::default();
                 pooling
-                    .total_core_instances(2 * CONCURRENT as u32)
-                    .total_stacks(2 * CONCURRENT as u32)
-                    .total_memories(0)
+                    .total_core_instances(POOLING_SLOTS)
+                    .total_stacks(POOLING_SLOTS)
+                    .total_memories(if memory { POOLING_SLOTS } else { 0 })
                     .total_tables(0);
                 config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+            }
+            "bounded_queue" => {
+                config
+                    .async_stack_size(STACK_SIZE)
+                    .with_host_stack(Arc::new(QueueStacks::default()));
             }
             _ => unreachable!("unknown subject {subject}"),
         }
         Engine::new(&config).expect("a valid config")
     }
 
-    fn instance_pre(engine: &Engine, yielding: bool) -> InstancePre<()> {
-        let module = Module::new(engine, WAT).expect("valid wat");
+    /// A stack pool as wasmtime users write it: a locked queue of at most
+    /// `QUEUE_BOUND` guarded stacks, each given back on drop (or unmapped
+    /// when the queue is full).
+    #[derive(Default)]
+    struct QueueStacks(Arc<Mutex<Vec<GuardedStack>>>);
+
+    struct QueuedStack {
+        stack: Option<GuardedStack>,
+        queue: Arc<Mutex<Vec<GuardedStack>>>,
+    }
+
+    impl QueuedStack {
+        fn stack(&self) -> &GuardedStack {
+            self.stack.as_ref().expect("held until drop")
+        }
+    }
+
+    impl Drop for QueuedStack {
+        fn drop(&mut self) {
+            let stack = self.stack.take().expect("held until drop");
+            let mut queue = self.queue.lock().unwrap();
+            if queue.len() < QUEUE_BOUND {
+                queue.push(stack);
+            }
+        }
+    }
+
+    // SAFETY: a `GuardedStack` is page-aligned, whole pages, above a
+    // PROT_NONE guard page, owned by this value until it drops.
+    unsafe impl StackMemory for QueuedStack {
+        fn top(&self) -> *mut u8 {
+            self.stack().top().as_ptr()
+        }
+
+        fn range(&self) -> Range<usize> {
+            self.stack().usable()
+        }
+
+        fn guard_range(&self) -> Range<*mut u8> {
+            self.stack().limit().as_ptr()..self.stack().bottom().as_ptr()
+        }
+    }
+
+    // SAFETY: every stack is a `QueuedStack` of at least `size` bytes;
+    // zeroed requests get a fresh mapping (zeros).
+    unsafe impl StackCreator for QueueStacks {
+        fn new_stack(&self, size: usize, zeroed: bool) -> wasmtime::Result<Box<dyn StackMemory>> {
+            let reused = if zeroed {
+                None
+            } else {
+                self.0.lock().unwrap().pop()
+            };
+            let stack = match reused {
+                Some(stack) if stack.usable_size() >= size => stack,
+                _ => GuardedStack::new(size).map_err(wasmtime::Error::new)?,
+            };
+            Ok(Box::new(QueuedStack {
+                stack: Some(stack),
+                queue: self.0.clone(),
+            }))
+        }
+    }
+
+    /// `run(x)` touches 15 pages of its 17-page memory, recurses 50 deep,
+    /// and calls the host's `yield` once.
+    const MEMORY_WAT: &str = r#"
+    (module
+      (import "host" "yield" (func $yield (param i32) (result i32)))
+      (memory 17)
+      (func $deep (param i32) (result i32)
+        (if (result i32) (i32.eqz (local.get 0))
+          (then (i32.const 0))
+          (else (i32.add (call $deep (i32.sub (local.get 0) (i32.const 1))) (i32.const 1)))))
+      (func (export "run") (param i32) (result i32)
+        (local $i i32)
+        (loop $touch
+          (i32.store (i32.mul (local.get $i) (i32.const 69632)) (local.get 0))
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br_if $touch (i32.lt_u (local.get $i) (i32.const 15))))
+        (i32.add (call $yield (call $deep (i32.const 50))) (i32.load (i32.const 69632)))))
+    "#;
+
+    fn instance_pre(engine: &Engine, yielding: bool, memory: bool) -> InstancePre<()> {
+        let module = Module::new(engine, if memory { MEMORY_WAT } else { WAT }).expect("valid wat");
         let mut linker = Linker::new(engine);
         linker
             .func_wrap_async("host", "yield", move |_caller, (x,): (i32,)| {
@@ -137,39 +241,33 @@ mod linux {
         }
     }
 
-    fn one(pre: &InstancePre<()>) -> i32 {
-        run_all(vec![Box::pin(request(pre, black_box(1)))])
-    }
-
-    fn many(pre: &InstancePre<()>) -> i32 {
-        let tasks = (0..CONCURRENT as i32)
+    fn requests(pre: &InstancePre<()>, n: usize) -> i32 {
+        let tasks = (0..n as i32)
             .map(|x| Box::pin(request(pre, black_box(x))) as Task<'_>)
             .collect();
         run_all(tasks)
     }
 
     pub fn benches(c: &mut Criterion) {
-        let mut g = c.benchmark_group("request");
-        g.throughput(Throughput::Elements(1));
-        for subject in SUBJECTS {
-            let pre = instance_pre(&engine(subject), false);
-            one(&pre); // the first stack, mapped outside the measurement
-            g.bench_function(BenchmarkId::from_parameter(subject), |b| {
-                b.iter(|| one(&pre))
-            });
+        for memory in [false, true] {
+            for (name, n) in LOADS {
+                let group = if memory {
+                    format!("memory_{name}")
+                } else {
+                    name.to_owned()
+                };
+                let mut g = c.benchmark_group(&group);
+                g.throughput(Throughput::Elements(n as u64));
+                for subject in SUBJECTS {
+                    let pre = instance_pre(&engine(subject, memory), n > 1, memory);
+                    requests(&pre, n); // the first stacks, outside the measurement
+                    g.bench_function(BenchmarkId::from_parameter(subject), |b| {
+                        b.iter(|| requests(&pre, n))
+                    });
+                }
+                g.finish();
+            }
         }
-        g.finish();
-
-        let mut g = c.benchmark_group("concurrent_64");
-        g.throughput(Throughput::Elements(CONCURRENT as u64));
-        for subject in SUBJECTS {
-            let pre = instance_pre(&engine(subject), true);
-            many(&pre);
-            g.bench_function(BenchmarkId::from_parameter(subject), |b| {
-                b.iter(|| many(&pre))
-            });
-        }
-        g.finish();
     }
 
     pub fn config() -> Criterion {
@@ -210,12 +308,12 @@ mod linux {
         println!("\nmedian µs per request (ratio to pooled):");
         println!("| | {} |", SUBJECTS.join(" | "));
         println!("|---|{}", "---|".repeat(SUBJECTS.len()));
-        for group in GROUPS {
-            let per = if group == "request" {
-                1.0
-            } else {
-                CONCURRENT as f64
-            };
+        let groups = LOADS
+            .iter()
+            .flat_map(|&(name, n)| [(name.to_owned(), n), (format!("memory_{name}"), n)]);
+        for (group, n) in groups {
+            let group = group.as_str();
+            let per = n as f64;
             let Some(base) = median_ns(&dir, group, "pooled") else {
                 continue;
             };

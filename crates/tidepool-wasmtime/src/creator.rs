@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tidepool::stack::{GuardedStack, StackPool};
 use wasmtime::{Config, StackCreator, StackMemory};
 
-use crate::PooledFiberStack;
+use crate::{PooledFiberStack, PooledMemoryCreator};
 
 /// wasmtime's [`StackCreator`] over a [`StackPool`]: install it with
 /// [`Config::with_host_stack`], or in one line with
@@ -122,6 +122,33 @@ pub trait ConfigExt {
     /// For the creator's own count of unpooled stacks, build a
     /// [`PooledStackCreator`] and install it yourself.
     fn pooled_stacks(&mut self, pool: StackPool) -> &mut Self;
+
+    /// Gives every instance's linear memory a region from `creator`'s pool
+    /// (see [`PooledMemoryCreator`]): sets
+    /// [`Config::memory_reservation`] and [`Config::memory_guard_size`] to
+    /// the creator's, turns off [`Config::memory_init_cow`] (copy-on-write
+    /// images need wasmtime's own mappings; data segments are copied in at
+    /// instantiation instead), and installs the creator with
+    /// [`Config::with_host_memory`]. Keep the `Arc` to read the pool's stats.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tidepool_wasmtime::{ConfigExt, PooledMemoryCreator};
+    ///
+    /// let memories = Arc::new(PooledMemoryCreator::new()?);
+    /// let mut config = wasmtime::Config::new();
+    /// config.pooled_memories(memories.clone());
+    /// let engine = wasmtime::Engine::new(&config)?;
+    /// let module = wasmtime::Module::new(&engine, "(module (memory 1))")?;
+    /// for _ in 0..3 {
+    ///     let mut store = wasmtime::Store::new(&engine, ());
+    ///     wasmtime::Instance::new(&mut store, &module, &[])?;
+    /// }
+    /// let s = memories.pool().stats();
+    /// assert_eq!((s.created, s.hits), (1, 2), "one region served all three");
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    fn pooled_memories(&mut self, creator: Arc<PooledMemoryCreator>) -> &mut Self;
 }
 
 impl ConfigExt for Config {
@@ -129,5 +156,12 @@ impl ConfigExt for Config {
         let size = pool.manager().usable_size();
         self.async_stack_size(size)
             .with_host_stack(Arc::new(PooledStackCreator::new(pool)))
+    }
+
+    fn pooled_memories(&mut self, creator: Arc<PooledMemoryCreator>) -> &mut Self {
+        self.memory_reservation(creator.reservation() as u64)
+            .memory_guard_size(creator.guard() as u64)
+            .memory_init_cow(false)
+            .with_host_memory(creator)
     }
 }

@@ -77,12 +77,20 @@
 #[cfg(target_os = "linux")]
 mod creator;
 #[cfg(target_os = "linux")]
+mod linear_memory;
+#[cfg(target_os = "linux")]
 mod memory;
+#[cfg(target_os = "linux")]
+mod memory_creator;
 
 #[cfg(target_os = "linux")]
 pub use creator::{ConfigExt, PooledStackCreator};
 #[cfg(target_os = "linux")]
+pub use linear_memory::PooledLinearMemory;
+#[cfg(target_os = "linux")]
 pub use memory::PooledFiberStack;
+#[cfg(target_os = "linux")]
+pub use memory_creator::{PooledMemoryCreator, DEFAULT_GUARD, DEFAULT_RESERVATION};
 
 // The README's snippets, compiled and run as doctests.
 #[cfg(all(doctest, target_os = "linux"))]

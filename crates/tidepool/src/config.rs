@@ -639,7 +639,10 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    pub(crate) fn new(field: &'static str, reason: impl Into<String>) -> Self {
+    /// An error naming `field` (a builder method or setting) and why it
+    /// cannot work: for crates that build tidepool pools behind settings of
+    /// their own and report them the same way.
+    pub fn new(field: &'static str, reason: impl Into<String>) -> Self {
         Self {
             field,
             reason: reason.into(),

@@ -67,6 +67,8 @@ pub mod pressure;
 #[cfg(all(test, not(loom)))]
 mod probe;
 pub mod reclaim;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub mod region;
 mod shared;
 mod signal;
 #[cfg(unix)]

@@ -7,6 +7,7 @@ mod child;
 mod concurrent;
 mod creator;
 mod executor;
+mod memories;
 mod modules;
 mod overflow;
 mod readme;

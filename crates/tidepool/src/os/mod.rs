@@ -384,20 +384,38 @@ pub(crate) unsafe fn release_pages(start: NonNull<u8>, len: usize) -> io::Result
 /// since makes it fail with `ENOMEM`, and one mapped again by someone else
 /// is counted as it is now: wrong numbers, never undefined behaviour; the
 /// slab census relies on that.)
-#[allow(clippy::disallowed_methods)] // the audited call site
 pub(crate) unsafe fn resident_bytes(start: NonNull<u8>, len: usize) -> io::Result<usize> {
+    let mut map = Vec::new();
+    // SAFETY: our own contract.
+    unsafe { resident_pages(start, len, &mut map) }?;
+    Ok(map.iter().filter(|&&b| b & 1 != 0).count() * page_size())
+}
+
+/// Which pages of `[start, start + len)` are resident in RAM now
+/// (`mincore`): `map` is cleared and filled with one byte per page, bit 0
+/// set for a resident one. A snapshot, as for [`resident_bytes`].
+///
+/// # Safety
+///
+/// As for [`resident_bytes`].
+#[allow(clippy::disallowed_methods)] // the audited call site
+pub(crate) unsafe fn resident_pages(
+    start: NonNull<u8>,
+    len: usize,
+    map: &mut Vec<u8>,
+) -> io::Result<()> {
     check_region(start.as_ptr() as usize, len)?;
-    let page = page_size();
-    let mut vec = vec![0u8; len / page];
-    // SAFETY: the region is mapped (contract), and `vec` has one byte per
+    map.clear();
+    map.resize(len / page_size(), 0);
+    // SAFETY: the region is mapped (contract), and `map` has one byte per
     // page of it, as `mincore` writes.
     // (The pointer types differ between libcs: `*mut`/`*const c_void`,
     // `c_uchar`/`c_char` vectors; the casts fit each.)
-    let rc = unsafe { libc::mincore(start.as_ptr() as _, len, vec.as_mut_ptr().cast()) };
+    let rc = unsafe { libc::mincore(start.as_ptr() as _, len, map.as_mut_ptr().cast()) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(vec.iter().filter(|&&b| b & 1 != 0).count() * page)
+    Ok(())
 }
 
 #[cfg(all(test, not(loom)))]

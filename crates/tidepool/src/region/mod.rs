@@ -1,0 +1,280 @@
+//! Regions: reserved address ranges whose accessible part starts at the
+//! beginning and grows or shrinks in place, reset to zeros for their next
+//! owner without being unmapped. The mapping behind a WebAssembly linear
+//! memory (`tidepool-wasmtime`'s memory creator), pooled by a
+//! [`Pool`](crate::Pool) of [`RegionManager`].
+//!
+//! ```text
+//!  as_ptr()                 accessible()                               len()
+//!  │ read-write, zeros for a new owner │ PROT_NONE (growth room, guard)   │
+//!  └───────────────────────────────────┴──────────────────────────────────┘
+//! ```
+//!
+//! A reset keeps the pages the last owner touched resident and clears them
+//! in place, up to a bound (`keep_resident`): the next owner's first
+//! touches then fault nothing in. Pages past the bound are released
+//! (`MADV_DONTNEED`) and made inaccessible. Which pages were touched comes
+//! from the kernel (`mincore`): untouched pages are not resident and read
+//! as zeros already. Linux and Android only, where released private pages
+//! read back as zeros.
+
+mod manager;
+
+use std::fmt;
+use std::io;
+use std::ptr::NonNull;
+
+pub use manager::{RegionManager, DEFAULT_KEEP_RESIDENT};
+
+use crate::os;
+
+/// A reserved range of address space, all of it `PROT_NONE` but a
+/// read-write prefix ([`accessible`](Region::accessible)). Unmapped on drop.
+///
+/// ```
+/// use tidepool::region::Region;
+///
+/// let mut region = Region::reserve(1 << 20)?;
+/// region.set_accessible(64 * 1024)?;
+/// // SAFETY: the first 64 KiB are ours and read-write.
+/// unsafe { region.as_ptr().write(7) };
+/// region.reset(usize::MAX)?; // zeros again, same mapping
+/// // SAFETY: as above.
+/// assert_eq!(unsafe { region.as_ptr().read() }, 0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct Region {
+    start: NonNull<u8>,
+    /// Reserved bytes: a whole number of pages.
+    len: usize,
+    /// Read-write bytes from `start`: a whole number of pages, `<= len`.
+    accessible: usize,
+}
+
+// SAFETY: a `Region` is an owned address range; nothing in it is tied to
+// the thread that mapped it, and `munmap` may run on any thread.
+unsafe impl Send for Region {}
+// SAFETY: `&Region` only reads its bounds (and page tables, `mincore`);
+// writing into it takes raw pointers and `unsafe` on the caller's side.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Reserves `len` bytes (rounded up to whole pages), all inaccessible.
+    /// Costs address space only: no memory until pages are touched.
+    ///
+    /// # Errors
+    ///
+    /// `len` is 0 or overflows when rounded (`EINVAL`), or the kernel
+    /// refused the mapping (`ENOMEM` at `vm.max_map_count` or out of
+    /// address space).
+    pub fn reserve(len: usize) -> io::Result<Self> {
+        let len = round_up(len)
+            .filter(|&n| n != 0)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let start = os::reserve(len, os::Access::None)?;
+        Ok(Self {
+            start,
+            len,
+            accessible: 0,
+        })
+    }
+
+    /// The first byte.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.start.as_ptr()
+    }
+
+    /// Bytes reserved, accessible or not.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is reserved (never: a region holds at least a page).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes from the start that are readable and writable.
+    pub fn accessible(&self) -> usize {
+        self.accessible
+    }
+
+    /// Makes exactly the first `len` bytes (rounded up to whole pages)
+    /// read-write and the rest inaccessible. Pages made accessible that
+    /// were not before read as zeros; pages taken away are released first.
+    ///
+    /// # Errors
+    ///
+    /// `len` past the reservation (`EINVAL`), or the kernel refused
+    /// (`ENOMEM`: the map count); the region is unchanged then.
+    pub fn set_accessible(&mut self, len: usize) -> io::Result<()> {
+        let len = round_up(len)
+            .filter(|&n| n <= self.len)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+        if len > self.accessible {
+            // SAFETY: pages of our own reservation past the accessible part:
+            // nobody holds references into them.
+            unsafe { os::make_writable(self.page_at(self.accessible), len - self.accessible) }?;
+        } else if len < self.accessible {
+            self.release(len, self.accessible)?;
+        }
+        self.accessible = len;
+        Ok(())
+    }
+
+    /// Readies the region for its next owner: every accessible byte reads
+    /// zero afterwards. Of the accessible part, up to `keep_resident`
+    /// bytes (rounded down to pages) stay accessible and their resident
+    /// pages are cleared in place; the rest is released and made
+    /// inaccessible, so `accessible()` is at most `keep_resident` after.
+    ///
+    /// # Errors
+    ///
+    /// The kernel refused a call; the region is then released and
+    /// inaccessible from the first page on, or unchanged.
+    pub fn reset(&mut self, keep_resident: usize) -> io::Result<()> {
+        let page = os::page_size();
+        let keep = self.accessible.min(keep_resident / page * page);
+        if keep < self.accessible {
+            self.release(keep, self.accessible)?;
+            self.accessible = keep;
+        }
+        if keep == 0 {
+            return Ok(());
+        }
+        let mut map = Vec::new();
+        // SAFETY: our reservation, mapped.
+        if let Err(e) = unsafe { os::resident_pages(self.start, keep, &mut map) } {
+            self.release(0, keep)?;
+            self.accessible = 0;
+            return Err(e);
+        }
+        for (i, _) in map.iter().enumerate().filter(|(_, b)| **b & 1 != 0) {
+            // SAFETY: page `i` of the accessible part: mapped read-write and
+            // ours alone (the owner gave the region back).
+            unsafe { self.start.as_ptr().add(i * page).write_bytes(0, page) };
+        }
+        Ok(())
+    }
+
+    /// Bytes of the region resident in RAM now.
+    ///
+    /// # Errors
+    ///
+    /// `mincore` failed.
+    pub fn resident_bytes(&self) -> io::Result<usize> {
+        // SAFETY: our reservation, mapped.
+        unsafe { os::resident_bytes(self.start, self.len) }
+    }
+
+    /// Releases `[from, to)` (page offsets) and makes it inaccessible.
+    fn release(&mut self, from: usize, to: usize) -> io::Result<()> {
+        let (start, len) = (self.page_at(from), to - from);
+        // SAFETY: accessible pages of our reservation whose contents nobody
+        // needs (taken away from the owner's view, or being reset).
+        unsafe {
+            os::release_pages(start, len)?;
+            os::make_inaccessible(start, len)
+        }
+    }
+
+    fn page_at(&self, offset: usize) -> NonNull<u8> {
+        // SAFETY: `offset <= len`: inside the reservation or one past it.
+        unsafe { NonNull::new_unchecked(self.start.as_ptr().add(offset)) }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: our own reservation, unmapped once; nothing refers into it
+        // (its owner is gone).
+        if unsafe { os::unmap(self.start, self.len) }.is_err() {
+            os::count_unmap_failure();
+        }
+    }
+}
+
+impl fmt::Debug for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Region")
+            .field("start", &self.start)
+            .field("len", &self.len)
+            .field("accessible", &self.accessible)
+            .finish()
+    }
+}
+
+/// The OS page size: regions are reserved, opened and reset in whole
+/// pages of it.
+pub fn page_size() -> usize {
+    os::page_size()
+}
+
+/// `len` rounded up to whole pages; `None` on overflow.
+fn round_up(len: usize) -> Option<usize> {
+    let page = os::page_size();
+    len.checked_add(page - 1).map(|n| n / page * page)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn touch(region: &Region, pages: impl IntoIterator<Item = usize>) {
+        let page = os::page_size();
+        for p in pages {
+            // SAFETY: accessible pages of a region this test owns.
+            unsafe { region.as_ptr().add(p * page).write_bytes(0xa5, 16) };
+        }
+    }
+
+    fn all_zero(region: &Region) -> bool {
+        // SAFETY: the accessible part of a region this test owns.
+        let bytes = unsafe { std::slice::from_raw_parts(region.as_ptr(), region.accessible()) };
+        bytes.iter().all(|&b| b == 0)
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "mincore(2) is not emulated")]
+    fn reset_zeroes_in_place_up_to_the_bound_and_releases_the_rest() {
+        let page = os::page_size();
+        let mut region = Region::reserve(64 * page).unwrap();
+        region.set_accessible(16 * page).unwrap();
+        touch(&region, [0, 3, 15]);
+        assert_eq!(region.resident_bytes().unwrap(), 3 * page);
+        region.reset(8 * page).unwrap();
+        assert_eq!(region.accessible(), 8 * page);
+        // Pages 0 and 3 kept (cleared in place), page 15 released. (Checked
+        // before reading: a read maps the zero page, which counts as
+        // resident.)
+        assert_eq!(region.resident_bytes().unwrap(), 2 * page);
+        assert!(all_zero(&region));
+        // Grown again: the released pages read as zeros.
+        region.set_accessible(16 * page).unwrap();
+        assert!(all_zero(&region));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "mincore(2) is not emulated")]
+    fn shrinking_releases_and_bad_sizes_change_nothing() {
+        let page = os::page_size();
+        let mut region = Region::reserve(8 * page).unwrap();
+        region.set_accessible(8 * page).unwrap();
+        touch(&region, 0..8);
+        region.set_accessible(2 * page).unwrap();
+        assert_eq!(region.resident_bytes().unwrap(), 2 * page);
+        let e = region.set_accessible(9 * page).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        assert_eq!(region.accessible(), 2 * page);
+        region.reset(0).unwrap();
+        assert_eq!(
+            (region.accessible(), region.resident_bytes().unwrap()),
+            (0, 0)
+        );
+        region.set_accessible(0).unwrap(); // a purge of a purged region
+        region.set_accessible(1).unwrap();
+        assert_eq!(region.accessible(), page);
+        assert!(Region::reserve(0).is_err());
+        assert!(Region::reserve(usize::MAX).is_err());
+    }
+}
