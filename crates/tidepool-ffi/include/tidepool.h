@@ -20,8 +20,8 @@
 #define TIDEPOOL_CONFIG_SIZE_VER0 offsetof(tidepool_config, purge)
 /** The size of the second version of tidepool_config (adds `purge`). */
 #define TIDEPOOL_CONFIG_SIZE_VER1 (offsetof(tidepool_config, purge) + sizeof(tidepool_purge_fn))
-/** The size of the third version of tidepool_config (adds `burst` to `maps_per_object`). */
-#define TIDEPOOL_CONFIG_SIZE_VER2 (offsetof(tidepool_config, maps_per_object) + sizeof(size_t))
+/** The size of the third version of tidepool_config (adds `burst` to `purge_delay_ms`). */
+#define TIDEPOOL_CONFIG_SIZE_VER2 (offsetof(tidepool_config, purge_delay_ms) + sizeof(uint64_t))
 /** The size of the first version of tidepool_stats (up to `adopted`). */
 #define TIDEPOOL_STATS_SIZE_VER0 offsetof(tidepool_stats, mapped)
 /** The size of the second version of tidepool_stats (adds the stack figures). */
@@ -251,8 +251,8 @@ typedef void (*tidepool_purge_fn)(void *ctx, void *obj);
  *
  * Versions: `TIDEPOOL_CONFIG_SIZE_VER0` ends after `destroy`;
  * `TIDEPOOL_CONFIG_SIZE_VER1` adds `purge`; `TIDEPOOL_CONFIG_SIZE_VER2`
- * adds `burst`, `teardown_threads`, `teardown_chunk` and
- * `maps_per_object`. See `tidepool_status`'s `TIDEPOOL_ERR_STRUCT_SIZE`
+ * adds `burst`, `teardown_threads`, `teardown_chunk`, `maps_per_object`
+ * and `purge_delay_ms`. See `tidepool_status`'s `TIDEPOOL_ERR_STRUCT_SIZE`
  * for sizes that are refused.
  */
 typedef struct tidepool_config {
@@ -354,6 +354,12 @@ typedef struct tidepool_config {
      * `vm.max_map_count`, as a stack pool does (0: none). Since version 2.
      */
     size_t maps_per_object;
+    /**
+     * How long an idle object keeps its pages before a purge releases
+     * them, in ms (0: the default, 1000 for stacks and none for the other
+     * kinds; `UINT64_MAX`: none). Since version 2.
+     */
+    uint64_t purge_delay_ms;
 } tidepool_config;
 
 /**

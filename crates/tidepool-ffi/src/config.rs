@@ -69,8 +69,8 @@ const OBJ_FLAGS: u64 = TIDEPOOL_OBJ_UNCHECKED | TIDEPOOL_OBJ_ACCEPT_FOREIGN;
 ///
 /// Versions: `TIDEPOOL_CONFIG_SIZE_VER0` ends after `destroy`;
 /// `TIDEPOOL_CONFIG_SIZE_VER1` adds `purge`; `TIDEPOOL_CONFIG_SIZE_VER2`
-/// adds `burst`, `teardown_threads`, `teardown_chunk` and
-/// `maps_per_object`. See `tidepool_status`'s `TIDEPOOL_ERR_STRUCT_SIZE`
+/// adds `burst`, `teardown_threads`, `teardown_chunk`, `maps_per_object`
+/// and `purge_delay_ms`. See `tidepool_status`'s `TIDEPOOL_ERR_STRUCT_SIZE`
 /// for sizes that are refused.
 #[allow(non_camel_case_types)]
 #[repr(C)]
@@ -136,6 +136,10 @@ pub struct tidepool_config {
     /// `max_live` (unless set) and `max_idle` (unless set) from
     /// `vm.max_map_count`, as a stack pool does (0: none). Since version 2.
     pub maps_per_object: usize,
+    /// How long an idle object keeps its pages before a purge releases
+    /// them, in ms (0: the default, 1000 for stacks and none for the other
+    /// kinds; `UINT64_MAX`: none). Since version 2.
+    pub purge_delay_ms: u64,
 }
 
 /// The size of the first version of [`tidepool_config`] (up to `destroy`).
@@ -184,6 +188,8 @@ pub(crate) struct Common {
     pub(crate) teardown_threads: Option<usize>,
     pub(crate) teardown_chunk: Option<usize>,
     pub(crate) maps_per_object: Option<usize>,
+    /// `Some(Duration::MAX)`: explicitly none.
+    pub(crate) purge_delay: Option<Duration>,
 }
 
 fn config_error(field: &str, why: impl std::fmt::Display) -> Error {
@@ -276,6 +282,11 @@ impl tidepool_config {
             teardown_threads: nonzero(self.teardown_threads),
             teardown_chunk: nonzero(self.teardown_chunk),
             maps_per_object: nonzero(self.maps_per_object),
+            purge_delay: match self.purge_delay_ms {
+                0 => None,
+                u64::MAX => Some(Duration::MAX),
+                n => Some(Duration::from_millis(n)),
+            },
         })
     }
 }
@@ -312,6 +323,9 @@ macro_rules! apply_common {
         }
         if let Some(n) = c.teardown_chunk {
             b = b.teardown_chunk(n);
+        }
+        if let Some(d) = c.purge_delay {
+            b = b.purge_delay(d);
         }
         b.background(c.background)
     }};
@@ -390,7 +404,7 @@ mod tests {
         let word = std::mem::size_of::<usize>();
         assert_eq!(CONFIG_SIZE_VER0 + word, CONFIG_SIZE_VER1);
         assert_eq!(
-            CONFIG_SIZE_VER1 + 4 * word,
+            CONFIG_SIZE_VER1 + 4 * word + 8,
             std::mem::size_of::<tidepool_config>()
         );
     }

@@ -28,27 +28,21 @@
 //! `TIDEPOOL_BENCH_QUICK=1` shortens every measurement.
 
 #[cfg(target_os = "linux")]
+#[path = "support/queue_stacks.rs"]
+mod queue_stacks;
+#[cfg(target_os = "linux")]
+#[path = "support/requests.rs"]
+mod requests;
+
+#[cfg(target_os = "linux")]
 mod linux {
-    use std::future::Future;
-    use std::hint::black_box;
     use std::path::PathBuf;
-    use std::pin::Pin;
-    use std::task::{Context, Poll, Waker};
     use std::time::Duration;
 
-    use std::ops::Range;
-    use std::sync::{Arc, Mutex};
-
     use criterion::{BenchmarkId, Criterion, Throughput};
-    use tidepool::stack::{GuardedStack, StackPool};
-    use tidepool_wasmtime::{ConfigExt, PooledMemoryCreator};
-    use wasmtime::{
-        Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module,
-        PoolingAllocationConfig, StackCreator, StackMemory, Store,
-    };
 
-    /// wasmtime's default `async_stack_size`.
-    const STACK_SIZE: usize = 2 << 20;
+    use crate::requests::{engine, instance_pre, requests};
+
     const SUBJECTS: [&str; 4] = ["pooled", "on_demand", "pooling_allocator", "bounded_queue"];
     /// Requests in flight per group.
     const LOADS: [(&str, usize); 3] = [
@@ -56,197 +50,6 @@ mod linux {
         ("concurrent_64", 64),
         ("concurrent_512", 512),
     ];
-    /// What the pooling allocator is sized for: twice the largest load.
-    const POOLING_SLOTS: u32 = 1024;
-    /// The hand-written queue's bound.
-    const QUEUE_BOUND: usize = 100;
-
-    /// `run(x)` = `yield(x) + 1`; `yield` returns `x`, suspending the fiber
-    /// once when the request is one of many in flight.
-    const WAT: &str = r#"
-    (module
-      (import "host" "yield" (func $yield (param i32) (result i32)))
-      (func (export "run") (param i32) (result i32)
-        (i32.add (call $yield (local.get 0)) (i32.const 1))))
-    "#;
-
-    fn engine(subject: &str, memory: bool) -> Engine {
-        let mut config = Config::new();
-        match subject {
-            "pooled" => {
-                let pool = StackPool::new(STACK_SIZE).expect("valid settings");
-                config.pooled_stacks(pool);
-                if memory {
-                    let memories = PooledMemoryCreator::new().expect("valid settings");
-                    config.pooled_memories(Arc::new(memories));
-                }
-            }
-            "on_demand" => {}
-            "pooling_allocator" => {
-                let mut pooling = PoolingAllocationConfig::default();
-                pooling
-                    .total_core_instances(POOLING_SLOTS)
-                    .total_stacks(POOLING_SLOTS)
-                    .total_memories(if memory { POOLING_SLOTS } else { 0 })
-                    .total_tables(0);
-                config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
-            }
-            "bounded_queue" => {
-                config
-                    .async_stack_size(STACK_SIZE)
-                    .with_host_stack(Arc::new(QueueStacks::default()));
-            }
-            _ => unreachable!("unknown subject {subject}"),
-        }
-        Engine::new(&config).expect("a valid config")
-    }
-
-    /// A stack pool as wasmtime users write it: a locked queue of at most
-    /// `QUEUE_BOUND` guarded stacks, each given back on drop (or unmapped
-    /// when the queue is full).
-    #[derive(Default)]
-    struct QueueStacks(Arc<Mutex<Vec<GuardedStack>>>);
-
-    struct QueuedStack {
-        stack: Option<GuardedStack>,
-        queue: Arc<Mutex<Vec<GuardedStack>>>,
-    }
-
-    impl QueuedStack {
-        fn stack(&self) -> &GuardedStack {
-            self.stack.as_ref().expect("held until drop")
-        }
-    }
-
-    impl Drop for QueuedStack {
-        fn drop(&mut self) {
-            let stack = self.stack.take().expect("held until drop");
-            let mut queue = self.queue.lock().unwrap();
-            if queue.len() < QUEUE_BOUND {
-                queue.push(stack);
-            }
-        }
-    }
-
-    // SAFETY: a `GuardedStack` is page-aligned, whole pages, above a
-    // PROT_NONE guard page, owned by this value until it drops.
-    unsafe impl StackMemory for QueuedStack {
-        fn top(&self) -> *mut u8 {
-            self.stack().top().as_ptr()
-        }
-
-        fn range(&self) -> Range<usize> {
-            self.stack().usable()
-        }
-
-        fn guard_range(&self) -> Range<*mut u8> {
-            self.stack().limit().as_ptr()..self.stack().bottom().as_ptr()
-        }
-    }
-
-    // SAFETY: every stack is a `QueuedStack` of at least `size` bytes;
-    // zeroed requests get a fresh mapping (zeros).
-    unsafe impl StackCreator for QueueStacks {
-        fn new_stack(&self, size: usize, zeroed: bool) -> wasmtime::Result<Box<dyn StackMemory>> {
-            let reused = if zeroed {
-                None
-            } else {
-                self.0.lock().unwrap().pop()
-            };
-            let stack = match reused {
-                Some(stack) if stack.usable_size() >= size => stack,
-                _ => GuardedStack::new(size).map_err(wasmtime::Error::new)?,
-            };
-            Ok(Box::new(QueuedStack {
-                stack: Some(stack),
-                queue: self.0.clone(),
-            }))
-        }
-    }
-
-    /// `run(x)` touches 15 pages of its 17-page memory, recurses 50 deep,
-    /// and calls the host's `yield` once.
-    const MEMORY_WAT: &str = r#"
-    (module
-      (import "host" "yield" (func $yield (param i32) (result i32)))
-      (memory 17)
-      (func $deep (param i32) (result i32)
-        (if (result i32) (i32.eqz (local.get 0))
-          (then (i32.const 0))
-          (else (i32.add (call $deep (i32.sub (local.get 0) (i32.const 1))) (i32.const 1)))))
-      (func (export "run") (param i32) (result i32)
-        (local $i i32)
-        (loop $touch
-          (i32.store (i32.mul (local.get $i) (i32.const 69632)) (local.get 0))
-          (local.set $i (i32.add (local.get $i) (i32.const 1)))
-          (br_if $touch (i32.lt_u (local.get $i) (i32.const 15))))
-        (i32.add (call $yield (call $deep (i32.const 50))) (i32.load (i32.const 69632)))))
-    "#;
-
-    fn instance_pre(engine: &Engine, yielding: bool, memory: bool) -> InstancePre<()> {
-        let module = Module::new(engine, if memory { MEMORY_WAT } else { WAT }).expect("valid wat");
-        let mut linker = Linker::new(engine);
-        linker
-            .func_wrap_async("host", "yield", move |_caller, (x,): (i32,)| {
-                Box::new(async move {
-                    if yielding {
-                        YieldOnce(false).await;
-                    }
-                    x
-                })
-            })
-            .expect("a new name");
-        linker.instantiate_pre(&module).expect("imports satisfied")
-    }
-
-    async fn request(pre: &InstancePre<()>, x: i32) -> i32 {
-        let mut store = Store::new(pre.module().engine(), ());
-        let instance = pre.instantiate_async(&mut store).await.expect("instance");
-        let run = instance
-            .get_typed_func::<i32, i32>(&mut store, "run")
-            .expect("exported");
-        run.call_async(&mut store, x).await.expect("the call")
-    }
-
-    type Task<'a> = Pin<Box<dyn Future<Output = i32> + 'a>>;
-
-    /// Polls every task in turn until all are done (a waker that does
-    /// nothing: the only waits are `YieldOnce`s, ready on the next poll).
-    fn run_all(mut tasks: Vec<Task<'_>>) -> i32 {
-        let mut cx = Context::from_waker(Waker::noop());
-        let mut sum = 0;
-        while !tasks.is_empty() {
-            tasks.retain_mut(|task| match task.as_mut().poll(&mut cx) {
-                Poll::Ready(y) => {
-                    sum += y;
-                    false
-                }
-                Poll::Pending => true,
-            });
-        }
-        sum
-    }
-
-    struct YieldOnce(bool);
-
-    impl Future for YieldOnce {
-        type Output = ();
-
-        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-            if std::mem::replace(&mut self.0, true) {
-                return Poll::Ready(());
-            }
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-
-    fn requests(pre: &InstancePre<()>, n: usize) -> i32 {
-        let tasks = (0..n as i32)
-            .map(|x| Box::pin(request(pre, black_box(x))) as Task<'_>)
-            .collect();
-        run_all(tasks)
-    }
 
     pub fn benches(c: &mut Criterion) {
         for memory in [false, true] {

@@ -47,14 +47,19 @@ pub const DEFAULT_GUARD: usize = 32 << 20;
 
 impl PooledMemoryCreator {
     /// A creator with wasmtime's default reservation (4 GiB) and guard
-    /// (32 MiB), and a pool with tidepool's defaults and the map-count caps.
+    /// (32 MiB), and a pool with tidepool's defaults, the map-count caps
+    /// and an idle region's pages released a second after its last use
+    /// ([`DEFAULT_PURGE_DELAY`](tidepool::DEFAULT_PURGE_DELAY)).
     ///
     /// # Errors
     ///
     /// As for [`with_pool`](PooledMemoryCreator::with_pool).
     pub fn new() -> Result<Self, ConfigError> {
         let manager = RegionManager::new(DEFAULT_RESERVATION + DEFAULT_GUARD);
-        let pool = Pool::builder(manager).maps_per_object(2).build()?;
+        let pool = Pool::builder(manager)
+            .maps_per_object(2)
+            .purge_delay(tidepool::DEFAULT_PURGE_DELAY)
+            .build()?;
         Self::with_pool(pool, DEFAULT_RESERVATION, DEFAULT_GUARD)
     }
 

@@ -41,6 +41,12 @@ pub const BATCH_GROWTH: usize = 8;
 /// The shortest reclaim interval accepted.
 pub const MIN_RECLAIM_INTERVAL: Duration = Duration::from_millis(1);
 
+/// The purge delay of a stack pool unless set
+/// ([`Builder::purge_delay`]): an idle stack's pages go back to the OS
+/// about a second after its last use, a few page faults' worth of work
+/// against holding them for a whole reclaim interval.
+pub const DEFAULT_PURGE_DELAY: Duration = Duration::from_secs(1);
+
 /// Default most threads running a pool's destroy queue at once
 /// ([`Builder::teardown_threads`]): no bound but the number of CPUs.
 pub const DEFAULT_TEARDOWN_THREADS: usize = usize::MAX;
@@ -147,6 +153,8 @@ pub struct Config {
     pub(crate) teardown_chunk: usize,
     /// VMAs each object holds (`maps_per_object`); 0: not given.
     pub(crate) maps_per_object: usize,
+    /// Idle objects unused this long are purged (`purge_delay`).
+    pub(crate) purge_delay: Option<Duration>,
 }
 
 impl Default for Config {
@@ -165,6 +173,7 @@ impl Default for Config {
             teardown_threads: DEFAULT_TEARDOWN_THREADS,
             teardown_chunk: DEFAULT_TEARDOWN_CHUNK,
             maps_per_object: 0,
+            purge_delay: None,
         }
     }
 }
@@ -250,6 +259,12 @@ impl Config {
         self.teardown_chunk
     }
 
+    /// How long an idle object keeps what a purge releases, if set
+    /// ([`Builder::purge_delay`]).
+    pub fn purge_delay(&self) -> Option<Duration> {
+        self.purge_delay
+    }
+
     /// VMAs each object holds, as given to
     /// [`Builder::maps_per_object`]; 0 if not given.
     pub fn maps_per_object(&self) -> usize {
@@ -320,6 +335,15 @@ impl Config {
                 format!(
                     "is {} but the depot holds at most max_idle = {}",
                     self.min_idle, self.max_idle
+                ),
+            ));
+        }
+        if self.purge_delay.is_some_and(|d| d < MIN_RECLAIM_INTERVAL) {
+            return Err(ConfigError::new(
+                "purge_delay",
+                format!(
+                    "is {:?}, the shortest allowed is {MIN_RECLAIM_INTERVAL:?}",
+                    self.purge_delay.unwrap_or_default()
                 ),
             ));
         }
@@ -450,6 +474,29 @@ impl<M: Manage> Builder<M> {
     pub fn max_live(mut self, n: usize) -> Self {
         self.config.max_live = Some(n);
         self.max_live_given = true;
+        self
+    }
+
+    /// Purges idle objects ([`Manage::purge`](crate::Manage::purge): a
+    /// stack's or a memory's pages released, the mapping kept) once they
+    /// have sat unused for about `delay` (between one and two delays), in
+    /// the depot and in thread caches untouched that long, instead of only
+    /// at reclaim passes (default: none; a stack pool's default is
+    /// [`DEFAULT_PURGE_DELAY`]). The objects themselves still go by the
+    /// working set, over whole reclaim intervals; a purged object is reused
+    /// like any other and pays its page faults again. At least
+    /// [`MIN_RECLAIM_INTERVAL`]; `Duration::MAX` is the same as none.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = tidepool::Pool::builder(|| vec![0u8; 1 << 20])
+    ///     .purge_delay(Duration::from_secs(1))
+    ///     .build()?;
+    /// assert_eq!(pool.config().purge_delay(), Some(Duration::from_secs(1)));
+    /// # Ok::<(), tidepool::ConfigError>(())
+    /// ```
+    pub fn purge_delay(mut self, delay: Duration) -> Self {
+        self.config.purge_delay = Some(delay);
         self
     }
 

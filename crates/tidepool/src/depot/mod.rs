@@ -97,6 +97,8 @@ struct Shelves<T> {
     lw_mark: usize,
     /// The fewest objects held since the current reclaim interval began.
     lw_cur: usize,
+    /// The fewest objects held since the last purge tick (`purge_delay`).
+    lw_purge: usize,
     /// The fewest held during each earlier interval, the latest first, less
     /// what was reclaimed since: `lw_past[0]` is the previous interval's.
     lw_past: [usize; MAX_WINDOW - 1],
@@ -144,6 +146,7 @@ impl<T> Depot<T> {
                 cap: max_idle,
                 lw_mark: 0,
                 lw_cur: 0,
+                lw_purge: 0,
                 lw_past: [0; MAX_WINDOW - 1],
                 exchanges: 0,
             }),
@@ -271,6 +274,7 @@ impl<T> Depot<T> {
             shelves.full.insert(0, shelf);
             shelves.lw_past[0] += n;
             shelves.lw_cur += n;
+            shelves.lw_purge += n;
         } else {
             shelves.full.push(shelf);
         }
@@ -365,12 +369,31 @@ impl<T> Depot<T> {
         shelves.lw_past[..ended].fill(idle_all_interval);
         shelves.lw_cur = objects;
         shelves.lw_mark = shelves.lw_mark.saturating_sub(reclaimed).min(objects);
+        shelves.lw_purge = shelves.lw_purge.saturating_sub(reclaimed).min(objects);
         // Purged batches are the oldest, so the oldest `idle_all_interval`
         // objects are the purged ones plus these.
         let unpurged = idle_all_interval.saturating_sub(shelves.purged);
         let purge = shelves.take_oldest(unpurged, |shelf| !shelf.purged);
         shelves.in_purge += purge.iter().map(Vec::len).sum::<usize>();
         Tick { reclaim, purge }
+    }
+
+    /// A purge tick (`purge_delay`): takes the not-yet-purged objects that
+    /// sat unused since the last tick, oldest first, for the caller to purge
+    /// and hand back with [`restore_purged`](Depot::restore_purged), and
+    /// starts a new period.
+    pub(crate) fn purge_tick(&self) -> Vec<Vec<T>> {
+        let mut shelves = self.lock();
+        // Purged batches are the oldest, so the oldest `lw_purge` objects
+        // are the purged ones plus these.
+        let unpurged = shelves
+            .lw_purge
+            .min(shelves.objects)
+            .saturating_sub(shelves.purged);
+        let purge = shelves.take_oldest(unpurged, |shelf| !shelf.purged);
+        shelves.in_purge += purge.iter().map(Vec::len).sum::<usize>();
+        shelves.lw_purge = shelves.objects + shelves.in_purge;
+        purge
     }
 
     /// Takes what sat unused through this interval and the last, down to
@@ -466,6 +489,7 @@ impl<T> Shelves<T> {
         let idle = self.objects + self.in_purge;
         self.lw_mark = self.lw_mark.min(idle);
         self.lw_cur = self.lw_cur.min(idle);
+        self.lw_purge = self.lw_purge.min(idle);
     }
 
     /// Objects that sat unused through the previous interval and this one.
@@ -479,7 +503,7 @@ impl<T> Shelves<T> {
     /// unused in their place).
     fn forget_reclaimed(&mut self, removed: usize) {
         let objects = self.objects;
-        for mark in [&mut self.lw_mark, &mut self.lw_cur]
+        for mark in [&mut self.lw_mark, &mut self.lw_cur, &mut self.lw_purge]
             .into_iter()
             .chain(&mut self.lw_past)
         {

@@ -161,7 +161,11 @@ impl<M: Manage> Shared<M> {
             teardown: Teardown::new(teardown_limit(&config), config.teardown_chunk),
             slots: SlotTable::new(),
             counters: CachePadded::default(),
-            reclaim: CachePadded::new(ReclaimShared::new(clock, config.reclaim_interval)),
+            reclaim: CachePadded::new(ReclaimShared::new(
+                clock,
+                config.reclaim_interval,
+                config.purge_delay,
+            )),
             life: CachePadded::default(),
             batch: AtomicUsize::new(config.batch_size),
             panics: PanicRecord::new::<M>(),

@@ -31,6 +31,11 @@ pub(crate) struct ReclaimShared {
     pub(crate) clock: Arc<dyn Clock>,
     /// When the next interval pass is due, in clock nanoseconds.
     next_pass: AtomicU64,
+    /// When the next purge tick is due (`purge_delay`), in clock
+    /// nanoseconds; `u64::MAX` without one.
+    next_purge: AtomicU64,
+    /// The purge delay in nanoseconds; 0 without one.
+    purge_delay: u64,
     /// Until when critical pressure holds the depot at `min_idle`, in clock
     /// nanoseconds; 0 when there is no hold.
     hold_until: AtomicU64,
@@ -105,6 +110,10 @@ struct PassState {
     /// Each cache's unused objects over its last period (`Slot::period`):
     /// what it held through that period without needing.
     low: Vec<usize>,
+    /// The cache's `(gets, returns)` at the last purge tick, and the
+    /// operation count at which a purge tick last took it.
+    purge_seen: Vec<(u64, u64)>,
+    purge_taken_at: Vec<u64>,
 }
 
 /// The working-set window of a pool that has not seen a reclaim undone:
@@ -144,12 +153,18 @@ fn nanos(d: Duration) -> u64 {
 }
 
 impl ReclaimShared {
-    pub(crate) fn new(clock: Arc<dyn Clock>, interval: Duration) -> Self {
+    pub(crate) fn new(clock: Arc<dyn Clock>, interval: Duration, purge: Option<Duration>) -> Self {
         let now = nanos(clock.now());
         let first = now.saturating_add(nanos(interval));
+        let purge_delay = purge.map_or(0, |d| nanos(d).max(1));
         Self {
             clock,
             next_pass: AtomicU64::new(first),
+            next_purge: AtomicU64::new(match purge_delay {
+                0 => u64::MAX,
+                d => now.saturating_add(d),
+            }),
+            purge_delay,
             hold_until: AtomicU64::new(0),
             last_critical: AtomicU64::new(u64::MAX),
             armed: AtomicBool::new(false),
@@ -181,10 +196,58 @@ impl<M: Manage> Shared<M> {
     /// how many objects it destroyed.
     pub(crate) fn pass_if_due(&self, site: Site) -> usize {
         let now = self.reclaim.now();
-        if now < self.reclaim.next_pass.load(Ordering::Relaxed) {
-            return 0;
+        if now >= self.reclaim.next_pass.load(Ordering::Relaxed) {
+            return self.pass(now, site);
         }
-        self.pass(now, site)
+        if now >= self.reclaim.next_purge.load(Ordering::Relaxed) {
+            self.purge_tick(now, site);
+        }
+        0
+    }
+
+    /// A purge tick (`purge_delay`): thread caches untouched since the last
+    /// tick are taken (their objects idle), and the depot's objects unused
+    /// since then are purged: their pages go back to the OS a short delay
+    /// after their last use, while the working-set reclaim decides, over
+    /// whole intervals, when the objects themselves go.
+    #[cold]
+    fn purge_tick(&self, now: u64, site: Site) {
+        let taken = {
+            let _gate = fork::gate();
+            let Some(mut state) = self.reclaim.lock.try_lock() else {
+                return;
+            };
+            if now < self.reclaim.next_purge.load(Ordering::Relaxed) {
+                return;
+            }
+            self.reclaim.next_purge.store(
+                now.saturating_add(self.reclaim.purge_delay),
+                Ordering::Relaxed,
+            );
+            let mut quiet = Vec::new();
+            self.slots.for_each(|tid, slot| {
+                if state.purge_seen.len() <= tid {
+                    state.purge_seen.resize(tid + 1, (u64::MAX, u64::MAX));
+                    state.purge_taken_at.resize(tid + 1, u64::MAX);
+                }
+                let counts = slot.counts();
+                let busy = std::mem::replace(&mut state.purge_seen[tid], counts) != counts;
+                let ops = counts.0 + counts.1;
+                if slot.is_owned() && !busy && state.purge_taken_at[tid] != ops {
+                    quiet.push(slot);
+                    state.purge_taken_at[tid] = ops;
+                }
+            });
+            self.reclaim.caches_taken.add(quiet.len() as u64);
+            Slot::revoke_remote(quiet, IfBusy::Flush)
+        };
+        let mut caught = Caught::default();
+        // Idle since the last tick at least: they join the depot as idle,
+        // so this tick purges them too.
+        let refused = self.donate_all_idle(taken);
+        self.reclaim_batches(refused, site, &mut caught);
+        self.purge_batches(self.depot.purge_tick(), &mut caught);
+        self.settle(caught, site);
     }
 
     /// For a background pool: makes sure the reclaimer runs (an atomic
@@ -889,6 +952,7 @@ impl<M: Manage> Shared<M> {
         self.pass_if_due(Site::Reclaimer);
         let now = self.reclaim.now();
         let mut next = self.reclaim.next_pass.load(Ordering::Relaxed);
+        next = next.min(self.reclaim.next_purge.load(Ordering::Relaxed));
         let hold = self.reclaim.hold_until.load(Ordering::Relaxed);
         if hold != 0 {
             next = next.min(hold);

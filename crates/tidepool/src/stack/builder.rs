@@ -60,6 +60,7 @@ pub struct StackPoolBuilder {
     burst: Option<usize>,
     teardown_threads: Option<usize>,
     teardown_chunk: Option<usize>,
+    purge_delay: Duration,
     guard_mode: GuardMode,
 }
 
@@ -79,6 +80,7 @@ impl StackPoolBuilder {
             burst: None,
             teardown_threads: None,
             teardown_chunk: None,
+            purge_delay: crate::DEFAULT_PURGE_DELAY,
             guard_mode: GuardMode::Auto,
         }
     }
@@ -106,6 +108,15 @@ impl StackPoolBuilder {
     /// unmapped.
     pub fn reclaim_interval(mut self, interval: Duration) -> Self {
         self.reclaim_interval = Some(interval);
+        self
+    }
+
+    /// How long an idle stack keeps its pages (see
+    /// [`Builder::purge_delay`](crate::Builder::purge_delay); default
+    /// [`DEFAULT_PURGE_DELAY`](crate::DEFAULT_PURGE_DELAY), and
+    /// `Duration::MAX` purges at reclaim passes only).
+    pub fn purge_delay(mut self, delay: Duration) -> Self {
+        self.purge_delay = delay;
         self
     }
 
@@ -286,6 +297,9 @@ impl StackPoolBuilder {
         }
         if let Some(n) = self.teardown_chunk {
             builder = builder.teardown_chunk(n);
+        }
+        if self.purge_delay != Duration::MAX {
+            builder = builder.purge_delay(self.purge_delay);
         }
         let pool = Arc::new(builder.build()?);
         // Before any stack is lent: lent stacks find their pool here.

@@ -1,0 +1,154 @@
+//! The store-per-request workload the `calls` bench and the
+//! `burst_residency` example run: a new `Store`, `instantiate_async` from
+//! an `InstancePre`, one `call_async`, drop the store; `n` of them in
+//! flight at once on one thread, polled in turn (each suspends once in an
+//! async host function when there are many).
+
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use std::sync::Arc;
+
+use tidepool::stack::StackPool;
+use tidepool_wasmtime::{ConfigExt, PooledMemoryCreator};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module,
+    PoolingAllocationConfig, Store,
+};
+
+use crate::queue_stacks::QueueStacks;
+
+/// wasmtime's default `async_stack_size`.
+pub const STACK_SIZE: usize = 2 << 20;
+/// What the pooling allocator is sized for: twice the largest load.
+pub const POOLING_SLOTS: u32 = 1024;
+/// The hand-written queue's bound.
+pub const QUEUE_BOUND: usize = 100;
+
+/// `run(x)` = `yield(x) + 1`; `yield` returns `x`, suspending the fiber
+/// once when the request is one of many in flight.
+pub const WAT: &str = r#"
+(module
+  (import "host" "yield" (func $yield (param i32) (result i32)))
+  (func (export "run") (param i32) (result i32)
+    (i32.add (call $yield (local.get 0)) (i32.const 1))))
+"#;
+
+/// An engine for `subject` (see the `calls` bench), with pooled memories
+/// too for `pooled` when `memory`.
+pub fn engine(subject: &str, memory: bool) -> Engine {
+    let mut config = Config::new();
+    match subject {
+        "pooled" => {
+            let pool = StackPool::new(STACK_SIZE).expect("valid settings");
+            config.pooled_stacks(pool);
+            if memory {
+                let memories = PooledMemoryCreator::new().expect("valid settings");
+                config.pooled_memories(Arc::new(memories));
+            }
+        }
+        "on_demand" => {}
+        "pooling_allocator" => {
+            let mut pooling = PoolingAllocationConfig::default();
+            pooling
+                .total_core_instances(POOLING_SLOTS)
+                .total_stacks(POOLING_SLOTS)
+                .total_memories(if memory { POOLING_SLOTS } else { 0 })
+                .total_tables(0);
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+        }
+        "bounded_queue" => {
+            config
+                .async_stack_size(STACK_SIZE)
+                .with_host_stack(Arc::new(QueueStacks::new(QUEUE_BOUND)));
+        }
+        _ => unreachable!("unknown subject {subject}"),
+    }
+    Engine::new(&config).expect("a valid config")
+}
+
+/// `run(x)` touches 15 pages of its 17-page memory, recurses 50 deep,
+/// and calls the host's `yield` once.
+pub const MEMORY_WAT: &str = r#"
+(module
+  (import "host" "yield" (func $yield (param i32) (result i32)))
+  (memory 17)
+  (func $deep (param i32) (result i32)
+    (if (result i32) (i32.eqz (local.get 0))
+      (then (i32.const 0))
+      (else (i32.add (call $deep (i32.sub (local.get 0) (i32.const 1))) (i32.const 1)))))
+  (func (export "run") (param i32) (result i32)
+    (local $i i32)
+    (loop $touch
+      (i32.store (i32.mul (local.get $i) (i32.const 69632)) (local.get 0))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $touch (i32.lt_u (local.get $i) (i32.const 15))))
+    (i32.add (call $yield (call $deep (i32.const 50))) (i32.load (i32.const 69632)))))
+"#;
+
+pub fn instance_pre(engine: &Engine, yielding: bool, memory: bool) -> InstancePre<()> {
+    let module = Module::new(engine, if memory { MEMORY_WAT } else { WAT }).expect("valid wat");
+    let mut linker = Linker::new(engine);
+    linker
+        .func_wrap_async("host", "yield", move |_caller, (x,): (i32,)| {
+            Box::new(async move {
+                if yielding {
+                    YieldOnce(false).await;
+                }
+                x
+            })
+        })
+        .expect("a new name");
+    linker.instantiate_pre(&module).expect("imports satisfied")
+}
+
+pub async fn request(pre: &InstancePre<()>, x: i32) -> i32 {
+    let mut store = Store::new(pre.module().engine(), ());
+    let instance = pre.instantiate_async(&mut store).await.expect("instance");
+    let run = instance
+        .get_typed_func::<i32, i32>(&mut store, "run")
+        .expect("exported");
+    run.call_async(&mut store, x).await.expect("the call")
+}
+
+pub type Task<'a> = Pin<Box<dyn Future<Output = i32> + 'a>>;
+
+/// Polls every task in turn until all are done (a waker that does
+/// nothing: the only waits are `YieldOnce`s, ready on the next poll).
+pub fn run_all(mut tasks: Vec<Task<'_>>) -> i32 {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut sum = 0;
+    while !tasks.is_empty() {
+        tasks.retain_mut(|task| match task.as_mut().poll(&mut cx) {
+            Poll::Ready(y) => {
+                sum += y;
+                false
+            }
+            Poll::Pending => true,
+        });
+    }
+    sum
+}
+
+pub struct YieldOnce(pub bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            return Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+pub fn requests(pre: &InstancePre<()>, n: usize) -> i32 {
+    let tasks = (0..n as i32)
+        .map(|x| Box::pin(request(pre, black_box(x))) as Task<'_>)
+        .collect();
+    run_all(tasks)
+}
