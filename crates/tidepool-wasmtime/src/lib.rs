@@ -1,7 +1,9 @@
 //! Pooled fiber stacks for wasmtime's async support, from tidepool's
-//! [`StackPool`](tidepool::stack::StackPool): guard-paged, reused from a
-//! per-thread cache, bounded by the process's map count, and trimmed and
-//! purged by the pool's own reclaim.
+//! [`StackPool`](tidepool::stack::StackPool), and pooled linear memories,
+//! from a pool of [`Region`](tidepool::region::Region)s
+//! ([`PooledMemoryCreator`], [`ConfigExt::pooled_memories`]): guard-paged,
+//! reused from a per-thread cache, bounded by the process's map count, and
+//! purged and reclaimed by the pools' own working-set measure.
 //!
 //! wasmtime runs every async call (`call_async`, `instantiate_async`) on a
 //! fiber with a stack of its own. Its default on-demand allocator maps that

@@ -19,6 +19,8 @@
 //!    ├─► callbacks.rs                  every call into user code
 //!    └─► signal.rs                     what pressure is (Level, Source): shared
 //!                                      by reclaim and pressure
+//!  stack/, region/                     managers of mappings: guarded stacks in slabs,
+//!                                      reservations that grow in place (use os/)
 //!  os/                                 the kernel: mmap for stacks, a wake-up fd and poll,
 //!                                      pthread_atfork, membarrier, vm.max_map_count (imports nothing
 //!                                      of the crate but the `sync` facade)
@@ -360,6 +362,23 @@
 //! operation on a background pool other than a cache hit starts a new one if
 //! it is missing ([`reclaim::status`](crate::reclaim::status) tells).
 //!
+//! ### Purge ticks (`purge_delay`)
+//!
+//! A pool with a purge delay also ticks at that cadence between boundaries
+//! (`shared/pass.rs`, `purge_tick`; the same lazy visits and reclaimer
+//! thread run it). The depot keeps one more low-water mark, `lw_purge`,
+//! since the last tick; a tick purges the oldest `lw_purge − purged`
+//! unpurged objects and resets it, and first takes back every thread cache
+//! untouched since the last tick, as idle objects (counted in `lw_purge`),
+//! so pages held anywhere go back between one and two delays after their
+//! last use. A tick destroys nothing: which objects go is still the
+//! boundary's working-set decision.
+//!
+//! ```text
+//! purge at a tick:  oldest unpurged of the oldest min(lw_purge, objects)
+//! lw_purge = objects + in_purge after it; lowered by every take
+//! ```
+//!
 //! ## Batched teardown: the destroy queue (`shared/teardown.rs`)
 //!
 //! Teardowns the pool decides (reclaim and pressure on the reclaimer
@@ -403,6 +422,22 @@
 //! waiter: waiters += 1, then try a permit  (either it gets the permit
 //! runner: give the permit back, then        or the runner hands it on)
 //!         read waiters (an RMW)             loom_teardown.rs checks all
+//! ```
+//!
+//! ## Regions (`region/`)
+//!
+//! A [`Region`](crate::region::Region) is one `PROT_NONE` reservation whose
+//! read-write prefix grows and shrinks in place (`mprotect`; shrinking
+//! releases the pages first): the mapping behind a wasm linear memory. Its
+//! manager's `recycle` resets it for the next owner without unmapping:
+//! the prefix's resident pages, found with `mincore`, are cleared in place
+//! up to `keep_resident`, the rest released and closed, so a reused
+//! memory's first touches fault nothing in. Linux and Android only, where
+//! released private pages read back as zeros.
+//!
+//! ```text
+//! after a reset:  accessible <= keep_resident, every accessible byte 0,
+//!                 resident <= pages the last owner touched below keep_resident
 //! ```
 //!
 //! ## Stacks in slabs (`stack/slab.rs`)
