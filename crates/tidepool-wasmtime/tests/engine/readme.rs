@@ -19,7 +19,11 @@ fn block<'a>(text: &'a str, from: &str, fence: &str) -> Vec<&'a str> {
 
 #[test]
 fn root_readme_snippet_is_the_compiled_one() {
-    let shown = block(ROOT_README, "### wasmtime async fibers", "```rust,ignore");
+    let shown = block(
+        ROOT_README,
+        "### wasmtime stacks and memories",
+        "```rust,ignore",
+    );
     let compiled = block(CRATE_README, "## Usage", "```rust");
     assert!(shown.len() > 3, "{shown:?}");
     assert_eq!(
