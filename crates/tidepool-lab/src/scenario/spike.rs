@@ -83,6 +83,7 @@ pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
                 .terminal("given back"),
             Column::new("rss_before", "RSS before", Format::MiB),
             Column::new("rss_burst", "peak RSS burst", Format::MiB),
+            Column::new("rss_soon", "RSS 2 s after (scaled)", Format::MiB),
             Column::new("rss_after", "RSS after", Format::MiB),
         ],
         headline: "idle_after",
@@ -146,7 +147,11 @@ pub(crate) fn claims(s: &ScenarioReport) -> Vec<Claim> {
     .collect()
 }
 
-fn metrics(out: &RunOutput, _plan: &Plan) -> BTreeMap<String, f64> {
+/// How long after the burst `rss_soon` is read: 2 s of the seed's 15 s
+/// period, scaled like it (the purge delay's decay shows there).
+const SOON: f64 = 2.0 / 15.0;
+
+fn metrics(out: &RunOutput, plan: &Plan) -> BTreeMap<String, f64> {
     let mut m = base_metrics(out);
     let s = &out.series;
     let start = |i: usize| out.phase_starts.get(i).copied().flatten();
@@ -179,6 +184,15 @@ fn metrics(out: &RunOutput, _plan: &Plan) -> BTreeMap<String, f64> {
             max_in(&s.vsz_kib, r.clone()) as f64 * 1024.0,
         );
         m.insert(format!("rss_{name}"), max_in(&s.rss_kib, r) as f64 * 1024.0);
+    }
+    // The sample nearest to SOON of a period after every worker was done
+    // with the burst (the "after" phase is five periods).
+    let period_ms = plan
+        .phases
+        .get(2)
+        .map_or(0.0, |p| p.min.as_secs_f64() * 1000.0 / 5.0);
+    if let Some(i) = out.index_at(burst_done + SOON * period_ms) {
+        m.insert("rss_soon".into(), s.rss_kib[i] as f64 * 1024.0);
     }
     if let (Some(b), Some(p), Some(a)) =
         (m.get("vsz_before"), m.get("vsz_burst"), m.get("vsz_after"))
