@@ -161,7 +161,8 @@ impl PooledMemoryCreator {
         }
         let capacity = reserved.unwrap_or(maximum.unwrap_or(minimum));
         let source = if reserved == Some(self.reservation) && guard == self.guard {
-            let region = self.pool.get_owned().map_err(|e| e.to_string())?;
+            let mut region = self.pool.get_owned().map_err(|e| e.to_string())?;
+            self.pool.manager().lend(&mut region);
             PooledLinearMemory::pooled(region)
         } else {
             let len = capacity

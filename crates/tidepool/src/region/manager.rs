@@ -2,7 +2,7 @@
 //! unmaps [`Region`]s of one size.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::Region;
 use crate::Manage;
@@ -35,6 +35,9 @@ pub struct RegionManager {
     len: usize,
     keep_resident: usize,
     reset_failures: AtomicU64,
+    /// Bytes idle regions keep resident: added at each reset, taken away
+    /// when a region is purged, destroyed or lent again (`lend`).
+    idle_resident: AtomicUsize,
 }
 
 /// The default [`keep_resident`](RegionManager::keep_resident): 1 MiB.
@@ -47,6 +50,7 @@ impl RegionManager {
             len,
             keep_resident: DEFAULT_KEEP_RESIDENT,
             reset_failures: AtomicU64::new(0),
+            idle_resident: AtomicUsize::new(0),
         }
     }
 
@@ -75,6 +79,29 @@ impl RegionManager {
         self.keep_resident
     }
 
+    /// Bytes the idle regions keep resident: the pages their last owners
+    /// touched below [`keep_resident`](RegionManager::keep_resident),
+    /// cleared in place (purged regions hold none). Exact when every region
+    /// taken from the pool went through [`lend`](RegionManager::lend).
+    pub fn idle_resident(&self) -> usize {
+        self.idle_resident.load(Ordering::Relaxed)
+    }
+
+    /// Notes that `region`, just taken from the pool, is in use again: its
+    /// kept pages leave [`idle_resident`](RegionManager::idle_resident).
+    pub fn lend(&self, region: &mut Region) {
+        self.forget_resident(std::mem::take(&mut region.kept));
+    }
+
+    /// `bytes` counted in `idle_resident` are no longer idle or resident.
+    fn forget_resident(&self, bytes: usize) {
+        let _ = self
+            .idle_resident
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(bytes))
+            });
+    }
+
     /// Regions whose reset failed (the kernel refused a call): each was
     /// destroyed instead of reused.
     pub fn reset_failures(&self) -> u64 {
@@ -92,15 +119,27 @@ impl Manage for RegionManager {
 
     fn recycle(&self, region: &mut Region) -> bool {
         let ok = region.reset(self.keep_resident).is_ok();
-        if !ok {
+        if ok {
+            self.idle_resident.fetch_add(region.kept, Ordering::Relaxed);
+        } else {
+            // Destroyed next: what a half-done reset kept was never counted.
+            region.kept = 0;
             self.reset_failures.fetch_add(1, Ordering::Relaxed);
         }
         ok
     }
 
     fn purge(&self, region: &mut Region) {
-        if region.set_accessible(0).is_err() {
-            self.reset_failures.fetch_add(1, Ordering::Relaxed);
+        let kept = region.kept;
+        match region.set_accessible(0) {
+            Ok(()) => self.forget_resident(kept),
+            Err(_) => {
+                self.reset_failures.fetch_add(1, Ordering::Relaxed);
+            }
         }
+    }
+
+    fn destroy(&self, region: Region) {
+        self.forget_resident(region.kept);
     }
 }

@@ -49,6 +49,9 @@ pub struct Region {
     len: usize,
     /// Read-write bytes from `start`: a whole number of pages, `<= len`.
     accessible: usize,
+    /// Bytes the last reset kept resident (cleared in place); 0 once
+    /// released or reset again.
+    kept: usize,
 }
 
 // SAFETY: a `Region` is an owned address range; nothing in it is tied to
@@ -76,6 +79,7 @@ impl Region {
             start,
             len,
             accessible: 0,
+            kept: 0,
         })
     }
 
@@ -99,6 +103,13 @@ impl Region {
         self.accessible
     }
 
+    /// Bytes the last [`reset`](Region::reset) kept resident, cleared in
+    /// place (0 after a release of the accessible part or before any
+    /// reset); the owner's own touches since are not counted.
+    pub fn kept_resident(&self) -> usize {
+        self.kept
+    }
+
     /// Makes exactly the first `len` bytes (rounded up to whole pages)
     /// read-write and the rest inaccessible. Pages made accessible that
     /// were not before read as zeros; pages taken away are released first.
@@ -117,6 +128,7 @@ impl Region {
             unsafe { os::make_writable(self.page_at(self.accessible), len - self.accessible) }?;
         } else if len < self.accessible {
             self.release(len, self.accessible)?;
+            self.kept = self.kept.min(len);
         }
         self.accessible = len;
         Ok(())
@@ -135,6 +147,7 @@ impl Region {
     pub fn reset(&mut self, keep_resident: usize) -> io::Result<()> {
         let page = os::page_size();
         let keep = self.accessible.min(keep_resident / page * page);
+        self.kept = 0;
         if keep < self.accessible {
             self.release(keep, self.accessible)?;
             self.accessible = keep;
@@ -153,6 +166,7 @@ impl Region {
             // SAFETY: page `i` of the accessible part: mapped read-write and
             // ours alone (the owner gave the region back).
             unsafe { self.start.as_ptr().add(i * page).write_bytes(0, page) };
+            self.kept += page;
         }
         Ok(())
     }
@@ -248,6 +262,7 @@ mod tests {
         // before reading: a read maps the zero page, which counts as
         // resident.)
         assert_eq!(region.resident_bytes().unwrap(), 2 * page);
+        assert_eq!(region.kept_resident(), 2 * page);
         assert!(all_zero(&region));
         // Grown again: the released pages read as zeros.
         region.set_accessible(16 * page).unwrap();
@@ -263,6 +278,7 @@ mod tests {
         touch(&region, 0..8);
         region.set_accessible(2 * page).unwrap();
         assert_eq!(region.resident_bytes().unwrap(), 2 * page);
+        assert_eq!(region.kept_resident(), 0);
         let e = region.set_accessible(9 * page).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
         assert_eq!(region.accessible(), 2 * page);
