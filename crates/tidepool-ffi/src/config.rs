@@ -16,7 +16,7 @@ use crate::status::{tidepool_status::TIDEPOOL_ERR_CONFIG, Error, Result};
 pub type tidepool_create_fn =
     Option<unsafe extern "C" fn(ctx: *mut c_void, out: *mut *mut c_void) -> c_int>;
 
-/// Unmakes one object the pool no longer keeps. May run on any thread:
+/// Unmakes one object the pool lets go. May run on any thread:
 /// the one calling `put`, `reclaim_unused`, `reclaim`, `drain` or `destroy`, a thread
 /// that is exiting, or tidepool's reclaimer thread (unless the pool was
 /// built with `TIDEPOOL_NO_BACKGROUND`). Never while tidepool holds a lock.

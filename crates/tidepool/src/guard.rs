@@ -58,7 +58,7 @@ macro_rules! guard_impl {
                 Self::end(&pool, || pool.shared.discard(item));
             }
 
-            /// Takes the object out of the pool: it is no longer counted as
+            /// Takes the object out of the pool: it stops being counted as
             /// live, and the pool will never destroy it.
             pub fn detach(self) -> M::Item {
                 let (pool, item) = self.into_parts();
@@ -276,8 +276,8 @@ impl<M: Manage> Pool<M> {
 
     /// A guard of another pool: it ends as if dropped. Out of line, so the
     /// guard's drop glue keeps the callers it had (with one more inlined
-    /// here, the compiler stopped inlining it into them: 10 instructions
-    /// more per stack get + drop).
+    /// here, the compiler stops inlining it into them, which the budget
+    /// `stack_get_drop` would show).
     #[cold]
     #[inline(never)]
     fn put_as_drop(guard: OwnedPooled<M>) {

@@ -3,10 +3,10 @@
 //! An [`OwnedPooled`](crate::OwnedPooled) (and so every
 //! [`PooledStack`](crate::stack::PooledStack), which stands for one and
 //! finds the pointer below through its stack's slab set) is `'static`: it may outlive
-//! the [`Pool`](crate::Pool) handle, on any thread. It used to hold a clone
-//! of the pool's `Arc`, paid for with a `lock incq` when taken and a
-//! `lock decq` when dropped, on one cache line that every thread writes.
-//! Now it holds a plain copy of the handle's pointer, and the shared state
+//! the [`Pool`](crate::Pool) handle, on any thread. A clone of the pool's
+//! `Arc` in each guard would cost a `lock incq` when taken and a `lock
+//! decq` when dropped, on one cache line that every thread writes. So a
+//! guard holds a plain copy of the handle's pointer, and the shared state
 //! lives until the last of {the pool handle, the owned guards} is gone,
 //! which is found without any per-object read-modify-write. The scheme is
 //! Linux's `percpu_ref` (per-CPU counts, summed once the reference is
@@ -490,7 +490,7 @@ fn process(scope: usize) {
 /// handle and other guards go on other threads.
 pub(crate) struct Ending<M: Manage> {
     /// The pool. A pointer, not a reference: the pool may be freed by
-    /// another thread as soon as this end no longer protects it, before
+    /// another thread as soon as this end stops protecting it, before
     /// the `Ending` is gone.
     shared: NonNull<Shared<M>>,
     /// How this end is protected, in one word: this thread's marker, which

@@ -144,7 +144,7 @@ pub trait Manage: Send + Sync + 'static {
         let _ = item;
     }
 
-    /// Unmakes an object the pool no longer keeps. The default drops it.
+    /// Unmakes an object the pool lets go. The default drops it.
     fn destroy(&self, item: Self::Item) {
         drop(item)
     }
@@ -187,7 +187,7 @@ pub trait Manage: Send + Sync + 'static {
         Ok(items)
     }
 
-    /// Unmakes every object of `items`, which the pool no longer keeps: a
+    /// Unmakes every object of `items`, which the pool lets go: a
     /// batch of them at a time when the pool tears down many at once.
     ///
     /// Exactly once: the pool counts every object of `items` as destroyed

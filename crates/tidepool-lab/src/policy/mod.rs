@@ -258,7 +258,7 @@ pub struct PolicyEnv {
 }
 
 /// Why a policy had no stack to give: the kernel refused a mapping, or the
-/// pool refused to pass a cap.
+/// pool would not pass a cap.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StackFailure {
     /// What was said, e.g. "mmap: Cannot allocate memory (os error 12)".

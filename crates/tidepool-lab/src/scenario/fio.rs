@@ -87,7 +87,7 @@ impl FioSize {
 }
 
 /// Reclaim intervals the measured runs go on, every thread idle, after the
-/// load: long enough for a pool that gives back what it no longer needs to
+/// load: long enough for a pool that gives back what it stops needing to
 /// do so (a quiet cache is taken back after one interval, and idle objects
 /// in the depot go at the passes after), so that "final idle" says what
 /// each policy keeps once the load is gone.

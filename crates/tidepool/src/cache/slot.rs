@@ -663,9 +663,8 @@ impl<'a, T> LocalSlot<'a, T> {
     // `Result<(R, Tally), A>` layers keeps it in memory as a 24-byte blob,
     // which LLVM copies as 8 + 16 bytes. On the put side that 16-byte load of
     // the guard's `ptr, len` straddles the caller's fresh 8-byte store of
-    // `len` (a store-forwarding stall); on the get side it adds a stack hop.
-    // Together that was about +6 ns per round trip (tidepool-bench
-    // `core_roundtrip`: 24.5 ns against 18.5 ns with the bracket spelled out).
+    // `len` (a store-forwarding stall); on the get side it adds a stack hop
+    // (tidepool-bench `core_roundtrip` shows the difference).
 
     /// Takes an idle object from the cache and counts a get.
     #[inline(always)]

@@ -83,9 +83,8 @@ pub(crate) unsafe fn move_to<T>(src: *const T, dst: *mut T) {
 /// loads and stores as the volatile ones, but one opaque statement where
 /// those are `2n`, which is what the inliner charges for. The guard's drop,
 /// whose fast path ends in this copy, fits the default inline threshold
-/// with it (cost 240 against 250; 255 with the volatile copies), and a
-/// round trip runs in 3.7–4.1 ns instead of 4.3–4.9 (`tidepool-bench`,
-/// `round_trip/tidepool`). Not under Miri, which cannot run it, nor under
+/// with it and not with the volatile copies, and a round trip runs faster
+/// (`tidepool-bench`, `round_trip/tidepool`). Not under Miri, which cannot run it, nor under
 /// ThreadSanitizer (`--cfg tidepool_sanitize`, set by `bin/sanitize.sh`),
 /// which cannot see into it.
 ///

@@ -248,7 +248,7 @@ impl WakeFd {
         // SAFETY: a descriptor stored here is open and owned by the
         // `WakeFd` until `forget_after_fork`, which runs only when no other
         // thread of the process exists, so it cannot close it under a borrow
-        // (which lives no longer than the `&self` it came from).
+        // (which lives as long as the `&self` it came from, at most).
         (fd != NONE).then(|| unsafe { BorrowedFd::borrow_raw(fd) })
     }
 

@@ -1,4 +1,4 @@
-//! Reclaim: how a pool gives back what its working set no longer needs.
+//! Reclaim: how a pool gives back what its working set does not need.
 //!
 //! # The working set
 //!

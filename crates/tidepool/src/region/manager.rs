@@ -93,7 +93,7 @@ impl RegionManager {
         self.forget_resident(std::mem::take(&mut region.kept));
     }
 
-    /// `bytes` counted in `idle_resident` are no longer idle or resident.
+    /// `bytes` counted in `idle_resident` have stopped being idle or resident.
     fn forget_resident(&self, bytes: usize) {
         let _ = self
             .idle_resident

@@ -133,8 +133,7 @@ const GROW_SHARE: u64 = 8;
 /// while a cache of two doubled batches holds no more than the flow moves
 /// in this long: at a high rate a bigger batch halves the depot visits and
 /// lets a returned object rest longer before it is handed out again (on
-/// another core: the lab's `fio-cross-thread` ran 1.4x faster with
-/// batches of 256 than of 32 on a 2-vCPU Xeon), while a trickle keeps its
+/// another core; the lab's `fio-cross-thread` measures it), while a trickle keeps its
 /// small batch, since every object a consumer's cache holds is one a
 /// producer has to create. Time on the pool's clock (the monotonic clock
 /// unless a test injects one), not in reclaim intervals: depot traffic is
@@ -865,7 +864,7 @@ impl<M: Manage> Shared<M> {
     /// Purges `batches` (taken from the depot) outside every lock, one
     /// `purge_batch` call per batch, and hands them back; destroys a batch
     /// whose purge panicked (which of its objects are half-purged cannot be
-    /// told), and what no longer fits. Returns how many were purged.
+    /// told), and what does not fit any more. Returns how many were purged.
     fn purge_batches(&self, batches: Vec<Vec<M::Item>>, caught: &mut Caught) -> usize {
         if batches.is_empty() {
             return 0;

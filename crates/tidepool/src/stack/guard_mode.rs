@@ -19,18 +19,10 @@ use crate::os;
 /// (`SIGSEGV`) either way; `MADV_DONTNEED` (a purge, a freed slot) keeps
 /// the markers, and a forked child inherits them with the mapping.
 ///
-/// **Speed of the stacks themselves.** On the development VM (2 vCPUs,
-/// Linux 6.18, Firecracker), the lab's fio request loop (4 threads, 256
-/// requests each, 16 KiB of frame written and read back per request) in
-/// long alternating chunks in one process, tidepool's req/s against QEMU
-/// 2024's policy on its own stacks: 0.98–1.01× with markers (6 runs) and
-/// 0.985–0.992× with `Protect` (2 runs), QEMU 2021's policy against QEMU
-/// 2024's 0.97–1.05×. An earlier series had markers behind (0.85–0.99×
-/// against 0.94–1.01× with `Protect`, 18 and 15 runs); it was taken while
-/// the lab's harness made tidepool's policy pay a store-forwarding stall
-/// on every get (fixed in the lab: `LabStack::lent`), and the guard kind
-/// moved how much of it showed. Markers keep the map count down (seed
-/// 000); to compare on your machine: `cargo run --release -p tidepool-lab
+/// **Speed of the stacks themselves.** The lab's fio request loop runs
+/// about as fast on stacks with markers as with `Protect` guards (the
+/// figures are in the README's results); markers keep the map count down
+/// (seed 000). To compare on your machine: `cargo run --release -p tidepool-lab
 /// --example fio_ab -- qemu-2024 tidepool`, then again with
 /// `TIDEPOOL_GUARD_MODE=protect`.
 ///

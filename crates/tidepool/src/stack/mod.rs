@@ -37,7 +37,7 @@
 //!   idle stack releases its pages but keeps its mapping:
 //!   [`StackPool::purge`], keeping the top `keep_resident` bytes), *reclaim*
 //!   (idle stacks are destroyed: [`StackPool::drain`], or the pool's own
-//!   reclaim for the stacks its working set no longer needs; a destroyed
+//!   reclaim for the stacks its working set does not need; a destroyed
 //!   stack's pages are released at once, its slab unmapped with its last
 //!   stack).
 //!
@@ -88,9 +88,8 @@
 //!   slab is mapped `PROT_NONE` (no memory, no overcommit charge) and each
 //!   slot's stack is opened (`mprotect`) the first time it is used, top
 //!   slot first. Either way `k` stacks cost `1 + k` calls instead of `2k`,
-//!   and markers make each call cheaper (no VMA split: on this machine a
-//!   32-stack refill of 1 MiB stacks is 2x faster than one-by-one mappings
-//!   with markers, and no faster with `mprotect`; see the README).
+//!   and markers make each call cheaper (no VMA split; the README gives the
+//!   measured refill times).
 //!   [`Manage::create_batch`](crate::Manage::create_batch)
 //!   carves a whole burst at once, the seed 004 way (DragonFly grew its
 //!   zone allocator 32 pages at a time, not 4).

@@ -94,9 +94,8 @@ impl StackPool {
     /// Nothing is left mapped by a failure.
     // Always inlined: left to the compiler, a caller that is itself out of
     // line (a trait object, a runtime's spawn function) called this and got
-    // the `Result` back through memory: 11 instructions more per
-    // get + drop (budget `stack_get_drop_apart`; 17 per request in the
-    // lab's `fio` loop).
+    // the `Result` back through memory, which costs instructions on every
+    // get + drop (budget `stack_get_drop_apart`).
     #[inline(always)]
     pub fn get(&self) -> Result<PooledStack, StackError> {
         match self.pool.get_owned() {
@@ -107,10 +106,9 @@ impl StackPool {
 
     /// Gives a stack back through this handle: what dropping it does, but
     /// cheaper, since the handle keeps the pool alive and the stack's own
-    /// end need not ([`Pool::put`]): 103 instructions per get and give
-    /// back against 110 for a get and drop (budget `stack_get_put`); 115
-    /// against 130 when each half is a call of its own. A stack of another
-    /// pool is dropped as usual.
+    /// end need not ([`Pool::put`]; budgets `stack_get_put` against
+    /// `stack_get_drop` in `crates/tidepool-bench/budget.toml`). A stack of
+    /// another pool is dropped as usual.
     ///
     /// ```
     /// let pool = tidepool::stack::StackPool::new(64 * 1024)?;
@@ -221,7 +219,7 @@ impl StackPool {
     /// whose last stack they were; this call runs at most one chunk of it,
     /// the reclaimer thread or the next callers the rest. Returns how many
     /// stacks it took. The pool's own reclaim, which destroys only stacks
-    /// its working set no longer needs, is [`reclaim`](StackPool::reclaim).
+    /// its working set does not need, is [`reclaim`](StackPool::reclaim).
     pub fn drain(&self) -> usize {
         self.pool.drain()
     }
@@ -433,7 +431,7 @@ impl PooledStack {
         self.into_guard().discard()
     }
 
-    /// Takes the stack out of the pool: it is yours, no longer counted by
+    /// Takes the stack out of the pool: it is yours, not counted by
     /// the pool, and given back to its slab when the returned value drops
     /// (the slab stays mapped until then).
     pub fn detach(self) -> GuardedStack {
@@ -459,8 +457,8 @@ impl Drop for PooledStack {
         // SAFETY: the guard's only end: it is `ManuallyDrop`, never used
         // again. Unlike a dropped owned guard's, this end is inlined into
         // the handle's drop and that into its caller, where `panicking` is
-        // best checked inside the put (`Shared::put_fast`): get + drop
-        // 3.8 ns that way, 4.1 with the check first (2-vCPU Xeon).
+        // best checked inside the put (`Shared::put_fast`): faster that way
+        // than with the check first (criterion `get_drop/stack`).
         unsafe { guard.end_dropped::<false>() }
     }
 }

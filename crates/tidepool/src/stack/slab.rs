@@ -570,7 +570,7 @@ impl Slabs {
     ///
     /// Past the budget a slab of one is still mapped: the pool's
     /// `max_live` already let this stack through, so the slots over it
-    /// belong to stacks the pool no longer counts (detached ones).
+    /// belong to stacks the pool does not count (detached ones).
     fn reserve_slab(&self, st: &mut State) -> Result<(), (MapFailure, usize)> {
         let mut slots = self.per_slab.min(self.room(st)).max(1);
         let markers = self.markers();

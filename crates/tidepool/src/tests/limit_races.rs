@@ -124,10 +124,10 @@ static INSIDE_PUSH: Gate = Gate::new();
 
 /// A `get` at `max_live` while the one idle object is being cached: its
 /// owner is inside the access that pushes it. The `get` must wait the
-/// access out and take the object. It used to ask the owner to flush and
-/// fail: a flush waits for the owner's next access, and a waiter whose one
-/// look was such a `get` slept beside the object until then, forever if the
-/// owner's next call was a wait of its own.
+/// access out and take the object. Asking the owner to flush and failing
+/// would not do: a flush waits for the owner's next access, and a waiter
+/// whose one look was such a `get` would sleep beside the object until
+/// then, forever if the owner's next call was a wait of its own.
 #[test]
 fn a_get_at_max_live_waits_out_an_owner_caching_the_object() {
     let pool = Arc::new(pool(1));
@@ -158,8 +158,8 @@ static BEFORE_SLOW_PUSH: Gate = Gate::new();
 /// A put whose last look at the waiters came before a waiter queued, and
 /// whose cache was revoked before it pushed: it re-claims the cache in
 /// `put_slow`. The waiter's one look (as it queued) found nothing, so the
-/// put must look at the waiters again after the claim; it used to cache
-/// the object, and the waiter slept beside it.
+/// put must look at the waiters again after the claim, or it caches the
+/// object and the waiter sleeps beside it.
 #[test]
 fn a_put_that_reclaims_its_cache_serves_a_waiter_queued_meanwhile() {
     let pool = Arc::new(pool(1));
@@ -215,8 +215,8 @@ static BEFORE_SHELVING: Gate = Gate::new();
 /// A `get_async` future dropped after it was handed an object passes the
 /// object on: to the next waiter, else to the depot. A waiter that queued
 /// in between looked (once) in a depot without it, so once the object is
-/// shelved the waiters must be served from the depot; it used to stay
-/// there, and the waiter slept beside it.
+/// shelved the waiters must be served from the depot, or it stays there
+/// and the waiter sleeps beside it.
 #[test]
 fn an_object_passed_on_to_the_depot_serves_a_waiter_queued_meanwhile() {
     let pool = pool(1);
@@ -257,8 +257,8 @@ impl crate::Manage for SlowPurge {
 
 /// A purge takes idle objects out of the depot and puts them back purged.
 /// A waiter that queued meanwhile looked in the depot without them, so
-/// once they are back the waiters must be served; they used to stay, and
-/// the waiter slept beside them.
+/// once they are back the waiters must be served, or they stay and the
+/// waiter sleeps beside them.
 #[test]
 fn objects_back_from_a_purge_serve_a_waiter_queued_meanwhile() {
     let pool = with_manager(SlowPurge, 2);
@@ -280,7 +280,7 @@ static BEFORE_RELEASE: Gate = Gate::new();
 /// A place under `max_live` freed (here by a detach) when nobody waited
 /// goes back to the count. A waiter that queued in between looked for a
 /// place before it was free, so once it is back the waiters must be
-/// served a place; it used to stay free, and the waiter slept.
+/// served a place, or it stays free and the waiter sleeps.
 #[test]
 fn a_place_freed_serves_a_waiter_queued_meanwhile() {
     let pool = pool(1);
@@ -444,8 +444,8 @@ static CREDITS_OUT: Gate = Gate::new();
 /// Places parked unused in a thread's credits are recalled (here by
 /// `reclaim_unused`): taken from every slot, then given back to the count.
 /// A waiter whose one look came in between saw neither, so once they are
-/// back the waiters must be served; they used to stay free, and the waiter
-/// slept.
+/// back the waiters must be served, or they stay free and the waiter
+/// sleeps.
 #[test]
 fn recalled_credits_serve_a_waiter_queued_meanwhile() {
     let pool = Pool::builder(seven as fn() -> u32)
