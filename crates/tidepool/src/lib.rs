@@ -73,6 +73,13 @@ mod shared;
 mod signal;
 #[cfg(unix)]
 pub mod stack;
+
+/// Injected failures of tidepool's kernel calls, for tests (feature
+/// `fault-injection`, off by default): see [`fail_nth`](fault::fail_nth).
+#[cfg(all(unix, feature = "fault-injection", not(loom)))]
+pub mod fault {
+    pub use crate::os::fault::{disarm_all, double_unmaps, fail_nth, injected, Call, CALLS};
+}
 mod stats;
 mod sync;
 

@@ -10,6 +10,8 @@
 //! * [`fork`]: `pthread_atfork(3)`, so locks and the reclaimer survive
 //!   `fork(2)`.
 //! * [`map_count`]: reading `vm.max_map_count` (Linux and Android).
+//! * [`fault`]: injected failures of these calls, for tests (feature
+//!   `fault-injection`).
 //! * [`thread`]: starting tidepool's own threads, every signal blocked but
 //!   the fault signals.
 //! * `membarrier` (Linux only): `membarrier(2)`, the heavy half of the
@@ -56,6 +58,11 @@
 //! Failures that cannot be reported to anyone (an `munmap` from a `Drop`)
 //! are counted in [`unmap_failures`] instead of panicking.
 pub(crate) mod event;
+#[cfg_attr(
+    not(all(feature = "fault-injection", not(loom))),
+    allow(unreachable_pub, dead_code)
+)]
+pub(crate) mod fault;
 pub(crate) mod fork;
 pub(crate) mod map_count;
 #[cfg(target_os = "linux")]
@@ -136,6 +143,7 @@ pub(crate) enum Access {
 #[cfg_attr(miri, allow(unreachable_code, unused_variables))] // the kernel call, after the shim
 pub(crate) fn reserve(len: usize, access: Access) -> io::Result<NonNull<u8>> {
     check_region(0, len)?;
+    fault::check(fault::Call::Mmap)?;
     #[cfg(miri)]
     return miri_shim::reserve(len);
     // MAP_STACK: a hint today, and on Linux 6.7+ it keeps transparent huge
@@ -163,6 +171,7 @@ pub(crate) fn reserve(len: usize, access: Access) -> io::Result<NonNull<u8>> {
     if raw == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
+    fault::note_mapped(raw as usize, len);
     // The kernel never maps page 0 for an anonymous hint-less mapping; stay
     // correct regardless.
     NonNull::new(raw.cast::<u8>()).ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))
@@ -225,6 +234,7 @@ pub(crate) unsafe fn install_guard(start: NonNull<u8>, len: usize) -> io::Result
     return Err(io::Error::from_raw_os_error(libc::EINVAL));
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
+        fault::check(fault::Call::Madvise)?;
         // SAFETY: by this function's contract the region is ours and its
         // contents unneeded; markers only take access away.
         let rc = unsafe { libc::madvise(start.as_ptr().cast(), len, MADV_GUARD_INSTALL) };
@@ -255,6 +265,7 @@ pub(crate) unsafe fn make_inaccessible(start: NonNull<u8>, len: usize) -> io::Re
     // The shim's memory stays accessible (only native tests fault).
     #[cfg(miri)]
     return Ok(());
+    fault::check(fault::Call::Mprotect)?;
     // SAFETY: by this function's contract the region is ours alone and
     // nothing points into it: taking access away invalidates no reference.
     let rc = unsafe { libc::mprotect(start.as_ptr().cast(), len, libc::PROT_NONE) };
@@ -280,6 +291,7 @@ pub(crate) unsafe fn make_writable(start: NonNull<u8>, len: usize) -> io::Result
     // A miri reservation is readable and writable from the start.
     #[cfg(miri)]
     return Ok(());
+    fault::check(fault::Call::Mprotect)?;
     // SAFETY: by this function's contract the region is ours alone; opening
     // it creates access, it invalidates nothing.
     let rc = unsafe {
@@ -309,9 +321,11 @@ pub(crate) unsafe fn unmap(start: NonNull<u8>, len: usize) -> io::Result<()> {
     #[cfg(miri)]
     // SAFETY: as below; slabs unmap whole reservations (`miri_shim`).
     return unsafe { miri_shim::unmap(start, len) };
+    fault::check(fault::Call::Munmap)?;
     // SAFETY: by this function's contract the region is ours and unused.
     let rc = unsafe { libc::munmap(start.as_ptr().cast(), len) };
     if rc == 0 {
+        fault::note_unmapped(start.as_ptr() as usize, len);
         Ok(())
     } else {
         Err(io::Error::last_os_error())
@@ -364,6 +378,7 @@ pub(crate) unsafe fn release_pages(start: NonNull<u8>, len: usize) -> io::Result
         unsafe { miri_shim::release_pages(start, len) };
         return Ok(());
     }
+    fault::check(fault::Call::Madvise)?;
     // SAFETY: by this function's contract the region is private anonymous
     // memory of ours whose contents nobody needs.
     let rc = unsafe { libc::madvise(start.as_ptr().cast(), len, RELEASE_ADVICE) };
@@ -405,6 +420,7 @@ pub(crate) unsafe fn resident_pages(
     map: &mut Vec<u8>,
 ) -> io::Result<()> {
     check_region(start.as_ptr() as usize, len)?;
+    fault::check(fault::Call::Mincore)?;
     map.clear();
     map.resize(len / page_size(), 0);
     // SAFETY: the region is mapped (contract), and `map` has one byte per

@@ -29,6 +29,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
+    super::fault::check(super::fault::Call::Spawn)?;
     let builder = Builder::new().name(name.to_owned());
     #[cfg(all(unix, not(miri)))]
     let _mask = AllBlocked::new();
