@@ -5,8 +5,13 @@
 //! Needs the `fault-injection` feature (`cargo test --all-features`).
 #![cfg(all(feature = "fault-injection", target_os = "linux"))]
 
+mod common;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::child;
 
 use tidepool::fault::{self, Call};
 use tidepool::region::RegionManager;
@@ -107,9 +112,18 @@ fn walk(name: &str, calls: &[Call], workload: impl Fn() -> Result<(), String>) {
     }
 }
 
-/// One test: injected faults are process-wide, so the walks run in turn.
+/// One test for the memory calls: injected faults are process-wide, so the
+/// walks run in turn, in a child process of their own (the other cases of
+/// this file arm faults too).
 #[test]
 fn every_call_site_fails_cleanly() {
+    child::run(
+        "every_call_site_fails_cleanly",
+        every_call_site_fails_cleanly_here,
+    );
+}
+
+fn every_call_site_fails_cleanly_here() {
     let memory = [Call::Mmap, Call::Mprotect, Call::Munmap];
     walk("stacks (PROT_NONE guards)", &memory, || {
         stack_workload(GuardMode::Protect)
@@ -144,4 +158,130 @@ fn every_call_site_fails_cleanly() {
         "the pool tried to start its reclaimer"
     );
     assert_eq!(fault::double_unmaps(), 0);
+}
+
+/// Waits (up to 30 s) for `pool` to run `passes` more reclaim passes on
+/// the reclaimer thread.
+fn reclaimer_runs(pool: &Pool<fn() -> Vec<u8>>, passes: u64) -> bool {
+    let start = pool.stats().reclaim_passes;
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until {
+        if pool.stats().reclaim_passes >= start + passes {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
+
+fn bytes() -> Vec<u8> {
+    vec![0u8; 64]
+}
+
+/// A background pool whose reclaim interval is short, holding one object.
+fn background_pool() -> Pool<fn() -> Vec<u8>> {
+    let pool = Pool::builder(bytes as fn() -> Vec<u8>)
+        .reclaim_interval(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    drop(pool.get().unwrap());
+    pool
+}
+
+/// The wake-up descriptor cannot be opened (in a fresh process: it opens
+/// once): the reclaimer runs on its timer, passes keep coming.
+#[test]
+fn no_wake_up_descriptor_the_reclaimer_still_runs() {
+    child::run("no_wake_up_descriptor_the_reclaimer_still_runs", || {
+        fault::fail_nth(Call::EventFd, 1, libc::EMFILE);
+        let pool = background_pool();
+        let _held = pool.get().unwrap();
+        assert!(reclaimer_runs(&pool, 3), "{:?}", pool.stats());
+        assert_eq!(fault::injected(Call::EventFd), 1);
+    });
+}
+
+/// `poll` fails, three times in a row: the reclaimer naps and goes on.
+#[test]
+fn a_failing_poll_the_reclaimer_still_runs() {
+    child::run("a_failing_poll_the_reclaimer_still_runs", || {
+        let pool = background_pool();
+        // One object out: the pool has something to look after, so the
+        // reclaimer keeps coming back to it.
+        let _held = pool.get().unwrap();
+        for n in 1..=3 {
+            fault::fail_nth(
+                Call::Poll,
+                1,
+                if n == 2 { libc::ENOMEM } else { libc::EINVAL },
+            );
+            assert!(reclaimer_runs(&pool, 2), "{:?}", pool.stats());
+        }
+        assert!(fault::injected(Call::Poll) >= 1);
+    });
+}
+
+/// The fork handlers cannot be installed: logged, and pools work, in the
+/// parent and in a forked child.
+#[test]
+fn no_fork_handlers_pools_still_work() {
+    child::run("no_fork_handlers_pools_still_work", || {
+        fault::fail_nth(Call::Atfork, 1, libc::ENOMEM);
+        let pool = background_pool();
+        assert_eq!(fault::injected(Call::Atfork), 1);
+        drop(pool.get().unwrap());
+        let pool = Arc::new(pool);
+        let in_child = pool.clone();
+        child::fork_and_wait(Duration::from_secs(30), move || {
+            drop(in_child.get().unwrap());
+            assert_eq!(in_child.stats().live, 0);
+        })
+        .unwrap();
+        assert_eq!(pool.stats().live, 0);
+    });
+}
+
+/// `membarrier` fails while another thread's idle cache is being taken: the
+/// owner is asked to hand it back instead, and counts stay exact.
+#[test]
+fn a_failing_membarrier_falls_back_to_asking_the_owner() {
+    child::run(
+        "a_failing_membarrier_falls_back_to_asking_the_owner",
+        || {
+            let pool = Arc::new(
+                Pool::builder(bytes as fn() -> Vec<u8>)
+                    .batch_size(4)
+                    .background(false)
+                    .build()
+                    .unwrap(),
+            );
+            let (go, wait) = std::sync::mpsc::channel::<()>();
+            let (parked, ready) = std::sync::mpsc::channel::<()>();
+            let owner = {
+                let pool = pool.clone();
+                std::thread::spawn(move || {
+                    let held: Vec<_> = (0..4).map(|_| pool.get().unwrap()).collect();
+                    drop(held);
+                    parked.send(()).unwrap();
+                    wait.recv().unwrap();
+                    drop(pool.get().unwrap()); // the next operation hands it back
+                })
+            };
+            ready.recv().unwrap();
+            for n in 1..=4 {
+                fault::fail_nth(Call::Membarrier, n, libc::EPERM);
+                pool.drain();
+                fault::disarm_all();
+                let s = pool.stats();
+                assert_eq!(s.live + s.idle + s.destroying, s.existing(), "{s:?}");
+            }
+            assert!(fault::injected(Call::Membarrier) > 0, "drain took no cache");
+            go.send(()).unwrap();
+            owner.join().unwrap();
+            pool.drain_blocking();
+            let s = pool.stats();
+            assert_eq!((s.live, s.idle), (0, 0), "{s:?}");
+            assert_eq!(s.created, s.destroyed);
+        },
+    );
 }

@@ -33,6 +33,7 @@ pub(crate) struct EventFd(File);
 /// A new non-blocking, close-on-exec eventfd at zero.
 #[cfg(target_os = "linux")]
 fn eventfd() -> io::Result<OwnedFd> {
+    super::fault::check(super::fault::Call::EventFd)?;
     // SAFETY: `eventfd` takes two integers and returns a new descriptor
     // or -1; it touches no memory of ours.
     let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -337,6 +338,7 @@ pub(crate) fn poll(
             revents: 0,
         })
         .collect();
+    super::fault::check(super::fault::Call::Poll)?;
     let millis = timeout.map_or(-1, |t| {
         // Round up so a deadline is never missed by a partial millisecond.
         let ms = t.as_nanos().div_ceil(1_000_000);

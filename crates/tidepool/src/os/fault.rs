@@ -16,6 +16,10 @@
 //! | `munmap` | destroying a slab or region | counted (`unmap_failures`); the range stays mapped, leaked, never unmapped twice |
 //! | `mincore` | `resident_bytes`, a region reset | the error is returned; the reset releases the region's pages and it is destroyed |
 //! | thread spawn | the reclaimer | the pool works without it (reclaim runs on depot visits); a later operation starts it |
+//! | `membarrier` | taking a busy thread's idle cache (drain, critical pressure, a get at `max_live`) | the cache's owner is asked to hand it back at its next operation instead |
+//! | `eventfd` | the reclaimer's wake-up descriptor | the reclaimer wakes on a 100 ms timer instead of being woken |
+//! | `poll` | the reclaimer's sleep | a 100 ms nap instead; pressure sources are not read that round |
+//! | `pthread_atfork` | the fork handlers, once per process | logged with `log::warn!`; a child forked while tidepool holds a process-wide lock may find it held |
 //!
 //! With the feature it also keeps the set of mappings `reserve` made and
 //! `unmap` has not removed, so that an `munmap` of a region that is not
@@ -40,16 +44,28 @@ pub enum Call {
     Mincore,
     /// Starting one of tidepool's own threads (the reclaimer).
     Spawn,
+    /// `membarrier(2)` (taking another thread's idle cache).
+    Membarrier,
+    /// Opening the reclaimer's wake-up descriptor (`eventfd`).
+    EventFd,
+    /// The reclaimer's `poll(2)`.
+    Poll,
+    /// `pthread_atfork` (installing the fork handlers).
+    Atfork,
 }
 
 /// Every kind, in declaration order.
-pub const CALLS: [Call; 6] = [
+pub const CALLS: [Call; 10] = [
     Call::Mmap,
     Call::Mprotect,
     Call::Madvise,
     Call::Munmap,
     Call::Mincore,
     Call::Spawn,
+    Call::Membarrier,
+    Call::EventFd,
+    Call::Poll,
+    Call::Atfork,
 ];
 
 #[cfg(all(feature = "fault-injection", not(loom)))]

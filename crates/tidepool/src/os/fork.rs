@@ -24,6 +24,7 @@ pub(crate) fn at_fork(
         let _ = (prepare, parent, child);
         0
     };
+    super::fault::check(super::fault::Call::Atfork)?;
     #[cfg(not(miri))]
     // SAFETY: three plain function pointers with the C ABI that `pthread_atfork`
     // expects; they live for the whole program.

@@ -76,6 +76,9 @@ pub(crate) fn heavy_fence() -> bool {
     let Some(cmd) = command() else {
         return false;
     };
+    if super::fault::check(super::fault::Call::Membarrier).is_err() {
+        return false;
+    }
     if membarrier(cmd) == 0 {
         return true;
     }
