@@ -223,7 +223,7 @@ typedef struct tidepool_pool tidepool_pool;
 typedef int (*tidepool_create_fn)(void *ctx, void **out);
 
 /**
- * Unmakes one object the pool no longer keeps. May run on any thread:
+ * Unmakes one object the pool lets go. May run on any thread:
  * the one calling `put`, `reclaim_unused`, `reclaim`, `drain` or `destroy`, a thread
  * that is exiting, or tidepool's reclaimer thread (unless the pool was
  * built with `TIDEPOOL_NO_BACKGROUND`). Never while tidepool holds a lock.
@@ -805,7 +805,11 @@ const char *tidepool_version(void);
 
 /**
  * Destroys a pool: every idle object is unmade now (through the `destroy`
- * callback for object pools), and the handle is invalid afterwards.
+ * callback for object pools), and the handle is invalid afterwards. No
+ * callback of the pool runs once this returns: if one of tidepool's own
+ * threads (the reclaimer, a thread handing its cache back as it exits) is
+ * looking at the pool, the call waits for it to let go (up to 10 s; past
+ * that, logged, and the last destroys run on that thread).
  *
  * # Errors
  *

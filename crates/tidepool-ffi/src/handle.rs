@@ -9,6 +9,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -159,11 +160,37 @@ pub(crate) unsafe fn destroy(ptr: *mut tidepool_pool) -> Result {
     pool.magic.store(DEAD_MAGIC, Ordering::Relaxed);
     // SAFETY: `ptr` came from `Arc::into_raw` in `new_pool` (the magic
     // matched) and this is the one `from_raw` for it: C gives up the handle.
-    // If `tidepool_thread_exit` holds the pool right now, the last
-    // reference, and with it the idle objects, goes when it is done.
-    drop(unsafe { Arc::from_raw(ptr.cast_const()) });
+    let mut arc = unsafe { Arc::from_raw(ptr.cast_const()) };
+    // `tidepool_thread_exit` may hold the pool for a moment; then the core
+    // pool's own close waits for tidepool's threads, so that no callback
+    // runs after this returns.
+    let deadline = Instant::now() + CLOSE_TIMEOUT;
+    let pool = loop {
+        match Arc::try_unwrap(arc) {
+            Ok(pool) => break pool,
+            Err(held) if Instant::now() < deadline => {
+                arc = held;
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            Err(held) => {
+                log::warn!(
+                    "tidepool: a pool destroyed while still held; its last destroys run later"
+                );
+                drop(held);
+                return Ok(TIDEPOOL_OK);
+            }
+        }
+    };
+    let left = deadline.saturating_duration_since(Instant::now());
+    if !pool.kind.close(left) {
+        log::warn!("tidepool: a pool destroyed while still held; its last destroys run later");
+    }
     Ok(TIDEPOOL_OK)
 }
+
+/// How long `tidepool_pool_destroy` waits for tidepool's own threads to let
+/// go of the pool (they hold it for a bounded piece of work).
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl tidepool_pool {
     #[cold]
@@ -251,6 +278,17 @@ impl Kind {
             Kind::Stack(s) => s.pool.release_local(),
             Kind::Buf(b) => b.pool.release_local(),
             Kind::Obj(o) => o.pool.release_local(),
+        }
+    }
+
+    /// Drops the pool, destroying its idle objects before returning
+    /// ([`tidepool::Pool::close`]).
+    pub(crate) fn close(self, timeout: Duration) -> bool {
+        match self {
+            #[cfg(unix)]
+            Kind::Stack(s) => s.pool.close(timeout),
+            Kind::Buf(b) => b.pool.close(timeout),
+            Kind::Obj(o) => o.pool.close(timeout),
         }
     }
 

@@ -67,7 +67,11 @@ pub extern "C" fn tidepool_version() -> *const c_char {
 }
 
 /// Destroys a pool: every idle object is unmade now (through the `destroy`
-/// callback for object pools), and the handle is invalid afterwards.
+/// callback for object pools), and the handle is invalid afterwards. No
+/// callback of the pool runs once this returns: if one of tidepool's own
+/// threads (the reclaimer, a thread handing its cache back as it exits) is
+/// looking at the pool, the call waits for it to let go (up to 10 s; past
+/// that, logged, and the last destroys run on that thread).
 ///
 /// # Errors
 ///

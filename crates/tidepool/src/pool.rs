@@ -567,6 +567,44 @@ impl<M: Manage> Pool<M> {
         self.shared.purge(usize::MAX)
     }
 
+    /// Drops this handle, destroying the pool's idle objects before it
+    /// returns even if one of tidepool's own threads (the reclaimer, a
+    /// thread handing its cache back as it exits) is looking at the pool at
+    /// that moment: everything idle is drained first, then the call waits,
+    /// up to `timeout`, for those threads to let go. After it returns
+    /// `true`, no callback of the pool's manager runs again; a plain drop
+    /// may leave the last destroys to such a thread, moments later. `false`
+    /// if some other reference still held the pool at the timeout (another
+    /// handle: it is then dropped as usual).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = tidepool::Pool::new(|| vec![0u8; 64]);
+    /// drop(pool.get()?);
+    /// assert!(pool.close(Duration::from_secs(10)));
+    /// # Ok::<(), tidepool::Error<std::convert::Infallible>>(())
+    /// ```
+    pub fn close(self, timeout: Duration) -> bool {
+        self.drain_blocking();
+        let deadline = std::time::Instant::now() + timeout;
+        let mut round = 0u32;
+        while Arc::strong_count(&self.shared) > 1 {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            // Whoever holds it does a bounded piece of work: yield first,
+            // then sleep briefly.
+            if round < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            round += 1;
+        }
+        drop(self);
+        true
+    }
+
     /// The pool's settings.
     pub fn config(&self) -> &Config {
         &self.shared.config

@@ -37,6 +37,9 @@ pub(crate) enum Point {
     /// batch taken from the depot or the rest of a burst it created, less
     /// the object it keeps (`Shared::get_slow`).
     Refill,
+    /// An exiting thread's hand-back of its cache, holding the pool
+    /// (`Shared::thread_exit`).
+    ThreadExit,
 }
 
 /// A test's hold on a thread: `then` runs once, at the thread's next

@@ -1184,6 +1184,8 @@ impl<M: Manage> Shared<M> {
 
 impl<M: Manage> ThreadExit for Shared<M> {
     fn thread_exit(&self, tid: usize) {
+        #[cfg(all(test, not(loom)))]
+        crate::probe::pause(crate::probe::Point::ThreadExit);
         let Some(slot) = self.slots.get(tid) else {
             return;
         };

@@ -184,6 +184,28 @@ impl StackPool {
         self.pool.release_local()
     }
 
+    /// Drops this handle like [`Pool::close`]: every idle stack is unmapped
+    /// before it returns, once tidepool's own threads (and other clones of
+    /// this handle) have let go of the pool, waiting up to `timeout`.
+    /// `false` if something still held it then.
+    pub fn close(self, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut pool = self.pool;
+        loop {
+            match Arc::try_unwrap(pool) {
+                Ok(pool) => {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    return pool.close(left);
+                }
+                Err(shared) if std::time::Instant::now() < deadline => {
+                    pool = shared;
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
     /// Destroys the calling thread's cached stacks now
     /// ([`Pool::destroy_local`]). Returns how many.
     pub fn destroy_local(&self) -> usize {

@@ -3,6 +3,8 @@
 #[cfg(not(loom))]
 mod bracket_alloc;
 #[cfg(not(loom))]
+mod close;
+#[cfg(not(loom))]
 mod limit_races;
 #[cfg(loom)]
 mod loom_cache;

@@ -1,0 +1,77 @@
+//! `Pool::close`: when it returns, every object of the pool has been
+//! destroyed, even while a thread that used the pool is exiting and holds
+//! it (its hand-back of its cache, forced here with the `probe` hook). A
+//! plain drop of the handle returns before that thread's last reference
+//! goes, and with it the last destroys; the C API's `tidepool_pool_destroy`
+//! promises the callbacks are over when it returns, so it closes.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use crate::probe::{arm, Point};
+use crate::{Manage, Pool};
+
+static HELD: AtomicBool = AtomicBool::new(false);
+static GO: AtomicBool = AtomicBool::new(false);
+
+fn hold() {
+    HELD.store(true, SeqCst);
+    while !GO.load(SeqCst) {
+        thread::yield_now();
+    }
+}
+
+struct Counted(Arc<AtomicU64>);
+
+impl Manage for Counted {
+    type Item = u64;
+    type Error = std::convert::Infallible;
+
+    fn create(&self) -> Result<u64, Self::Error> {
+        self.0.fetch_add(1, SeqCst);
+        Ok(1)
+    }
+
+    fn destroy(&self, _: u64) {
+        self.0.fetch_sub(1, SeqCst);
+    }
+}
+
+#[test]
+fn close_returns_once_an_exiting_thread_has_let_go() {
+    let alive = Arc::new(AtomicU64::new(0));
+    let pool = Arc::new(
+        Pool::builder(Counted(alive.clone()))
+            .background(false)
+            .build()
+            .unwrap(),
+    );
+    let user = {
+        let pool = Arc::downgrade(&pool);
+        thread::spawn(move || {
+            let pool = pool.upgrade().unwrap();
+            drop(pool.get().unwrap()); // one object in this thread's cache
+            drop(pool);
+            // Held in the hand-back at this thread's exit, holding the pool.
+            arm(Point::ThreadExit, 0, hold);
+        })
+    };
+    while !HELD.load(SeqCst) {
+        thread::yield_now();
+    }
+    let pool = Arc::try_unwrap(pool).ok().expect("the only handle");
+    let closer = thread::spawn(move || pool.close(Duration::from_secs(30)));
+    // `close` waits for the exiting thread: it cannot have returned.
+    thread::sleep(Duration::from_millis(50));
+    assert!(
+        !closer.is_finished(),
+        "close returned while a thread held the pool"
+    );
+    GO.store(true, SeqCst);
+    assert!(closer.join().unwrap());
+    // Every object was destroyed before `close` returned.
+    assert_eq!(alive.load(SeqCst), 0);
+    user.join().unwrap();
+}
