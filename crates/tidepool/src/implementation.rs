@@ -694,7 +694,9 @@
 //! once for the same slot: while an exiting thread flushes, it holds a strong
 //! reference, so the drop waits for it (and then runs on that thread); once
 //! the pool is gone, the exiting thread's `upgrade` fails and it touches
-//! nothing. The reclaimer thread reaches a pool through the registry
+//! nothing. `Pool::close` (what the C API's destroy uses) drains the pool,
+//! then waits for such a reference to go before dropping its own, so the
+//! drop and every destroy run on the caller and are over when it returns. The reclaimer thread reaches a pool through the registry
 //! (`reclaim/registry.rs`): it upgrades the pool's `Weak` and marks it busy
 //! under the registry lock, then runs the pool's tick without the lock. The
 //! pool's drop forgets the `Weak` under the lock and waits for a busy mark
