@@ -61,7 +61,9 @@ fn close_returns_once_an_exiting_thread_has_let_go() {
     while !HELD.load(SeqCst) {
         thread::yield_now();
     }
-    let pool = Arc::try_unwrap(pool).ok().expect("the only handle");
+    let Ok(pool) = Arc::try_unwrap(pool) else {
+        panic!("the test's handle is the only one");
+    };
     let closer = thread::spawn(move || pool.close(Duration::from_secs(30)));
     // `close` waits for the exiting thread: it cannot have returned.
     thread::sleep(Duration::from_millis(50));
