@@ -32,6 +32,26 @@
 #define TIDEPOOL_STATS_SIZE_VER3 (offsetof(tidepool_stats, max_idle) + sizeof(uint64_t))
 
 /**
+ * Memory-pressure level: reclaim down to the working set now, then purge
+ * what the depot keeps.
+ */
+#define TIDEPOOL_PRESSURE_MEDIUM 1
+
+/**
+ * Memory-pressure level: drain to `min_idle`, thread caches included, and
+ * hold there for `pressure_hold_ms` (by default only while critical
+ * signals persist).
+ */
+#define TIDEPOOL_PRESSURE_CRITICAL 2
+
+/**
+ * `tidepool_pool_thread_exit` flag: destroy the calling thread's cached
+ * objects (QEMU's thread-exit notifier deletes its thread's coroutine
+ * pool) instead of handing them to the pool's depot.
+ */
+#define TIDEPOOL_THREAD_EXIT_DESTROY 1
+
+/**
  * Config flag: the process-wide reclaimer thread does not look after this
  * pool. Reclaim then runs only when threads visit the pool's depot or call
  * `tidepool_pool_reclaim`, memory pressure only through
@@ -60,30 +80,18 @@
 #define TIDEPOOL_OBJ_ACCEPT_FOREIGN 4
 
 /**
+ * Config flag, stack pools: guard pages are `PROT_NONE` pages (two
+ * memory areas per stack) even where the kernel has guard-page markers
+ * (Linux 6.13+, one area per stack at worst), e.g. to compare the two.
+ * Default: markers where the kernel has them.
+ */
+#define TIDEPOOL_STACK_GUARD_PROTECT 8
+
+/**
  * `tidepool_obj_get` flag: if no idle object is at hand, make none; return
  * `TIDEPOOL_EMPTY` with `*out == NULL` instead. Never waits.
  */
 #define TIDEPOOL_GET_NO_CREATE 1
-
-/**
- * Memory-pressure level: reclaim down to the working set now, then purge
- * what the depot keeps.
- */
-#define TIDEPOOL_PRESSURE_MEDIUM 1
-
-/**
- * Memory-pressure level: drain to `min_idle`, thread caches included, and
- * hold there for `pressure_hold_ms` (by default only while critical
- * signals persist).
- */
-#define TIDEPOOL_PRESSURE_CRITICAL 2
-
-/**
- * `tidepool_pool_thread_exit` flag: destroy the calling thread's cached
- * objects (QEMU's thread-exit notifier deletes its thread's coroutine
- * pool) instead of handing them to the pool's depot.
- */
-#define TIDEPOOL_THREAD_EXIT_DESTROY 1
 
 /**
  * The result of every `tidepool_*` call that can fail.

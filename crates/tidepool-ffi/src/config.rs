@@ -49,9 +49,17 @@ pub const TIDEPOOL_OBJ_UNCHECKED: u64 = 2;
 /// `tidepool_obj_adopt` would, instead of refusing it as foreign.
 pub const TIDEPOOL_OBJ_ACCEPT_FOREIGN: u64 = 4;
 
+/// Config flag, stack pools: guard pages are `PROT_NONE` pages (two
+/// memory areas per stack) even where the kernel has guard-page markers
+/// (Linux 6.13+, one area per stack at worst), e.g. to compare the two.
+/// Default: markers where the kernel has them.
+pub const TIDEPOOL_STACK_GUARD_PROTECT: u64 = 8;
+
 /// Every config flag this version knows.
-const KNOWN_FLAGS: u64 =
-    TIDEPOOL_NO_BACKGROUND | TIDEPOOL_OBJ_UNCHECKED | TIDEPOOL_OBJ_ACCEPT_FOREIGN;
+const KNOWN_FLAGS: u64 = TIDEPOOL_NO_BACKGROUND
+    | TIDEPOOL_OBJ_UNCHECKED
+    | TIDEPOOL_OBJ_ACCEPT_FOREIGN
+    | TIDEPOOL_STACK_GUARD_PROTECT;
 
 /// The flags that apply to object pools only.
 const OBJ_FLAGS: u64 = TIDEPOOL_OBJ_UNCHECKED | TIDEPOOL_OBJ_ACCEPT_FOREIGN;
@@ -219,7 +227,8 @@ impl tidepool_config {
                 "flags",
                 format_args!(
                     "has unknown bits {:#x} (known: TIDEPOOL_NO_BACKGROUND, \
-                     TIDEPOOL_OBJ_UNCHECKED, TIDEPOOL_OBJ_ACCEPT_FOREIGN)",
+                     TIDEPOOL_OBJ_UNCHECKED, TIDEPOOL_OBJ_ACCEPT_FOREIGN, \
+                     TIDEPOOL_STACK_GUARD_PROTECT)",
                     self.flags & !KNOWN_FLAGS
                 ),
             ));
@@ -230,6 +239,15 @@ impl tidepool_config {
                 format_args!(
                     "TIDEPOOL_OBJ_UNCHECKED and TIDEPOOL_OBJ_ACCEPT_FOREIGN are for object \
                      pools, not {} pools",
+                    kind.name()
+                ),
+            ));
+        }
+        if kind != Kind::Stack && self.flags & TIDEPOOL_STACK_GUARD_PROTECT != 0 {
+            return Err(config_error(
+                "flags",
+                format_args!(
+                    "TIDEPOOL_STACK_GUARD_PROTECT is for stack pools, not {} pools",
                     kind.name()
                 ),
             ));
@@ -291,46 +309,41 @@ impl tidepool_config {
     }
 }
 
-/// Applies [`Common`] to a core builder or a stack builder: they have the
-/// same setters but no common trait.
-macro_rules! apply_common {
-    ($builder:expr, $common:expr) => {{
-        let c: &$crate::config::Common = $common;
-        let mut b = $builder;
-        if let Some(n) = c.batch_size {
-            b = b.batch_size(n);
-        }
-        if let Some(n) = c.max_idle {
-            b = b.max_idle(n);
-        }
-        if let Some(Some(n)) = c.max_live {
-            b = b.max_live(n);
-        }
-        if let Some(n) = c.min_idle {
-            b = b.min_idle(n);
-        }
-        if let Some(d) = c.reclaim_interval {
-            b = b.reclaim_interval(d);
-        }
-        if let Some(d) = c.pressure_hold {
-            b = b.pressure_hold(d);
-        }
-        if let Some(n) = c.burst {
-            b = b.burst(n);
-        }
-        if let Some(n) = c.teardown_threads {
-            b = b.teardown_threads(n);
-        }
-        if let Some(n) = c.teardown_chunk {
-            b = b.teardown_chunk(n);
-        }
-        if let Some(d) = c.purge_delay {
-            b = b.purge_delay(d);
-        }
-        b.background(c.background)
-    }};
+/// Applies [`Common`] to a builder of any kind (a stack pool's builder is
+/// the core [`tidepool::Builder`] too).
+pub(crate) fn apply_common<M>(mut b: tidepool::Builder<M>, c: &Common) -> tidepool::Builder<M> {
+    if let Some(n) = c.batch_size {
+        b = b.batch_size(n);
+    }
+    if let Some(n) = c.max_idle {
+        b = b.max_idle(n);
+    }
+    if let Some(Some(n)) = c.max_live {
+        b = b.max_live(n);
+    }
+    if let Some(n) = c.min_idle {
+        b = b.min_idle(n);
+    }
+    if let Some(d) = c.reclaim_interval {
+        b = b.reclaim_interval(d);
+    }
+    if let Some(d) = c.pressure_hold {
+        b = b.pressure_hold(d);
+    }
+    if let Some(n) = c.burst {
+        b = b.burst(n);
+    }
+    if let Some(n) = c.teardown_threads {
+        b = b.teardown_threads(n);
+    }
+    if let Some(n) = c.teardown_chunk {
+        b = b.teardown_chunk(n);
+    }
+    if let Some(d) = c.purge_delay {
+        b = b.purge_delay(d);
+    }
+    b.background(c.background)
 }
-pub(crate) use apply_common;
 
 /// Reads and checks a config for `kind`: the sized-struct rules, then the
 /// shared fields.
@@ -393,9 +406,12 @@ mod tests {
         assert_eq!(common.batch_size, None);
         assert_eq!(common.max_live, Some(None));
         assert!(!common.background);
-        let err = tidepool_config { flags: 8, ..c }
-            .common(Kind::Buf)
-            .unwrap_err();
+        let err = tidepool_config {
+            flags: 1 << 40,
+            ..c
+        }
+        .common(Kind::Buf)
+        .unwrap_err();
         assert!(err.message.contains("`flags`"), "{}", err.message);
     }
 
@@ -407,6 +423,24 @@ mod tests {
             CONFIG_SIZE_VER1 + 4 * word + 8,
             std::mem::size_of::<tidepool_config>()
         );
+    }
+
+    #[test]
+    fn the_guard_flag_is_for_stack_pools() {
+        let c = tidepool_config {
+            object_size: 64,
+            flags: TIDEPOOL_STACK_GUARD_PROTECT,
+            ..zeroed()
+        };
+        assert!(c.common(Kind::Stack).is_ok());
+        for kind in [Kind::Buf, Kind::Obj] {
+            let err = c.common(kind).unwrap_err();
+            assert!(
+                err.message.contains("TIDEPOOL_STACK_GUARD_PROTECT"),
+                "{}",
+                err.message
+            );
+        }
     }
 
     #[test]

@@ -5,13 +5,20 @@
 //! # Layers
 //!
 //! ```text
-//!  C caller ──► extern "C" fn ──► status::entry (catch_unwind → status, message)
-//!                    │
-//!                    ├─ handle::pool   magic check: is this a live pool?
-//!                    ├─ kind           stack │ buf │ obj (else WRONG_KIND)
+//!  C caller ──► abi/{stack,buf,obj,pool}.rs: extern "C" fn
+//!                    │   status::entry (catch_unwind → status, message)
+//!                    ▼
+//!               handle.rs   tidepool_pool: magic check (is this a live pool?),
+//!                    │      kind (stack │ buf │ obj, else WRONG_KIND), dispatch
 //!                    ▼
 //!          stack.rs / buf.rs / obj.rs ──► tidepool::Pool (thread cache → depot)
+//!                    │
+//!                    ▼
+//!          config.rs, live.rs, stats.rs, sized.rs, status.rs
 //! ```
+//!
+//! Imports go down this picture only: a kind never names the handle or the
+//! entry points, and the handle never names an entry point.
 //!
 //! A handle is an `Arc<tidepool_pool>` given to C as a raw pointer; a weak
 //! list of live pools serves `tidepool_thread_exit`.

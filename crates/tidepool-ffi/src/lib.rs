@@ -80,41 +80,43 @@
 // The exported names are C's (`tidepool_pool`, `TIDEPOOL_OK`).
 #![allow(non_camel_case_types)]
 
+mod abi;
 mod buf;
 mod config;
 mod handle;
 pub mod implementation;
 mod live;
 mod obj;
-mod pool;
 mod sized;
 mod stack;
 mod stats;
 mod status;
 
-pub use buf::{
+pub use abi::buf::{
     tidepool_buf_get, tidepool_buf_get_timeout, tidepool_buf_pool_new, tidepool_buf_put,
 };
-pub use config::{
-    tidepool_config, tidepool_create_fn, tidepool_destroy_fn, tidepool_purge_fn,
-    TIDEPOOL_NO_BACKGROUND, TIDEPOOL_OBJ_ACCEPT_FOREIGN, TIDEPOOL_OBJ_UNCHECKED,
-};
-pub use handle::tidepool_pool;
-pub use obj::{
+pub use abi::obj::{
     tidepool_obj_adopt, tidepool_obj_get, tidepool_obj_get_timeout, tidepool_obj_pool_new,
-    tidepool_obj_put, tidepool_obj_unreserve, TIDEPOOL_GET_NO_CREATE,
+    tidepool_obj_put, tidepool_obj_unreserve,
 };
-pub use pool::{
+pub use abi::pool::{
     tidepool_pool_adjust_max_idle, tidepool_pool_destroy, tidepool_pool_drain,
     tidepool_pool_prefill, tidepool_pool_pressure, tidepool_pool_purge, tidepool_pool_reclaim,
     tidepool_pool_reclaim_unused, tidepool_pool_set_max_idle, tidepool_pool_stats,
     tidepool_pool_thread_exit, tidepool_pressure_notify, tidepool_thread_exit, tidepool_version,
     TIDEPOOL_PRESSURE_CRITICAL, TIDEPOOL_PRESSURE_MEDIUM, TIDEPOOL_THREAD_EXIT_DESTROY,
 };
-pub use stack::{
-    tidepool_stack, tidepool_stack_get, tidepool_stack_get_timeout, tidepool_stack_pool_new,
-    tidepool_stack_put,
+pub use abi::stack::{
+    tidepool_stack_get, tidepool_stack_get_timeout, tidepool_stack_pool_new, tidepool_stack_put,
 };
+pub use config::{
+    tidepool_config, tidepool_create_fn, tidepool_destroy_fn, tidepool_purge_fn,
+    TIDEPOOL_NO_BACKGROUND, TIDEPOOL_OBJ_ACCEPT_FOREIGN, TIDEPOOL_OBJ_UNCHECKED,
+    TIDEPOOL_STACK_GUARD_PROTECT,
+};
+pub use handle::tidepool_pool;
+pub use obj::TIDEPOOL_GET_NO_CREATE;
+pub use stack::tidepool_stack;
 pub use stats::tidepool_stats;
 pub use status::{
     tidepool_last_error, tidepool_last_error_copy, tidepool_status, tidepool_status_name,

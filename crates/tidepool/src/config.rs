@@ -415,20 +415,30 @@ impl Config {
 /// let err = tidepool::Pool::builder(|| 0u32).batch_size(0).build().unwrap_err();
 /// assert_eq!(err.field(), "batch_size");
 /// ```
+///
+/// Every kind of pool is built by this one type: a [`StackPool`]'s builder
+/// is a `Builder` whose "manager" is the stacks' specification
+/// ([`StackPoolBuilder`]), so each setting below is declared once.
+///
+/// [`StackPool`]: crate::stack::StackPool
+/// [`StackPoolBuilder`]: crate::stack::StackPoolBuilder
 #[must_use = "a builder does nothing until `build` is called"]
+#[derive(Clone)]
 pub struct Builder<M> {
-    manager: M,
-    config: Config,
+    /// What makes the objects: a [`Manage`] implementation, or a
+    /// specification that becomes one at `build`.
+    pub(crate) manager: M,
+    pub(crate) config: Config,
     /// Asked for with `batch_size`; derived at `build` otherwise.
-    batch_size: Option<usize>,
-    /// `max_idle` and `max_live` were set: `maps_per_object` leaves them.
-    max_idle_given: bool,
-    maps_per_object: Option<usize>,
-    max_live_given: bool,
-    clock: Arc<dyn Clock>,
+    pub(crate) batch_size: Option<usize>,
+    /// `max_idle` and `max_live` were set: derived caps leave them.
+    pub(crate) max_idle_given: bool,
+    pub(crate) maps_per_object: Option<usize>,
+    pub(crate) max_live_given: bool,
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
-impl<M: Manage> Builder<M> {
+impl<M> Builder<M> {
     pub(crate) fn new(manager: M) -> Self {
         Self {
             manager,
@@ -625,6 +635,21 @@ impl<M: Manage> Builder<M> {
         self
     }
 
+    /// The same settings around another manager.
+    pub(crate) fn with_manager<N>(self, manager: N) -> Builder<N> {
+        Builder {
+            manager,
+            config: self.config,
+            batch_size: self.batch_size,
+            max_idle_given: self.max_idle_given,
+            maps_per_object: self.maps_per_object,
+            max_live_given: self.max_live_given,
+            clock: self.clock,
+        }
+    }
+}
+
+impl<M: Manage> Builder<M> {
     /// Checks the settings and builds the pool.
     ///
     /// # Errors
@@ -633,6 +658,9 @@ impl<M: Manage> Builder<M> {
     pub fn build(self) -> Result<Pool<M>, ConfigError> {
         let item_size = std::mem::size_of::<M::Item>();
         let mut config = self.config;
+        if config.purge_delay == Some(Duration::MAX) {
+            config.purge_delay = None;
+        }
         if let Some(maps) = self.maps_per_object {
             if maps == 0 {
                 return Err(ConfigError::new("maps_per_object", "must be at least 1"));

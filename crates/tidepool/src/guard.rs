@@ -146,7 +146,9 @@ impl<M: Manage> OwnedPooled<M> {
     /// dropped afterwards (it is being dropped, or is `ManuallyDrop`).
     #[inline(always)]
     pub(crate) unsafe fn end_dropped<const PANICKING_FIRST: bool>(&mut self) {
-        if (PANICKING_FIRST && std::thread::panicking()) || !crate::lifetime::may_end_unmarked() {
+        if (PANICKING_FIRST && std::thread::panicking())
+            || !crate::shared::lifetime::may_end_unmarked()
+        {
             return self.drop_other(false);
         }
         let shared = &self.pool.shared;
@@ -166,7 +168,7 @@ impl<M: Manage> OwnedPooled<M> {
         // Matched with the `PutRest` gone: nothing left to drop if this
         // unwinds (a landing pad here doubled the drop's inline cost).
         match done {
-            None => crate::lifetime::after_unmarked_end(address),
+            None => crate::shared::lifetime::after_unmarked_end(address),
             Some(recycled) => self.drop_other(recycled),
         }
     }
@@ -344,7 +346,7 @@ impl<M: Manage> OwnedPooled<M> {
         // SAFETY: the guard's object is counted out of this pool until `end`
         // gives it back, so the pool is alive now (`Pool::alias`); the
         // `Ending` is dropped right after `end`, this guard's only end.
-        let _ending = unsafe { crate::lifetime::Ending::begin(shared) };
+        let _ending = unsafe { crate::shared::lifetime::Ending::begin(shared) };
         end()
     }
 }

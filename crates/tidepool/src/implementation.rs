@@ -2,33 +2,65 @@
 //!
 //! This module holds no code; it is a page of design notes next to the code
 //! they describe. The source folders follow the same layers, and imports go
-//! one way along them (each layer uses only the ones below it):
+//! one way along them (each layer uses only the ones below it; a file may
+//! also use its parent module, as `shared/pass.rs` uses `shared/mod.rs`).
+//! Every file of the crate is named here, and the test
+//! `tests/import_graph.rs` fails on any import circle:
 //!
 //! ```text
-//!  pool.rs, guard.rs, config.rs        the front door
-//!  shared/                             one pool: get/put paths (mod.rs), the one
-//!    │                                 destroy path (destroy.rs), its destroy queue
-//!    │                                 (teardown.rs), everything reclaim does to it
-//!    │                                 (pass.rs)
-//!    ├─► cache/                        thread caches (owner-only state + slot protocol)
-//!    ├─► depot/                        the shared, bounded store of batches
-//!    ├─► reclaim/                      process-wide: clock, registry of pools, the
-//!    │     ▲                           reclaimer thread (scheduler.rs), fork.rs;
-//!    │     │ feeds                     never reaches into a pool's depot or caches
-//!    │   pressure/                     PSI, cgroup v1: sources that feed reclaim
-//!    ├─► callbacks.rs                  every call into user code
-//!    └─► signal.rs                     what pressure is (Level, Source): shared
-//!                                      by reclaim and pressure
-//!  stack/, region/                     managers of mappings: guarded stacks in slabs,
-//!                                      reservations that grow in place (use os/)
-//!  os/                                 the kernel: mmap for stacks, a wake-up fd and poll,
-//!                                      pthread_atfork, membarrier, vm.max_map_count (imports nothing
-//!                                      of the crate but the `sync` facade)
+//!  lib.rs                           crate docs, the glossary, re-exports
+//!  pool.rs, guard.rs                the front door: Pool, its guards
+//!  config.rs, error.rs, stats.rs    settings (one builder for every pool,
+//!  manage.rs                        validated once), errors, figures; the
+//!                                   Manage trait (make, reset, unmake)
+//!  export.rs                        figures through `metrics` (feature)
+//!  stack/                           StackPool: guarded stacks in slabs
+//!    pool.rs builder.rs             its front door and its settings (on
+//!                                   config.rs's builder)
+//!    manager.rs slab.rs mapping.rs  carving stacks from slab mappings
+//!    guard_mode.rs budget.rs        guard pages; the map-count budget
+//!    registry.rs stats.rs error.rs  every stack pool; figures; errors
+//!    corosensei.rs                  corosensei's Stack trait (feature)
+//!  region/ (mod.rs, manager.rs)     reservations that grow in place
+//!    │ (stack/ and region/ are managers: they plug into the layers below
+//!    │  through Manage and use os/ for their mappings)
+//!    ▼
+//!  shared/                          one pool's shared state:
+//!    mod.rs                         the get and put paths (a map at its top)
+//!    at_limit.rs waiters.rs         what a get does at max_live; who waits
+//!    places.rs                      max_live, counted in chunks
+//!    destroy.rs teardown.rs         the one destroy path; the destroy queue
+//!    pass.rs                        everything reclaim does to a pool
+//!    lifetime.rs                    owned guards outliving the handle
+//!    ├─► cache/                     thread caches:
+//!    │     local.rs slot.rs         owner-only state; the slot protocol
+//!    │     table.rs thread.rs       caches by thread id; ids, thread exit
+//!    │     credit.rs words.rs       max_live credit; moving objects by word
+//!    ├─► depot/ (mod.rs)            the shared, bounded store of batches
+//!    ├─► reclaim/                   process-wide: clock.rs, the registry of
+//!    │     ▲                        pools (registry.rs), the reclaimer thread
+//!    │     │ feeds                  (scheduler.rs), fork.rs; never reaches
+//!    │     │                        into a pool's depot or caches
+//!    │   pressure/                  psi.rs, cgroup_v1.rs: sources that
+//!    │                              feed reclaim
+//!    ├─► callbacks.rs               every call into user code
+//!    └─► signal.rs                  what pressure is (Level, Source)
+//!  fence.rs                         the asymmetric fence pair (light on the
+//!                                   owner's side, membarrier on the remote)
+//!  os/                              the kernel: mod.rs (mmap, mprotect,
+//!                                   madvise, mincore), event.rs (wake-up fd,
+//!                                   poll), fork.rs (pthread_atfork),
+//!                                   membarrier.rs, map_count.rs, thread.rs
+//!                                   (spawning), fault.rs (fault injection),
+//!                                   miri_shim.rs; imports only `sync`
+//!  sync.rs                          atomics, cells, locks (loom under
+//!                                   cfg(loom)); imports nothing
+//!  probe.rs, tests/                 test-only: probe points, and the
+//!                                   internal suites: loom_cache.rs
+//!                                   loom_lifetime.rs loom_places.rs
+//!                                   loom_teardown.rs loom_waiters.rs
+//!                                   close.rs limit_races.rs bracket_alloc.rs
 //! ```
-//!
-//! `sync.rs` (atomics, cells, locks; loom under `cfg(loom)`) is used by all;
-//! its `heavy_fence` is `os/membarrier.rs`. The module graph has no cycle
-//! (the one `sync.rs` ↔ `os/` pair is a facade over a leaf file).
 //!
 //! # Layers
 //!
@@ -720,7 +752,7 @@
 //! the pointer: it finds it through its stack's slab set and rebuilds the
 //! guard to end it (`Pool::alias_of`). The
 //! shared state lives until the last of {the handle, the owned guards} is
-//! gone (`src/lifetime.rs`, after Linux's `percpu_ref` and liburcu's
+//! gone (`src/shared/lifetime.rs`, after Linux's `percpu_ref` and liburcu's
 //! `membarrier` RCU). Pool handles themselves are counted (`Life::handles`:
 //! the build's, and one per `PooledStack::pool`); the last one closes:
 //!

@@ -56,9 +56,9 @@ mod depot;
 mod error;
 #[cfg(feature = "metrics")]
 mod export;
+mod fence;
 mod guard;
 pub mod implementation;
-mod lifetime;
 mod manage;
 #[cfg(unix)]
 mod os;

@@ -50,7 +50,7 @@ use crate::{Builder, Config, Error, Manage, OwnedPooled, Pooled, Stats};
 pub struct Pool<M: Manage> {
     /// The handle's reference to the shared state: released by `drop`.
     /// The last handle releases it through
-    /// [`lifetime::close`](crate::lifetime), which keeps the state until
+    /// [`lifetime::close`](crate::shared::lifetime), which keeps the state until
     /// the last owned guard has ended. Owned guards hold an uncounted copy
     /// of this pointer ([`Pool::alias`]). The handle is this one pointer
     /// (the reclaimer's ticket lives in `Shared::life`), so the copy is one
@@ -637,7 +637,7 @@ impl<M: Manage> Drop for Pool<M> {
         }
         // SAFETY: taken once, here; `self` is not used again.
         let shared = unsafe { ManuallyDrop::take(&mut self.shared) };
-        crate::lifetime::close(shared);
+        crate::shared::lifetime::close(shared);
     }
 }
 

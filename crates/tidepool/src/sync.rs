@@ -23,24 +23,6 @@ mod inner {
         yield_now();
     }
 
-    /// Loom cannot model `membarrier`; a `SeqCst` fence on both sides gives
-    /// the same guarantee (one side sees the other's store), so the models
-    /// check the protocol built on it.
-    #[inline(always)]
-    pub(crate) fn light_fence() {
-        atomic::fence(atomic::Ordering::SeqCst);
-    }
-
-    pub(crate) fn heavy_fence() -> bool {
-        atomic::fence(atomic::Ordering::SeqCst);
-        true
-    }
-
-    /// Models always have the pair.
-    pub(crate) fn heavy_fence_available() -> bool {
-        true
-    }
-
     /// loom's mutex, with parking_lot's poison-free `lock()` signature.
     #[derive(Debug)]
     pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
@@ -150,46 +132,6 @@ mod inner {
             };
             (guard, timed_out)
         }
-    }
-
-    /// The owner's half of the asymmetric fence: keeps the compiler from
-    /// moving the owner's "busy" store after its "revoked?" load. The CPU may
-    /// still reorder them; [`heavy_fence`] on the remote side covers that.
-    ///
-    /// Under miri, which cannot run `membarrier`, both halves are `SeqCst`
-    /// fences, as in the loom models.
-    #[inline(always)]
-    pub(crate) fn light_fence() {
-        #[cfg(miri)]
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        #[cfg(not(miri))]
-        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
-    }
-
-    /// The remote half: a barrier on every running thread of the process
-    /// (`membarrier(2)`). `false` where the OS offers none.
-    pub(crate) fn heavy_fence() -> bool {
-        #[cfg(miri)]
-        {
-            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-            true
-        }
-        #[cfg(all(not(miri), target_os = "linux"))]
-        return crate::os::membarrier::heavy_fence();
-        #[cfg(all(not(miri), not(target_os = "linux")))]
-        return false;
-    }
-
-    /// Whether [`heavy_fence`] works here, decided once per process: code
-    /// that relies on the pair must check this before it starts to skip the
-    /// light side's hardware fence.
-    pub(crate) fn heavy_fence_available() -> bool {
-        #[cfg(miri)]
-        return true;
-        #[cfg(all(not(miri), target_os = "linux"))]
-        return crate::os::membarrier::available();
-        #[cfg(all(not(miri), not(target_os = "linux")))]
-        return false;
     }
 
     /// `std::cell::UnsafeCell` with loom's closure-based API, so the same code

@@ -78,7 +78,7 @@
 //! beyond the counter bump the statistics need anyway.
 //!
 //! A remote revoker stores `REVOKING`, runs one process-wide barrier
-//! ([`heavy_fence`](crate::sync::heavy_fence), `membarrier(2)`), then reads
+//! ([`heavy_fence`](crate::fence::heavy_fence), `membarrier(2)`), then reads
 //! `entered` and the counters (`Acquire`). The barrier guarantees that either
 //! the owner's check sees `REVOKING`, or the revoker sees the owner's entry;
 //! so the revoker takes the cache only when the owner is outside its access
@@ -92,8 +92,9 @@ use std::mem::ManuallyDrop;
 use super::credit::Credit;
 use super::local::LocalCache;
 use super::thread;
+use crate::fence::{heavy_fence, light_fence};
 use crate::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use crate::sync::{back_off, heavy_fence, light_fence, OwnerCounter, UnsafeCell};
+use crate::sync::{back_off, OwnerCounter, UnsafeCell};
 
 const UNCLAIMED: u8 = 0;
 const ACTIVE: u8 = 1;

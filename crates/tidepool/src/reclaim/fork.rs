@@ -45,7 +45,7 @@
 //! install handlers of their own for their locks.
 
 use std::cell::{Cell, RefCell};
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 
 use parking_lot::{MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -88,12 +88,18 @@ pub(crate) fn gate() -> Option<RwLockReadGuard<'static, ()>> {
     (ON_RECLAIMER.try_with(Cell::get).unwrap_or(false)).then(|| GATE.read_recursive())
 }
 
-/// Installs the handlers, once per process. Says why not, the first time
-/// that fails.
-pub(crate) fn install() -> Option<String> {
+/// What the child handler runs after starting a new generation: the
+/// scheduler's "the thread did not survive" (async-signal-safe). Handed in
+/// by [`install`], so this module needs nothing from the scheduler.
+static FORGET_IN_CHILD: OnceLock<fn()> = OnceLock::new();
+
+/// Installs the handlers, once per process; the child handler calls
+/// `forget_in_child`. Says why not, the first time that fails.
+pub(crate) fn install(forget_in_child: fn()) -> Option<String> {
     static ONCE: Once = Once::new();
     let mut failed = None;
     ONCE.call_once(|| {
+        let _ = FORGET_IN_CHILD.set(forget_in_child);
         #[cfg(unix)]
         if let Err(e) = crate::os::fork::at_fork(prepare, parent, child) {
             failed = Some(format!(
@@ -124,6 +130,8 @@ extern "C" fn parent() {
 
 extern "C" fn child() {
     GENERATION.fetch_add(1, Ordering::AcqRel);
-    super::scheduler::forget_after_fork();
+    if let Some(forget) = FORGET_IN_CHILD.get() {
+        forget();
+    }
     drop(HELD.try_with(|held| held.borrow_mut().take()));
 }

@@ -169,7 +169,7 @@ fn start_if_needed(registry: &mut Registry) -> Vec<Watched> {
     if RUNNING.load(Ordering::Acquire) || registry.pool_count() == 0 {
         return Vec::new();
     }
-    if let Some(report) = fork::install() {
+    if let Some(report) = fork::install(forget_after_fork) {
         registry.reports.push(report);
     }
     let generation = fork::generation();

@@ -35,6 +35,7 @@
 
 mod at_limit;
 mod destroy;
+pub(crate) mod lifetime;
 mod pass;
 pub(crate) mod places;
 pub(crate) mod teardown;
@@ -49,11 +50,11 @@ use crate::cache::credit::Credit;
 use crate::cache::{thread, LocalSlot, SlotTable, ThreadExit};
 use crate::callbacks::{self, Callbacks, Caught, PanicRecord, Site};
 use crate::depot::Depot;
-use crate::lifetime::Life;
 use crate::reclaim::Clock;
 use crate::sync::atomic::{fence, AtomicUsize, Ordering};
 use crate::sync::SharedCounter;
 use crate::{Config, ConfigError, Error, Manage, Stats};
+use lifetime::Life;
 use places::Places;
 use teardown::Teardown;
 use waiters::{Handoff, Waiters};
@@ -92,7 +93,7 @@ pub(crate) struct Shared<M: Manage> {
     /// reclaim pass, or when depot traffic ends a window early) and read
     /// on every put, so it sits with the read-mostly fields.
     batch: AtomicUsize,
-    /// How owned guards keep this alive past the handle (`lifetime.rs`);
+    /// How owned guards keep this alive past the handle (`shared/lifetime.rs`);
     /// read on every owned guard's end, so on a line of its own.
     pub(crate) life: CachePadded<Life>,
     /// Panics caught from the manager's callbacks.
@@ -1023,7 +1024,7 @@ impl<M: Manage> Shared<M> {
         }
     }
 
-    // === owned guards (lifetime.rs) ===
+    // === owned guards (shared/lifetime.rs) ===
 
     /// Objects out of the pool, never less than the true figure: every end
     /// count is read before every start count, and the `Acquire` fence

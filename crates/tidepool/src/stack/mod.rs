@@ -244,7 +244,7 @@ mod stats;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use budget::{mapped_vmas, MAX_MAP_COUNT_PATH};
 pub use budget::{BudgetSource, MapBudget, FALLBACK_MAX_MAP_COUNT, RESERVED_VMAS, VMAS_PER_STACK};
-pub use builder::StackPoolBuilder;
+pub use builder::{StackPoolBuilder, StackSpec};
 pub use error::StackError;
 pub use guard_mode::{GuardMode, GUARD_MODE_ENV};
 pub use manager::StackManager;

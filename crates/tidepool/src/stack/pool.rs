@@ -72,7 +72,7 @@ impl StackPool {
     /// A builder for stacks of `usable_size` bytes each (rounded up to
     /// whole pages).
     pub fn builder(usable_size: usize) -> StackPoolBuilder {
-        StackPoolBuilder::new(usable_size)
+        StackPoolBuilder::stacks(usable_size)
     }
 
     pub(crate) fn from_pool(pool: Arc<Pool<StackManager>>) -> Self {

@@ -1,4 +1,4 @@
-//! Loom models of owned guards outliving the pool handle (`lifetime.rs`):
+//! Loom models of owned guards outliving the pool handle (`shared/lifetime.rs`):
 //! the handle is dropped while guards end on other threads. Each model
 //! checks that no object is destroyed while a guard holds it, that each is
 //! destroyed exactly once, and that the pool is gone (its manager dropped)

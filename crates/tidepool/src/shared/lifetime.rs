@@ -107,7 +107,7 @@
 //! its `SeqCst` load sees an orphan pending; the closer counts its orphan
 //! pending (`SeqCst`) before it reads `inflight`: one of the two sees the
 //! other. For marked ends the closer, after parking its orphan, issues a
-//! heavy fence (`membarrier(2)`, [`crate::sync::heavy_fence`]; the ends'
+//! heavy fence (`membarrier(2)`, [`crate::fence::heavy_fence`]; the ends'
 //! side of each pair is a compiler fence): an end that marked itself before
 //! it shows its marker to the closer, which sets that marker's wake flag;
 //! an end that marks itself after it sees the closed flag and wakes itself.
@@ -123,9 +123,10 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
-use crate::shared::Shared;
+use super::Shared;
+use crate::fence::{heavy_fence, heavy_fence_available, light_fence};
 use crate::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use crate::sync::{heavy_fence, heavy_fence_available, light_fence, Mutex};
+use crate::sync::Mutex;
 use crate::Manage;
 
 /// `Life::state`: an owned guard has been handed out.
