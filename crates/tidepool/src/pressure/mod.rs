@@ -51,8 +51,8 @@
 //! purging instead of destroying under Critical would be cheaper still, but
 //! Critical's contract (drain to `min_idle`, caches included, as tested)
 //! is what a caller asks for when memory is critical; the cheap step is
-//! Medium's. The full table, with throughput, is in the CHANGELOG and
-//! README.
+//! Medium's. The figures, with throughput, are in
+//! [`performance`](crate::performance#memory-pressure).
 //!
 //! # Sources
 //!
