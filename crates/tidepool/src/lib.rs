@@ -278,11 +278,11 @@ mod error;
 mod export;
 mod guard;
 pub mod implementation;
-pub mod performance;
 mod lifetime;
 mod manage;
 #[cfg(unix)]
 mod os;
+pub mod performance;
 mod pool;
 pub mod pressure;
 #[cfg(all(test, not(loom)))]
