@@ -74,6 +74,56 @@
 //! any thread. Callbacks never run while tidepool holds a lock of its own,
 //! so they may call tidepool. A thread's caches are handed back when it
 //! exits; [`tidepool_thread_exit`] does it on demand.
+//!
+//! # Replacing QEMU's coroutine pool
+//!
+//! QEMU's pool seam (`coroutine_pool_get/put`, the thread-exit notifier,
+//! `qemu_coroutine_inc/dec_pool_size`) maps onto tidepool in about 30
+//! lines, and nothing outside it changes: a get may still return NULL (QEMU
+//! then makes the coroutine and later puts it like any other), and puts
+//! come from any thread. The whole seam, QEMU's create / enter / terminate
+//! shape, a QEMU-style two-level pool to compare with, and the tests are in
+//! `examples/c/qemu_coroutine_pool.c`:
+//!
+//! ```c
+//! static tidepool_pool *coroutine_pool;
+//!
+//! __attribute__((constructor)) static void coroutine_pool_init(void) {
+//!     tidepool_config cfg = {
+//!         .size = sizeof cfg,
+//!         .flags = TIDEPOOL_OBJ_UNCHECKED | TIDEPOOL_OBJ_ACCEPT_FOREIGN,
+//!         .destroy = coroutine_pool_delete,   /* void (*)(void *ctx, void *co) */
+//!         .maps_per_object = 2,               /* stack + guard: caps from vm.max_map_count */
+//!     };
+//!     tidepool_obj_pool_new(&cfg, &coroutine_pool);
+//! }
+//! static Coroutine *coroutine_pool_get(void) {
+//!     void *co = NULL;
+//!     tidepool_obj_get(coroutine_pool, TIDEPOOL_GET_NO_CREATE, &co);
+//!     return co;                              /* NULL: the caller makes one */
+//! }
+//! static void coroutine_pool_put(Coroutine *co) { tidepool_obj_put(coroutine_pool, co); }
+//! static void coroutine_pool_thread_exit(Notifier *n, void *unused) {
+//!     tidepool_pool_thread_exit(coroutine_pool, TIDEPOOL_THREAD_EXIT_DESTROY, NULL);
+//! }
+//! void qemu_coroutine_inc_pool_size(unsigned int n) {
+//!     tidepool_pool_adjust_max_idle(coroutine_pool, (intptr_t)n, NULL);
+//! }
+//! void qemu_coroutine_dec_pool_size(unsigned int n) {
+//!     tidepool_pool_adjust_max_idle(coroutine_pool, -(intptr_t)n, NULL);
+//! }
+//! ```
+//!
+//! Objects the caller made (`TIDEPOOL_GET_NO_CREATE`, then
+//! `tidepool_obj_adopt`, or a plain put to a pool built with
+//! `TIDEPOOL_OBJ_ACCEPT_FOREIGN`) are ordinary members, reclaimed like the
+//! rest. Caveats: an unchecked pool trusts its puts (a double put hands a
+//! coroutine out twice, as QEMU's own pool would); it counts the coroutine
+//! QEMU makes after a NULL get at that get, so a caller that then makes
+//! none calls `tidepool_obj_unreserve`; tidepool's reclaimer thread blocks
+//! every signal but the fault signals, so QEMU's signalfd keeps its
+//! SIGALRM, SIGIO and SIGBUS. What the seam costs, against QEMU's pool, is
+//! in [`tidepool::performance`].
 
 #![warn(missing_docs, missing_debug_implementations)]
 #![deny(clippy::undocumented_unsafe_blocks)]

@@ -40,10 +40,10 @@
 //!
 //! | reaction | idle resident floor | stacks created |
 //! |---|---|---|
-//! | Medium, reclaim only (before) | −1 % | 0 |
-//! | Medium, reclaim then purge the depot (now) | −98 % | 119 |
-//! | Critical, drain + hold 2/15 interval (before) | −100 % | 3,207 |
-//! | Critical, drain, no hold for a single signal (now) | −95 %, −96 % | 598, 245 (two series) |
+//! | Medium, reclaim only (the alternative) | −1 % | 0 |
+//! | Medium, reclaim then purge the depot (tidepool) | −98 % | 119 |
+//! | Critical, drain + hold 2/15 interval (an explicit `pressure_hold`) | −100 % | 3,207 |
+//! | Critical, drain, no hold for a single signal (the default) | −95 %, −96 % | 598, 245 (two series) |
 //!
 //! A hold frees no more memory than the drain did: the working set comes
 //! back either way, and during the hold each batch beyond `min_idle` is
@@ -51,8 +51,8 @@
 //! purging instead of destroying under Critical would be cheaper still, but
 //! Critical's contract (drain to `min_idle`, caches included, as tested)
 //! is what a caller asks for when memory is critical; the cheap step is
-//! Medium's. The full table, with throughput, is in the CHANGELOG and
-//! README.
+//! Medium's. The figures, with throughput, are in
+//! [`performance`](crate::performance#memory-pressure).
 //!
 //! # Sources
 //!

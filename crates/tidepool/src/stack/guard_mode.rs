@@ -21,7 +21,7 @@ use crate::os;
 ///
 /// **Speed of the stacks themselves.** The lab's fio request loop runs
 /// about as fast on stacks with markers as with `Protect` guards (the
-/// figures are in the README's results); markers keep the map count down
+/// figures are in [`performance`](crate::performance)); markers keep the map count down
 /// (seed 000). To compare on your machine: `cargo run --release -p tidepool-lab
 /// --example fio_ab -- qemu-2024 tidepool`, then again with
 /// `TIDEPOOL_GUARD_MODE=protect`.

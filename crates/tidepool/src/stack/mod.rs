@@ -88,8 +88,8 @@
 //!   slab is mapped `PROT_NONE` (no memory, no overcommit charge) and each
 //!   slot's stack is opened (`mprotect`) the first time it is used, top
 //!   slot first. Either way `k` stacks cost `1 + k` calls instead of `2k`,
-//!   and markers make each call cheaper (no VMA split; the README gives the
-//!   measured refill times).
+//!   and markers make each call cheaper (no VMA split; [`performance`](crate::performance#stacks)
+//!   gives the measured refill times).
 //!   [`Manage::create_batch`](crate::Manage::create_batch)
 //!   carves a whole burst at once, the seed 004 way (DragonFly grew its
 //!   zone allocator 32 pages at a time, not 4).
