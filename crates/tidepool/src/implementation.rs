@@ -9,6 +9,7 @@
 //!
 //! ```text
 //!  lib.rs                           crate docs, the glossary, re-exports
+//!  implementation.rs performance.rs docs-only pages: design, measurements
 //!  pool.rs, guard.rs                the front door: Pool, its guards
 //!  config.rs, error.rs, stats.rs    settings (one builder for every pool,
 //!  manage.rs                        validated once), errors, figures; the

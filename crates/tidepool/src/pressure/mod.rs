@@ -27,31 +27,18 @@
 //!   they use right now (at most two batches each, refilled only by their
 //!   own gets), so the pool cannot grow back while throughput stays close to
 //!   normal. Xen's blkback does the same ("aggressive shrinking" of the idle
-//!   pool for a short window): with it, swap traffic under pressure fell
-//!   from 185k to 3k pages with no I/O cost.
+//!   pool for a short window).
 //!
-//! # Why this reaction (measured)
+//! # Why this reaction
 //!
-//! The lab's `fio-pressure` scenario (`tidepool-lab run --scenario
-//! fio-pressure`) runs fio's load after a burst that leaves idle stacks
-//! beyond the working set, and signals in mid-run. Median of 5 runs on the
-//! 2-vCPU machine (shared, so wall-clock rates are noisy; the exact counts
-//! are the stacks created in the 500 ms window after the signal):
-//!
-//! | reaction | idle resident floor | stacks created |
-//! |---|---|---|
-//! | Medium, reclaim only (the alternative) | −1 % | 0 |
-//! | Medium, reclaim then purge the depot (tidepool) | −98 % | 119 |
-//! | Critical, drain + hold 2/15 interval (an explicit `pressure_hold`) | −100 % | 3,207 |
-//! | Critical, drain, no hold for a single signal (the default) | −95 %, −96 % | 598, 245 (two series) |
-//!
-//! A hold frees no more memory than the drain did: the working set comes
-//! back either way, and during the hold each batch beyond `min_idle` is
-//! destroyed and created again (5 to 13 times the creates). Keeping thread caches or
-//! purging instead of destroying under Critical would be cheaper still, but
-//! Critical's contract (drain to `min_idle`, caches included, as tested)
-//! is what a caller asks for when memory is critical; the cheap step is
-//! Medium's. The figures, with throughput, are in
+//! Each level asks for the cheapest step that frees what it must. Medium
+//! keeps the working set and releases pages: reusing a purged object costs
+//! page faults, never a create. Critical drains, because a caller who says
+//! memory is critical asks for that; a hold on top frees no more memory
+//! than the drain did (the working set comes back either way) but turns
+//! every batch returned past `min_idle` into a destroy and a create, which
+//! is why a single signal holds nothing by default. The lab's
+//! `fio-pressure` scenario measures each reaction; the figures are in
 //! [`performance`](crate::performance#memory-pressure).
 //!
 //! # Sources

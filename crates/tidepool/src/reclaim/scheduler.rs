@@ -344,7 +344,7 @@ fn wait(sources: &mut Vec<Watched>, timeout: Option<Duration>) -> Option<Level> 
         let mut registry = registry::lock();
         if let Some(status) = registry.statuses.get_mut(watched.status) {
             let report = format!(
-                "tidepool: memory-pressure source {} stopped ({why}); no longer watched",
+                "tidepool: memory-pressure source {} stopped ({why}); not watched from now on",
                 status.name
             );
             status.error = Some(why);

@@ -1,4 +1,4 @@
-//! Interleavings at `max_live` that once stranded a waiter beside an idle
+//! Interleavings at `max_live` that could strand a waiter beside an idle
 //! object (`tests/get_async.rs`' stress test hung that way, about once in
 //! a thousand runs), forced with the `probe::arm` hook, which holds a
 //! thread at a chosen point (a cache access, the depot), so each test fails
