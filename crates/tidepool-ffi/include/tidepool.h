@@ -691,10 +691,10 @@ tidepool_status tidepool_obj_pool_new(const struct tidepool_config *config,
  * `TIDEPOOL_EMPTY` when no room is left; a caller that then makes no
  * object gives the place back with [`tidepool_obj_unreserve`].
  *
- * Cost: a get and a put of an object in this thread's cache are about
- * 200 instructions together in an unchecked pool; a checked pool (the
- * default) adds two lookups in the process-wide set of objects, one lock
- * and one hash each, about 100 more (`bin/budget.sh` measures both).
+ * Cost: a get and a put of an object in this thread's cache are the core
+ * pool's fast paths and a little entry code in an unchecked pool; a
+ * checked pool (the default) adds two lookups in the process-wide set of
+ * objects, one lock and one hash each (`bin/budget.sh` measures both).
  *
  * # Errors
  *

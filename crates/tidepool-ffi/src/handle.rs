@@ -272,12 +272,12 @@ impl Kind {
         }
     }
 
-    pub(crate) fn release_local(&self) -> usize {
+    pub(crate) fn trim_local(&self) -> usize {
         match self {
             #[cfg(unix)]
-            Kind::Stack(s) => s.pool.release_local(),
-            Kind::Buf(b) => b.pool.release_local(),
-            Kind::Obj(o) => o.pool.release_local(),
+            Kind::Stack(s) => s.pool.trim_local(),
+            Kind::Buf(b) => b.pool.trim_local(),
+            Kind::Obj(o) => o.pool.trim_local(),
         }
     }
 

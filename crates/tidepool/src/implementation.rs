@@ -135,9 +135,10 @@
 //!
 //! * a get pops from `loaded` only and a put pushes onto `loaded` only; the
 //!   swap with `spare`, once a batch, is in the cold path (`get_slow`,
-//!   `put_slow_from`), which tries it before anything else;
+//!   `push_local_or_slow`), which tries it before anything else;
 //! * every case but the common one leaves the put through one cold call
-//!   (`put_other_from`, told whether `recycle` already ran), not one each;
+//!   (`put_other_from`, told whether `recycle` already ran), not one
+//!   each; `shared/put.rs` has the map of the whole path;
 //! * the remembered slot is never null (a dangling placeholder), so
 //!   finding it is one compare;
 //! * the object goes into the batch through one `asm!` block of word moves

@@ -36,6 +36,43 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Glossary
+//!
+//! One word per meaning, in the code, these docs and the C names:
+//!
+//! | word | meaning |
+//! |---|---|
+//! | *manager* | what makes, resets and unmakes a pool's objects ([`Manage`]) |
+//! | *live* / *idle* | an object lent out / one waiting in the pool to be reused |
+//! | *thread cache* | one thread's two batches of idle objects (`loaded`, `spare`): what `get` and `put` touch |
+//! | *batch* | the objects moved between a thread cache and the depot at once |
+//! | *depot* | the one shared, bounded store of batches (at most `max_idle` objects) |
+//! | *working set* | the idle objects a pool needed over its last reclaim intervals |
+//! | *trim* | return objects from a thread cache to the depot (nothing is destroyed) |
+//! | *reclaim* | destroy idle objects the working set does not need |
+//! | *purge* | release an idle object's pages and keep the object (a stack keeps its mapping) |
+//! | *drain* | destroy every idle object the pool can reach, down to `min_idle` or to none |
+//! | *destroy queue* | objects a pool decided to destroy, run in chunks outside every lock |
+//! | *turn* | the right to run the destroy queue: at most `teardown_threads` at once |
+//! | *place* | room under `max_live` for one object, live or idle |
+//! | *burst* | objects one miss creates at once ([`Manage::create_batch`]) |
+//! | *pressure* | the system running short of memory ([`pressure::Level`]); a *hold* keeps the depot at `min_idle` for a while after a critical signal |
+//! | *adopt* / *detach* | an object made elsewhere joins the pool / a lent object leaves it for good |
+//!
+//! Which call gives back what:
+//!
+//! | call | takes | from | then | when to call it |
+//! |---|---|---|---|---|
+//! | [`Pool::trim_local`] | this thread's cache | this thread | to the depot | before a thread parks for good |
+//! | [`Pool::destroy_local`] | this thread's cache | this thread | destroyed | a thread-exit hook that frees its pool (QEMU's) |
+//! | [`Pool::purge`] | idle objects' pages | the depot | objects kept | memory is short but the objects will be needed |
+//! | [`Pool::reclaim_unused`] | idle objects unused since the last call | the depot | destroyed | you know better than the interval when to look |
+//! | [`Pool::reclaim`] | what the working set does not need | depot and caches | destroyed, purged | `background(false)` pools, once per interval |
+//! | [`Pool::pressure`] | as the level says | depot and caches | destroyed, purged | your own memory-pressure signal, for one pool |
+//! | [`Pool::drain`] | every idle object it can reach | depot and caches | destroy queue, one chunk now | shedding everything, without waiting |
+//! | [`Pool::drain_blocking`] | the same | depot and caches | destroyed on return | shedding everything, before you go on |
+//! | [`Pool::close`] | everything, and the pool | the whole pool | destroyed on return | shutting down: no callback runs after it |
+//!
 //! # Features, MSRV and platforms
 //!
 //! | feature | default | what it adds |
@@ -268,6 +305,26 @@
 #![cfg_attr(loom, allow(dead_code))]
 // Under miri the same goes for `poll(2)`/eventfd and `membarrier(2)`.
 #![cfg_attr(miri, allow(dead_code))]
+
+/// A test hook, one line at its call site, that compiles to nothing outside
+/// the library's own unit tests (and under loom): `probe!(Point)` holds
+/// this thread there if a test armed it ([`probe::arm`]);
+/// `probe!(inside = bool)` marks a thread cache access for the allocation
+/// check; `probe!(waited_out)` counts a revoker that waited out an owner.
+macro_rules! probe {
+    (inside = $inside:expr) => {
+        #[cfg(all(test, not(loom)))]
+        $crate::probe::INSIDE.set($inside);
+    };
+    (waited_out) => {
+        #[cfg(all(test, not(loom)))]
+        $crate::probe::WAITED_OUT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    };
+    ($point:ident) => {
+        #[cfg(all(test, not(loom)))]
+        $crate::probe::pause($crate::probe::Point::$point);
+    };
+}
 
 mod cache;
 mod callbacks;

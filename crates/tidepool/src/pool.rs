@@ -389,7 +389,7 @@ impl<M: Manage> Pool<M> {
     /// better when to look. Call [`drain`](Pool::drain) to drop everything
     /// now. (In tidepool's words this *reclaims*: objects are destroyed.
     /// Handing a thread's cache back to the depot, a *trim*, is
-    /// [`release_local`](Pool::release_local).)
+    /// [`trim_local`](Pool::trim_local).)
     pub fn reclaim_unused(&self) -> usize {
         self.shared.supervise();
         self.shared.reclaim_unused()
@@ -410,20 +410,20 @@ impl<M: Manage> Pool<M> {
     /// let pool = tidepool::Pool::new(|| vec![0u8; 64]);
     /// drop(pool.get()?);
     /// assert_eq!(pool.stats().idle_cached(), 1);
-    /// assert_eq!(pool.release_local(), 1);
+    /// assert_eq!(pool.trim_local(), 1);
     /// let s = pool.stats();
     /// assert_eq!((s.idle_cached(), s.idle_depot), (0, 1));
     /// # Ok::<(), tidepool::Error<std::convert::Infallible>>(())
     /// ```
-    pub fn release_local(&self) -> usize {
+    pub fn trim_local(&self) -> usize {
         self.shared.supervise();
-        self.shared.release_local()
+        self.shared.trim_local()
     }
 
     /// Destroys the calling thread's cached objects now and gives up the
     /// thread's cache: what a coroutine pool's thread-exit notifier does
     /// (QEMU's deletes its thread's pool), where
-    /// [`release_local`](Pool::release_local) hands them to the depot.
+    /// [`trim_local`](Pool::trim_local) hands them to the depot.
     /// Returns how many were destroyed.
     ///
     /// ```
@@ -511,11 +511,11 @@ impl<M: Manage> Pool<M> {
     }
 
     /// Like [`drain`](Pool::drain), but destroys everything it takes on
-    /// this thread, then helps until the destroy queue is empty. Both under
-    /// a place among the
-    /// [`teardown_threads`](crate::Builder::teardown_threads): if all are
-    /// taken it waits, asleep, in a first-come-first-served line, and a
-    /// place given back wakes only the first in line. Returns how many
+    /// this thread, then helps until the destroy queue is empty. Both in a
+    /// *turn*, one of the
+    /// [`teardown_threads`](crate::Builder::teardown_threads) allowed at
+    /// once: if all are taken it waits, asleep, in a first-come-first-served
+    /// line, and a turn given back wakes only the first in line. Returns how many
     /// objects it took, all destroyed by then.
     pub fn drain_blocking(&self) -> usize {
         self.shared.supervise();
@@ -654,7 +654,7 @@ impl<M: Manage> fmt::Debug for Pool<M> {
 #[must_use = "a future does nothing unless polled"]
 pub struct GetAsync<'a, M: Manage> {
     pool: &'a Pool<M>,
-    /// Its place in the waiters' queue, once it has one.
+    /// Its position in the waiters' queue, once it has one.
     ticket: Option<crate::shared::waiters::TaskTicket>,
 }
 

@@ -117,7 +117,7 @@ fn try_get_takes_what_is_idle_and_never_creates() {
     let s = pool.stats();
     assert_eq!((s.created, s.empty_gets, s.misses, s.hits), (1, 1, 2, 1));
     // Idle in the depot only (this thread's cache handed back): found there.
-    pool.release_local();
+    pool.trim_local();
     assert!(pool.try_get().is_some());
     assert_eq!(pool.stats().created, 1);
 }
@@ -174,7 +174,7 @@ fn max_idle_changes_at_run_time_and_bad_changes_are_refused() {
     // 64 idle in the depot.
     let many: Vec<_> = (0..64).map(|_| pool.get().unwrap()).collect();
     drop(many);
-    pool.release_local();
+    pool.trim_local();
     assert_eq!(pool.stats().idle_depot, 64);
     // Lowered under what it holds: the oldest above the cap go at once.
     let destroyed = pool.set_max_idle(16).unwrap();
@@ -202,7 +202,7 @@ fn max_idle_changes_at_run_time_and_bad_changes_are_refused() {
     // A depot at its new cap refuses what comes past it.
     let many: Vec<_> = (0..64).map(|_| pool.get().unwrap()).collect();
     drop(many);
-    pool.release_local();
+    pool.trim_local();
     assert!(pool.stats().idle_depot <= 16);
     check_counts(&pool);
 }

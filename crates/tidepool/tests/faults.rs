@@ -43,7 +43,7 @@ fn stack_workload(mode: GuardMode) -> Result<(), String> {
         }
     }
     drop(held);
-    pool.release_local();
+    pool.trim_local();
     pool.purge();
     pool.drain_blocking();
     for _ in 0..3 {
@@ -76,7 +76,7 @@ fn region_workload() -> Result<(), String> {
         }
         drop(region);
     }
-    pool.release_local();
+    pool.trim_local();
     pool.purge();
     pool.drain_blocking();
     let s = pool.stats();

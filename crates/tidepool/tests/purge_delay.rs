@@ -39,7 +39,7 @@ fn idle_depot_objects_are_purged_a_delay_after_their_last_use_and_kept() {
     let (pool, clock, ledger) = pool();
     let held: Vec<_> = (0..16).map(|_| pool.get().unwrap()).collect();
     drop(held);
-    pool.release_local(); // all 16 in the depot
+    pool.trim_local(); // all 16 in the depot
     assert_eq!(pool.stats().idle_depot, 16);
     // Half a delay: nothing is due.
     clock.advance(DELAY / 2);
@@ -65,14 +65,14 @@ fn objects_used_within_the_delay_keep_their_pages() {
     let (pool, clock, ledger) = pool();
     let held: Vec<_> = (0..8).map(|_| pool.get().unwrap()).collect();
     drop(held);
-    pool.release_local();
+    pool.trim_local();
     // A thread keeps using four of them, every half delay, over 4 delays.
     let user = {
         let pool = pool.clone();
         move || {
             let four: Vec<_> = (0..4).map(|_| pool.get().unwrap()).collect();
             drop(four);
-            pool.release_local();
+            pool.trim_local();
         }
     };
     for _ in 0..8 {

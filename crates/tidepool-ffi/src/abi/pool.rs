@@ -273,7 +273,7 @@ pub extern "C" fn tidepool_pressure_notify(level: i32) -> tidepool_status {
 pub extern "C" fn tidepool_thread_exit() -> tidepool_status {
     entry(|| {
         for pool in handle::live_pools() {
-            pool.kind.release_local();
+            pool.kind.trim_local();
         }
         Ok(TIDEPOOL_OK)
     })
@@ -313,7 +313,7 @@ pub unsafe extern "C" fn tidepool_pool_thread_exit(
     // SAFETY: the caller's promise.
     unsafe {
         counted(pool, n, |kind| match flags {
-            0 => Ok(kind.release_local()),
+            0 => Ok(kind.trim_local()),
             TIDEPOOL_THREAD_EXIT_DESTROY => Ok(kind.destroy_local()),
             other => Err(Error::new(
                 TIDEPOOL_ERR_INVALID_ARGUMENT,

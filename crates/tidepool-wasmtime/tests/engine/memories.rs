@@ -102,7 +102,7 @@ fn every_instance_gets_zeroed_memory_from_one_reused_region() {
     // byte 4096); purged, none.
     let page = tidepool::region::page_size();
     assert_eq!(creator.pool().manager().idle_resident(), 2 * page);
-    creator.pool().release_local(); // purge reaches the depot only
+    creator.pool().trim_local(); // purge reaches the depot only
     creator.pool().purge();
     assert_eq!(creator.pool().manager().idle_resident(), 0);
     assert_eq!(creator.pool().manager().reset_failures(), 0);

@@ -306,8 +306,7 @@ impl<T> Slot<T> {
         {
             return false;
         }
-        #[cfg(all(test, not(loom)))]
-        crate::probe::WAITED_OUT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        probe!(waited_out);
         // The access under way ends without waiting on us; any it starts
         // after our barrier sees `REVOKING` and backs out (storing
         // `OUTSIDE`), so this loop ends when it does.
@@ -585,8 +584,7 @@ impl<'a, T> LocalSlot<'a, T> {
     /// again) if the slot is not claimed by this thread.
     #[inline(always)]
     fn enter(&self) -> bool {
-        #[cfg(all(test, not(loom)))]
-        crate::probe::pause(crate::probe::Point::BeforeAccess);
+        probe!(BeforeAccess);
         let slot = self.slot;
         // `Release`: a revoker that reads this entry also sees the counter
         // values it was computed from.
@@ -598,11 +596,8 @@ impl<'a, T> LocalSlot<'a, T> {
             slot.entered.store(OUTSIDE, Ordering::Release);
             return false;
         }
-        #[cfg(all(test, not(loom)))]
-        {
-            crate::probe::INSIDE.set(true);
-            crate::probe::pause(crate::probe::Point::InsideAccess);
-        }
+        probe!(inside = true);
+        probe!(InsideAccess);
         true
     }
 
@@ -610,8 +605,7 @@ impl<'a, T> LocalSlot<'a, T> {
     /// `Acquire` loads, so our writes to the cache happen before its reads.
     #[inline(always)]
     fn leave(&self, tally: Tally) {
-        #[cfg(all(test, not(loom)))]
-        crate::probe::INSIDE.set(false);
+        probe!(inside = false);
         let slot = self.slot;
         match tally {
             Tally::Get => slot.gets.bump_release(),

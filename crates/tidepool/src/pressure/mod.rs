@@ -3,9 +3,10 @@
 //!
 //! # Levels
 //!
-//! Vocabulary: *trim* returns objects to the depot, *reclaim* destroys idle
-//! objects, *purge* releases an idle object's pages and keeps the object
-//! (for a stack: `madvise`, the mapping stays).
+//! In the words of the [glossary](crate#glossary): *trim* returns objects
+//! to the depot, *reclaim* destroys idle objects, *purge* releases an idle
+//! object's pages and keeps the object (for a stack: `madvise`, the mapping
+//! stays).
 //!
 //! * [`Level::Medium`]: each pool reclaims down to its working set at once,
 //!   instead of waiting for the end of the interval (idle objects that sat

@@ -179,8 +179,7 @@ impl<M: Manage> Shared<M> {
     /// destroys it). A waiter that queued since the caller last looked at
     /// the queue made its one look before the object got here.
     pub(crate) fn shelve(&self, item: M::Item) -> Result<(), M::Item> {
-        #[cfg(all(test, not(loom)))]
-        crate::probe::pause(crate::probe::Point::Shelve);
+        probe!(Shelve);
         self.depot.put_one(item)?;
         if self.waiters_after_freeing() {
             self.serve_waiters_from_depot();

@@ -23,7 +23,8 @@
 //!
 //! The files of this folder:
 //!
-//! * this one: the shared state, `get`, `put`, `stats`, thread exit, drop;
+//! * this one: the shared state, `get`, `stats`, thread exit, drop;
+//! * `put.rs`: the put path, every case of it, with a map at its top;
 //! * `destroy.rs`: the one path by which objects end, with its accounting;
 //! * `pass.rs`: everything reclaim does to this pool (interval passes,
 //!   pressure, holds, taking caches back, reclaim_unused, drain, purge), and the tick
@@ -38,6 +39,7 @@ mod destroy;
 pub(crate) mod lifetime;
 mod pass;
 pub(crate) mod places;
+mod put;
 pub(crate) mod teardown;
 pub(crate) mod waiters;
 
@@ -58,6 +60,8 @@ use lifetime::Life;
 use places::Places;
 use teardown::Teardown;
 use waiters::{Handoff, Waiters};
+
+pub(crate) use put::PutRest;
 
 pub(crate) use pass::ReclaimShared;
 
@@ -138,21 +142,6 @@ struct Counters {
     empty_gets: SharedCounter,
     /// Objects made elsewhere and adopted (each also a create and a get).
     adopted: SharedCounter,
-}
-
-/// What the put fast path left to do ([`Shared::put_fast`]).
-pub(crate) enum PutRest {
-    /// Nothing: the object is cached and counted back.
-    Done,
-    /// Not the common case: the rest of the put; `recycled` if `recycle`
-    /// already ran (waiters at `max_live`, or the loaded batch full), else
-    /// it has not.
-    Other { recycled: bool },
-    /// `recycle` said no: the object is to be destroyed.
-    Refused,
-    /// `recycle` panicked: the object is to be destroyed, the panic
-    /// settled at the caller.
-    Panicked(Caught),
 }
 
 impl<M: Manage> Shared<M> {
@@ -434,8 +423,7 @@ impl<M: Manage> Shared<M> {
                 // batch split by reclaim may be short of it).
                 batch.reserve_exact(batch_size.saturating_sub(batch.len()));
                 let item = batch.pop().expect("full batches are never empty");
-                #[cfg(all(test, not(loom)))]
-                crate::probe::pause(crate::probe::Point::Refill);
+                probe!(Refill);
                 match slot.install_loaded(batch) {
                     Ok(empty) => this.depot.keep_empty(empty),
                     // Revoked meanwhile: the rest goes back.
@@ -477,8 +465,7 @@ impl<M: Manage> Shared<M> {
                 // The rest of the burst becomes this cache's loaded batch
                 // (room for a whole batch made here, outside the bracket).
                 made.reserve_exact(batch_size - made.len());
-                #[cfg(all(test, not(loom)))]
-                crate::probe::pause(crate::probe::Point::Refill);
+                probe!(Refill);
                 if let Err(made) = slot.install_loaded(made) {
                     // Revoked meanwhile: the rest goes to the depot.
                     let refused = this.donate_all(vec![made]);
@@ -648,8 +635,7 @@ impl<M: Manage> Shared<M> {
         if self.waiters.any() && self.waiters.serve(Handoff::Place).is_ok() {
             return;
         }
-        #[cfg(all(test, not(loom)))]
-        crate::probe::pause(crate::probe::Point::ReleasePlace);
+        probe!(ReleasePlace);
         places.release(self.local().as_ref().map(LocalSlot::credit));
         self.places_freed(places, 1);
     }
@@ -693,335 +679,6 @@ impl<M: Manage> Shared<M> {
     /// Every slot's credits, for [`Places`] to recall.
     fn credits(&self) -> impl Fn(&mut dyn FnMut(&Credit)) + '_ {
         |visit| self.slots.for_each(|_, slot| visit(slot.credit()))
-    }
-
-    // === put ===
-
-    /// Gives back the object in `item` (a guard's field): the fast path,
-    /// inlined into the guard's drop, runs the manager's `recycle` on it in
-    /// place and moves it from the guard straight into this thread's cache.
-    /// Everything else (a panicking thread, a cache other than the
-    /// remembered one or none yet, waiters at `max_live`, the loaded batch
-    /// full, `recycle` refusing or panicking) is one cold call, which takes
-    /// the object from `item` itself, so the inlined code never copies the
-    /// object to the stack to call out, and stays small enough for the
-    /// compiler to inline the guard's drop (see `implementation`, thread
-    /// cache; `bin/budget.sh` checks it).
-    ///
-    /// # Safety
-    ///
-    /// `item` holds an object of this pool that it counts as out; `put`
-    /// takes it, exactly once, and the caller never touches `item` again.
-    #[inline(always)]
-    pub(crate) unsafe fn put(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
-        // SAFETY: forwarded from our caller; `put_fast` (on a thread that
-        // is not panicking) leaves `item` to `put_rest` unless `Done`. Both
-        // inlined: for a manager whose `recycle` cannot refuse or panic,
-        // one cold call is left here.
-        unsafe {
-            let rest = if std::thread::panicking() {
-                PutRest::Other { recycled: false }
-            } else {
-                Self::put_fast::<true>(this, item)
-            };
-            Self::put_rest(this, item, rest);
-        }
-    }
-
-    /// The fast path of [`put`](Self::put): the object cached in this
-    /// thread's remembered cache (`Done`: taken from `item`, counted back
-    /// as the very last touch of the pool), or what is left to do
-    /// ([`put_rest`](Self::put_rest); `item` untouched, but maybe
-    /// recycled). Calls nothing out of line: an owned guard's end may run
-    /// this without its lifetime marker (`lifetime`, unmarked ends).
-    ///
-    /// A panicking thread's object goes the `Other` way. `PANICKING_CHECKED`
-    /// says the caller has checked `std::thread::panicking()` already;
-    /// otherwise it is checked here, once the remembered slot is found.
-    /// Where the put is out of line, the check is best first, when only
-    /// the guard is in registers: its call out of line (taken while some
-    /// thread panics) then costs the frame one saved register, not five.
-    /// Where the put is inlined into its caller, it is best here.
-    ///
-    /// # Safety
-    ///
-    /// As for [`put`](Self::put), except that `item` is taken only on
-    /// `Done`; with `PANICKING_CHECKED`, the thread is not panicking.
-    #[inline(always)]
-    pub(crate) unsafe fn put_fast<const PANICKING_CHECKED: bool>(
-        this: &Arc<Self>,
-        item: &mut ManuallyDrop<M::Item>,
-    ) -> PutRest {
-        let Some(slot) = this.local_remembered() else {
-            return PutRest::Other { recycled: false };
-        };
-        if !PANICKING_CHECKED && std::thread::panicking() {
-            return PutRest::Other { recycled: false };
-        }
-        match this.callbacks().try_recycle(item) {
-            Ok(true) => {}
-            Ok(false) => return PutRest::Refused,
-            Err(caught) => return PutRest::Panicked(caught),
-        }
-        // After `recycle`, right before the push: a waiter that queued
-        // while `recycle` ran looks for the object only once, as it queues
-        // (`at_limit.rs`), so a put that checked before would strand it.
-        if this.waiters.any() {
-            return PutRest::Other { recycled: true };
-        }
-        // SAFETY: forwarded from our caller; `push_loaded_from` takes `item`
-        // only when it returns `true`, and its last store (the count) is
-        // the end of its access.
-        if unsafe { slot.push_loaded_from(item, this.batch()) } {
-            return PutRest::Done;
-        }
-        PutRest::Other { recycled: true }
-    }
-
-    /// What [`put_fast`](Self::put_fast) left: the rest of the put (nothing
-    /// on `Done`), each case out of line.
-    ///
-    /// # Safety
-    ///
-    /// As for [`put`](Self::put), with `rest` from `put_fast` on `item`.
-    #[inline(always)]
-    pub(crate) unsafe fn put_rest(
-        this: &Arc<Self>,
-        item: &mut ManuallyDrop<M::Item>,
-        rest: PutRest,
-    ) {
-        match rest {
-            PutRest::Done => {}
-            // SAFETY: forwarded from our caller.
-            PutRest::Other { recycled } => unsafe { Self::put_other_from(this, item, recycled) },
-            // SAFETY: forwarded from our caller.
-            PutRest::Refused => unsafe { this.discard_from(item) },
-            // SAFETY: forwarded from our caller.
-            PutRest::Panicked(caught) => unsafe { this.recycle_panicked_from(item, caught) },
-        }
-    }
-
-    /// [`put`](Self::put) in every case but the common one: a panicking
-    /// thread, this thread's cache not the one remembered or none yet
-    /// (before `recycle` ran), waiters at `max_live` or the loaded batch
-    /// full (`recycled`: after).
-    ///
-    /// # Safety
-    ///
-    /// As for [`put`](Self::put).
-    #[cold]
-    #[inline(never)]
-    unsafe fn put_other_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>, recycled: bool) {
-        if !recycled {
-            if std::thread::panicking() {
-                // SAFETY: forwarded from our caller.
-                return unsafe { this.discard_from(item) };
-            }
-            if this.local().is_none() {
-                // SAFETY: forwarded from our caller.
-                return unsafe { Self::put_cold_from(this, item) };
-            }
-            match this.callbacks().try_recycle(item) {
-                Ok(true) => {}
-                // SAFETY: forwarded from our caller.
-                Ok(false) => return unsafe { this.discard_from(item) },
-                // SAFETY: forwarded from our caller.
-                Err(caught) => return unsafe { this.recycle_panicked_from(item, caught) },
-            }
-        }
-        // Recycled: to the oldest waiter at `max_live`, else into the cache
-        // (a swap, or a depot visit).
-        if this.waiters.any() {
-            // SAFETY: forwarded from our caller.
-            return unsafe { Self::put_waiting_from(this, item) };
-        }
-        // SAFETY: forwarded from our caller.
-        unsafe { Self::put_slow_from(this, item) }
-    }
-
-    /// A guard dropped while its thread panics (its object may be
-    /// half-updated), or whose `recycle` said no: the object is destroyed.
-    ///
-    /// # Safety
-    ///
-    /// As for [`put`](Self::put).
-    #[cold]
-    #[inline(never)]
-    unsafe fn discard_from(&self, item: &mut ManuallyDrop<M::Item>) {
-        // SAFETY: forwarded from our caller.
-        self.discard(unsafe { ManuallyDrop::take(item) });
-    }
-
-    /// `recycle` panicked: the object, maybe half-recycled, is destroyed,
-    /// and the panic continues in the caller.
-    ///
-    /// # Safety
-    ///
-    /// As for [`put`](Self::put).
-    #[cold]
-    #[inline(never)]
-    unsafe fn recycle_panicked_from(&self, item: &mut ManuallyDrop<M::Item>, caught: Caught) {
-        // SAFETY: forwarded from our caller.
-        let item = unsafe { ManuallyDrop::take(item) };
-        self.recycle_panicked(item, caught, Site::Caller);
-    }
-
-    /// `get_timeout` callers wait at `max_live`: the oldest takes the
-    /// object (already recycled); if they left meanwhile, it is cached as
-    /// usual.
-    ///
-    /// # Safety
-    ///
-    /// As for [`put`](Self::put).
-    #[cold]
-    #[inline(never)]
-    unsafe fn put_waiting_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
-        // SAFETY: forwarded from our caller.
-        let item = unsafe { ManuallyDrop::take(item) };
-        if let Some(item) = this.hand_to_waiter(item) {
-            Self::push_local_or_slow(this, item);
-        }
-    }
-
-    /// # Safety
-    ///
-    /// As for [`put`](Self::put).
-    #[cold]
-    #[inline(never)]
-    unsafe fn put_cold_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
-        // SAFETY: forwarded from our caller.
-        Self::put_cold(this, unsafe { ManuallyDrop::take(item) });
-    }
-
-    /// # Safety
-    ///
-    /// As for [`put`](Self::put).
-    #[cold]
-    #[inline(never)]
-    unsafe fn put_slow_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
-        // SAFETY: forwarded from our caller.
-        Self::push_local_or_slow(this, unsafe { ManuallyDrop::take(item) });
-    }
-
-    /// Caches a recycled object in this thread's cache (the swap with the
-    /// spare, once a batch, is `push`'s), or, with both batches full or no
-    /// cache, takes it to [`put_slow`](Self::put_slow).
-    fn push_local_or_slow(this: &Arc<Self>, item: M::Item) {
-        let item = match this.local() {
-            Some(slot) => match slot.push(item, this.batch()) {
-                Ok(()) => return,
-                Err(back) => back,
-            },
-            None => item,
-        };
-        Self::put_slow(this, item, Site::Caller);
-    }
-
-    /// No cache yet, or this thread is exiting (its thread-locals are being
-    /// destroyed, a destructor context: nothing may unwind).
-    #[cold]
-    #[inline(never)]
-    fn put_cold(this: &Arc<Self>, item: M::Item) {
-        let site = match thread::current_tid_or_register() {
-            Some(_) => Site::Caller,
-            None => Site::ThreadExit,
-        };
-        if let Some(item) = this.recycle(item, site) {
-            if let Some(item) = this.hand_to_waiter(item) {
-                Self::put_slow(this, item, site);
-            }
-        }
-    }
-
-    /// Runs the manager's `recycle`; destroys the object if it says no, or
-    /// if it panics (the panic then continues at `site`).
-    fn recycle(&self, mut item: M::Item, site: Site) -> Option<M::Item> {
-        let mut caught = Caught::default();
-        match self.callbacks().recycle(&mut item, &mut caught) {
-            Some(true) => Some(item),
-            Some(false) => {
-                self.discard(item);
-                None
-            }
-            None => {
-                self.recycle_panicked(item, caught, site);
-                None
-            }
-        }
-    }
-
-    /// `recycle` panicked: the object, maybe half-recycled, is destroyed.
-    #[cold]
-    #[inline(never)]
-    fn recycle_panicked(&self, item: M::Item, mut caught: Caught, site: Site) {
-        self.counters.discarded.add(1);
-        self.destroy_all([vec![item]], &mut caught);
-        self.settle(caught, site);
-    }
-
-    /// Both batches full, or no cache yet: donate the spare batch to the
-    /// depot (destroying it if the depot is at its cap), then cache `item`.
-    #[cold]
-    #[inline(never)]
-    fn put_slow(this: &Arc<Self>, mut item: M::Item, site: Site) {
-        let batch_size = this.batch();
-        // Batches the depot refused: destroyed once `item` is safely cached,
-        // so a panicking `destroy` cannot lose it.
-        let mut refused = Vec::new();
-        let mut window_due = false;
-        loop {
-            let Some(claimed) = Self::claim_local(this) else {
-                this.put_slotless(item, site);
-                break;
-            };
-            let slot = claimed.slot;
-            refused.extend(claimed.refused);
-            // Claimed just now: our caller's last look at the waiters may
-            // predate the cache's revocation by a waiter's one look
-            // (`at_limit.rs`), and an object cached now would be out of its
-            // sight. Look again. (A cache found active was not revoked.)
-            if claimed.fresh && this.waiters_after_freeing() {
-                match this.hand_to_waiter(item) {
-                    None => break,
-                    Some(back) => item = back,
-                }
-            }
-            item = match slot.push(item, batch_size) {
-                Ok(()) => break,
-                Err(back) => back,
-            };
-            // Both batches full (or revoked meanwhile: claim again).
-            let Ok(full) = slot.take_spare() else {
-                continue;
-            };
-            let moved = full.len();
-            let mut empty = match this.depot.donate(full) {
-                Ok(empty) => {
-                    window_due |= this.note_exchange(moved);
-                    empty
-                }
-                Err(full) => {
-                    refused.push(full);
-                    Vec::new()
-                }
-            };
-            // The new spare gets its room here, outside the bracket.
-            empty.reserve_exact(batch_size);
-            // If the cache was revoked meanwhile, `empty` holds nothing to
-            // lose.
-            let _ = slot.install_spare(empty);
-        }
-        // Past `max_idle`: to the destroy queue, one chunk of it here.
-        this.tear_down(refused, 1, site);
-        this.upkeep(window_due);
-    }
-
-    #[cold]
-    fn put_slotless(&self, item: M::Item, site: Site) {
-        self.counters.slotless_returns.add(1);
-        if let Err(item) = self.shelve(item) {
-            self.tear_down(vec![vec![item]], 1, site);
-        }
     }
 
     // === owned guards (shared/lifetime.rs) ===
@@ -1128,7 +785,7 @@ impl<M: Manage> Shared<M> {
     /// gives the slot up (the next operation re-claims it). Returns how
     /// many objects left the cache; those the full depot refused are
     /// destroyed (a panic there reaches the caller, see [`Site::Caller`]).
-    pub(crate) fn release_local(&self) -> usize {
+    pub(crate) fn trim_local(&self) -> usize {
         let Some(slot) = self.local() else {
             return 0;
         };
@@ -1185,8 +842,7 @@ impl<M: Manage> Shared<M> {
 
 impl<M: Manage> ThreadExit for Shared<M> {
     fn thread_exit(&self, tid: usize) {
-        #[cfg(all(test, not(loom)))]
-        crate::probe::pause(crate::probe::Point::ThreadExit);
+        probe!(ThreadExit);
         let Some(slot) = self.slots.get(tid) else {
             return;
         };

@@ -178,8 +178,7 @@ impl Places {
     pub(crate) fn recall(&self, all: impl Fn(&mut dyn FnMut(&Credit))) -> usize {
         let mut n = 0;
         all(&mut |credit| n += credit.recall());
-        #[cfg(all(test, not(loom)))]
-        crate::probe::pause(crate::probe::Point::ReturnCredits);
+        probe!(ReturnCredits);
         self.return_credits(n);
         n
     }

@@ -90,7 +90,7 @@ pub(crate) struct Run {
 /// A thread waiting in line for a permit.
 #[derive(Debug)]
 struct Waiter {
-    /// Its place in line (tests check the line is served in order).
+    /// Its position in line (tests check the line is served in order).
     #[cfg(test)]
     ticket: u64,
     /// Set, under the gate's lock, when a permit is handed to it.

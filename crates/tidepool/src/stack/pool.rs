@@ -178,10 +178,10 @@ impl StackPool {
     }
 
     /// Hands the calling thread's cached stacks back to the depot now
-    /// ([`Pool::release_local`]); a thread does this on its own when it
+    /// ([`Pool::trim_local`]); a thread does this on its own when it
     /// exits. Returns how many stacks left the cache.
-    pub fn release_local(&self) -> usize {
-        self.pool.release_local()
+    pub fn trim_local(&self) -> usize {
+        self.pool.trim_local()
     }
 
     /// Drops this handle like [`Pool::close`]: every idle stack is unmapped

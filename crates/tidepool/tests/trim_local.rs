@@ -1,4 +1,4 @@
-//! `Pool::release_local`: a thread hands its cache back to the depot without
+//! `Pool::trim_local`: a thread hands its cache back to the depot without
 //! exiting; other threads reuse those objects, and nothing is lost or
 //! destroyed twice.
 
@@ -31,7 +31,7 @@ fn released_objects_are_reused_by_another_thread_without_creating() {
     let s = pool.stats();
     assert_eq!((s.created, s.idle_cached()), (3, 3), "{s:?}");
 
-    assert_eq!(pool.release_local(), 3);
+    assert_eq!(pool.trim_local(), 3);
     let s = pool.stats();
     assert_eq!(
         (s.idle_cached(), s.idle_depot, s.destroyed),
@@ -39,7 +39,7 @@ fn released_objects_are_reused_by_another_thread_without_creating() {
         "{s:?}"
     );
     // Nothing to release twice.
-    assert_eq!(pool.release_local(), 0);
+    assert_eq!(pool.trim_local(), 0);
 
     let other = Arc::clone(&pool);
     let mut reused: Vec<u64> = std::thread::spawn(move || {
@@ -83,7 +83,7 @@ fn a_full_depot_destroys_what_it_cannot_take() {
     drop(held);
     let before = pool.stats();
     assert_eq!(before.idle, 4, "{before:?}");
-    let released = pool.release_local();
+    let released = pool.trim_local();
     let s = pool.stats();
     assert_eq!(released, 4);
     assert!(s.idle_depot <= 2, "{s:?}");
