@@ -285,3 +285,69 @@ fn a_failing_membarrier_falls_back_to_asking_the_owner() {
         },
     );
 }
+
+/// Each file operation of the default pressure sources (reading
+/// `/proc/self/cgroup`, opening and writing PSI triggers, cgroup v1's
+/// files) fails in turn, each in a forked child of its own (a forked child
+/// opens the default sources again): the failure shows in
+/// `pressure::sources()`, pools work, and `notify` still reaches them.
+#[test]
+fn a_failing_pressure_file_is_reported_and_pools_work() {
+    let name = "a_failing_pressure_file_is_reported_and_pools_work";
+    // The default sources are on in this child (the harness turns them off).
+    child::run_with(
+        name,
+        Duration::from_secs(300),
+        &[("TIDEPOOL_PRESSURE", "auto")],
+        || {
+            let out =
+                std::env::temp_dir().join(format!("tidepool-pressure-file-{}", std::process::id()));
+            let mut reached = 0;
+            for n in 1..=16u32 {
+                let errno =
+                    [libc::EACCES, libc::ENOMEM, libc::EINVAL, libc::EAGAIN][n as usize % 4];
+                let _ = std::fs::remove_file(&out);
+                let out_in_child = out.clone();
+                child::fork_and_wait(Duration::from_secs(60), move || {
+                    fault::disarm_all();
+                    fault::fail_nth(Call::PressureFile, n, errno);
+                    let pool = background_pool();
+                    assert!(reclaimer_runs(&pool, 2), "{:?}", pool.stats());
+                    let fired = fault::injected(Call::PressureFile);
+                    if fired == 1 {
+                        let text = std::io::Error::from_raw_os_error(errno).to_string();
+                        let sources = tidepool::pressure::sources();
+                        assert!(
+                            sources
+                                .iter()
+                                .any(|s| s.error.as_deref().is_some_and(|e| e.contains(&text))),
+                            "call {n} failed with `{text}`, but no source says so: {sources:?}"
+                        );
+                    }
+                    // The pool works, and a signal still reaches it.
+                    drop(pool.get().unwrap());
+                    assert!(pool.stats().idle > 0);
+                    tidepool::pressure::notify(tidepool::pressure::Level::Critical);
+                    let (stats, drained) = child::wait_until(
+                        Duration::from_secs(30),
+                        || pool.stats(),
+                        |s| s.idle == 0,
+                    );
+                    assert!(drained, "{stats:?}");
+                    std::fs::write(&out_in_child, fired.to_string()).unwrap();
+                })
+                .unwrap_or_else(|e| panic!("failing pressure-file call {n}: {e}"));
+                let fired: u64 = std::fs::read_to_string(&out).unwrap().parse().unwrap();
+                if fired == 0 {
+                    break; // past the last call the default sources make
+                }
+                reached += 1;
+            }
+            let _ = std::fs::remove_file(&out);
+            assert!(
+                reached >= 2,
+                "only {reached} pressure-file calls were reached"
+            );
+        },
+    );
+}

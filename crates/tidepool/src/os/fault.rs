@@ -20,6 +20,7 @@
 //! | `eventfd` | the reclaimer's wake-up descriptor | the reclaimer wakes on a 100 ms timer instead of being woken |
 //! | `poll` | the reclaimer's sleep | a 100 ms nap instead; pressure sources are not read that round |
 //! | `pthread_atfork` | the fork handlers, once per process | logged with `log::warn!`; a child forked while tidepool holds a process-wide lock may find it held |
+//! | pressure files | opening a default source at the reclaimer's start (`/proc/self/cgroup`, `/proc/pressure/memory`, a cgroup's `memory.pressure`, cgroup v1's `memory.pressure_level` and `cgroup.event_control`), or one built by hand ([`PsiTrigger::new`](crate::pressure::PsiTrigger::new), [`CgroupV1Pressure::new`](crate::pressure::CgroupV1Pressure::new)) | that source is not watched: reported once with `log::warn!` and in [`pressure::sources`](crate::pressure::sources); a source built by hand returns the error; pools work without it, and [`pressure::notify`](crate::pressure::notify) still reaches them |
 //!
 //! With the feature it also keeps the set of mappings `reserve` made and
 //! `unmap` has not removed, so that an `munmap` of a region that is not
@@ -52,10 +53,13 @@ pub enum Call {
     Poll,
     /// `pthread_atfork` (installing the fork handlers).
     Atfork,
+    /// Opening, reading or writing a pressure source's file (`os/file.rs`):
+    /// `/proc/self/cgroup`, a PSI trigger, cgroup v1's pressure files.
+    PressureFile,
 }
 
 /// Every kind, in declaration order.
-pub const CALLS: [Call; 10] = [
+pub const CALLS: [Call; 11] = [
     Call::Mmap,
     Call::Mprotect,
     Call::Madvise,
@@ -66,6 +70,7 @@ pub const CALLS: [Call; 10] = [
     Call::EventFd,
     Call::Poll,
     Call::Atfork,
+    Call::PressureFile,
 ];
 
 #[cfg(all(feature = "fault-injection", not(loom)))]

@@ -63,6 +63,7 @@ pub(crate) mod event;
     allow(unreachable_pub, dead_code)
 )]
 pub(crate) mod fault;
+pub(crate) mod file;
 pub(crate) mod fork;
 pub(crate) mod map_count;
 #[cfg(target_os = "linux")]

@@ -1,11 +1,12 @@
 //! cgroup v1 `memory.pressure_level` notifications.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 use super::{Interest, Level, Source};
+use crate::os;
 use crate::os::event::EventFd;
 
 /// A cgroup v1 memory-pressure notification: the kernel bumps an eventfd
@@ -36,7 +37,8 @@ impl CgroupV1Pressure {
     /// `/proc/self/cgroup` cannot be read, or has no v1 memory controller
     /// (`NotFound`).
     pub fn own_cgroup_dir() -> io::Result<PathBuf> {
-        let table = fs::read_to_string("/proc/self/cgroup")?;
+        let table = os::file::read_to_string("/proc/self/cgroup")
+            .map_err(|e| io::Error::new(e.kind(), format!("/proc/self/cgroup: {e}")))?;
         let rel = v1_memory_path(&table).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
@@ -68,14 +70,14 @@ impl CgroupV1Pressure {
             move |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()))
         };
         let event = EventFd::new()?;
-        let level_file = File::open(in_dir("memory.pressure_level"))
+        let level_file = os::file::open(in_dir("memory.pressure_level"))
             .map_err(context(in_dir("memory.pressure_level")))?;
         let registration = format!(
             "{} {} {v1_level}",
             event.as_fd().as_raw_fd(),
             level_file.as_raw_fd()
         );
-        fs::write(in_dir("cgroup.event_control"), registration)
+        os::file::write(in_dir("cgroup.event_control"), registration)
             .map_err(context(in_dir("cgroup.event_control")))?;
         Ok(Self {
             event,

@@ -139,12 +139,17 @@ pub(crate) fn default_sources() -> Vec<io::Result<Box<dyn Source>>> {
             .map(boxed)
             .collect();
         // A process in no such cgroup simply has no such source: not an
-        // error.
-        if let Ok(triggers) = PsiTrigger::cgroup_defaults() {
-            all.extend(triggers.into_iter().map(boxed));
+        // error. Any other failure to find the cgroup (an unreadable
+        // `/proc/self/cgroup`) is reported like a source that failed.
+        match PsiTrigger::cgroup_defaults() {
+            Ok(triggers) => all.extend(triggers.into_iter().map(boxed)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => all.push(Err(e)),
         }
-        if let Ok(listeners) = CgroupV1Pressure::own_defaults() {
-            all.extend(listeners.into_iter().map(boxed));
+        match CgroupV1Pressure::own_defaults() {
+            Ok(listeners) => all.extend(listeners.into_iter().map(boxed)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => all.push(Err(e)),
         }
         all
     }

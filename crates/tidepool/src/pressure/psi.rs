@@ -1,13 +1,13 @@
 //! Linux Pressure Stall Information triggers.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::fs::File;
+use std::io::{self};
 use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{Interest, Level, Source};
+use crate::os;
 
 /// Which stall a PSI trigger measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,15 +84,9 @@ impl PsiTrigger {
                 format!("{}: trigger `{spec}`: {e}", path.display()),
             )
         };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(context)?;
+        let file = os::file::open_nonblocking(&path).map_err(context)?;
         // The kernel wants the trigger, NUL-terminated, in one write.
-        file.write_all(format!("{spec}\0").as_bytes())
-            .map_err(context)?;
+        os::file::write_all(&file, format!("{spec}\0").as_bytes()).map_err(context)?;
         Ok(Self {
             file,
             path,
@@ -140,7 +134,8 @@ impl PsiTrigger {
 /// `/sys/fs/cgroup/<path>` for this process's cgroup v2 (`0::<path>` in
 /// `/proc/self/cgroup`).
 fn own_cgroup_v2() -> io::Result<PathBuf> {
-    let table = std::fs::read_to_string("/proc/self/cgroup")?;
+    let table = os::file::read_to_string("/proc/self/cgroup")
+        .map_err(|e| io::Error::new(e.kind(), format!("/proc/self/cgroup: {e}")))?;
     let rel = table
         .lines()
         .find_map(|line| line.strip_prefix("0::"))
