@@ -236,8 +236,8 @@
 //!   `tests/faults.rs` makes each of the first six `mmap`, `mprotect`,
 //!   `madvise`, `munmap` and `mincore` calls fail with `ENOMEM`, `EAGAIN`,
 //!   `EPERM` and `EINVAL` in turn, and the reclaimer's spawn, its wake-up
-//!   descriptor and `poll`, `membarrier` and `pthread_atfork` fail in child
-//!   processes: errors reach the caller or the work degrades as documented,
+//!   descriptor and `poll`, `membarrier`, `pthread_atfork` and the
+//!   pressure sources' file reads and writes fail in child processes: errors reach the caller or the work degrades as documented,
 //!   nothing panics, counts stay exact, nothing is unmapped twice. The table
 //!   of what each failure does is in `src/os/fault.rs`.
 //! * No waiter at `max_live` sleeps while an idle object sits where it
