@@ -308,7 +308,7 @@
 
 /// A test hook, one line at its call site, that compiles to nothing outside
 /// the library's own unit tests (and under loom): `probe!(Point)` holds
-/// this thread there if a test armed it ([`probe::arm`]);
+/// this thread there if a test armed it (`probe::arm`);
 /// `probe!(inside = bool)` marks a thread cache access for the allocation
 /// check; `probe!(waited_out)` counts a revoker that waited out an owner.
 macro_rules! probe {

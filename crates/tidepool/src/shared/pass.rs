@@ -537,28 +537,22 @@ impl<M: Manage> Shared<M> {
     }
 
     /// Sizes the batch to the depot traffic of the window just over (the
-    /// kmem magazine layer's resizing, driven by traffic rather than lock
-    /// contention). A window ends at every reclaim pass, and after every
-    /// [`WINDOW_EXCHANGES`] depot exchanges by `get` and `put`
-    /// (`note_exchange`). Doubles it, up to `max_batch`, when more than one in
-    /// [`GROW_SHARE`] of the caches' gets and puts went through the depot
-    /// *and* the caches both took and gave back (at least half of `ops` is
-    /// `balanced`: per cache, the lesser of its gets and returns, twice):
-    /// then a bigger cache absorbs the bursts. A one-way flow (gets on one
-    /// thread, puts on another) goes through the depot whatever the batch
-    /// size, and every object a consumer's cache holds is one more in
-    /// flight, so it grows only while it is fast: while a cache of two
-    /// doubled batches is what the flow moves in [`ONE_WAY_HOLD`] or less
-    /// (`now`, the clock at the window's end, measures the rate). Never
-    /// past what `max_live` leaves room for ([`limit_batch`](Self::limit_batch):
-    /// a batch above it is lowered at once). Halves it, down to the
-    /// configured size, when idle objects sat unused through the window
-    /// (`idle_unused`; objects a busy cache trimmed do not count: they are
-    /// the trim's own work). Caches pick the new
-    /// size up at their next depot visit, so the window after a
-    /// doubling only settles: its exchanges of the old size would otherwise
-    /// double the batch again past what the traffic needs (more idle
-    /// objects hoarded per thread). Under the pass lock.
+    /// kmem magazine layer's resizing, driven by traffic; the design page's
+    /// "Batch size" has the reasons). A window ends at every reclaim pass
+    /// and after every [`WINDOW_EXCHANGES`] depot exchanges.
+    ///
+    /// * Doubles the batch, up to `max_batch` and
+    ///   [`limit_batch`](Self::limit_batch), when more than one in
+    ///   [`GROW_SHARE`] of the caches' operations went through the depot
+    ///   and the caches both took and gave back (`balanced`), or, for a
+    ///   one-way flow, while two doubled batches move in [`ONE_WAY_HOLD`]
+    ///   or less (`now` times the window).
+    /// * Halves it, down to the configured size, when idle objects sat
+    ///   unused through the window (`idle_unused`).
+    /// * Leaves the window after a doubling to settle: caches pick the new
+    ///   size up only at their next depot visit.
+    ///
+    /// Under the pass lock.
     fn adapt_batch(&self, state: &mut PassState, idle_unused: bool, now: u64) {
         let (ops, balanced, owners) = self.window_traffic(state);
         // A clock read before the lock may be older than the last window's

@@ -60,8 +60,9 @@ pub(crate) enum PutRest {
 }
 
 impl<M: Manage> Shared<M> {
-    /// Gives back the object in `item` (a guard's field): [`put_fast`]
-    /// (Self::put_fast), then [`put_rest`](Self::put_rest) for what it left.
+    /// Gives back the object in `item` (a guard's field):
+    /// [`put_fast`](Self::put_fast), then [`put_rest`](Self::put_rest) for
+    /// what it left.
     ///
     /// # Safety
     ///
