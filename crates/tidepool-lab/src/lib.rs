@@ -13,13 +13,16 @@
 //! Modules, one concern each; imports go one way, down this list:
 //!
 //! * [`cli`]: the command line, every argument checked before any work.
-//! * [`scenario`]: the workloads and how each runs every policy; the
-//!   `pressure` scenario uses [`source`].
+//! * [`scenario`]: the workloads and how each runs every policy; each
+//!   scenario hands the report its table's columns, its claims and the
+//!   plots to draw ([`report::Figure`]). Memory pressure, and the count of
+//!   its signals, come from [`source`].
+//! * [`report`]: what a run found, and how it is shown: it renders what
+//!   the scenarios give it and names none of them.
 //! * [`policy`]: the pools under test, on [`stack`]s.
-//! * [`report`]: what a run found, and how it is shown.
 //! * [`source`]: where memory pressure comes from (cgroups, thrash, PSI).
 //! * [`cleanup`]: what a run leaves behind, undone on every way out.
-//! * [`procfs`], [`machine`], [`seeds`]: facts, read or quoted.
+//! * [`machine`], [`procfs`], [`seeds`]: facts, read or quoted.
 //!
 //! The CLI (`tidepool-lab run`) is a thin layer over [`run`]; the tests run
 //! the same function with `--quick` sizes.

@@ -2,8 +2,7 @@
 //! the counts a limit allows, tidepool's cache takes, the claims and the
 //! plot; no timed assertions.
 
-use tidepool_lab::report::category_plot::{self, Spec};
-use tidepool_lab::report::Verdict;
+use tidepool_lab::report::{Figure, Verdict};
 use tidepool_lab::scenario::handoff;
 use tidepool_lab::{Options, PolicyKind, ScenarioKind, Settings, Silent};
 
@@ -57,17 +56,10 @@ fn handoff_quick_run_reports_every_policy_and_limit() {
         assert_ne!(c.verdict, Verdict::Unmeasured, "{c:?}");
     }
     // The plot: both limits, every policy in the legend, labelled axes.
-    let categories = handoff::plot_categories();
-    let svg = category_plot::plot(
-        s,
-        &Spec {
-            title: "t",
-            y_label: "time per object handed off (ns)",
-            x_label: "live limit (objects)",
-            categories: &categories,
-        },
-    )
-    .expect("plotted");
+    let [figure @ Figure::ByCategory(_)] = s.plots.as_slice() else {
+        panic!("one plot, by limit: {:?}", s.plots);
+    };
+    let svg = figure.render(s).expect("plotted");
     for p in PolicyKind::HANDOFF {
         assert!(svg.contains(&format!(">{}</text>", p.name())), "{p}");
     }

@@ -3,7 +3,7 @@
 //! counted shared-line writes, claims and the plot; no timed assertions.
 
 use tidepool_lab::report::plot::{HEIGHT, WIDTH};
-use tidepool_lab::report::{threads_plot, Verdict};
+use tidepool_lab::report::{Figure, Verdict};
 use tidepool_lab::scenario::limit_churn::{self, Sizes};
 use tidepool_lab::{Options, PolicyKind, ScenarioKind, Settings, Silent};
 
@@ -83,7 +83,11 @@ fn limit_churn_quick_run_reports_every_policy_limit_and_thread_count() {
     assert!(row.claims.iter().all(|c| c.verdict != Verdict::Unmeasured));
     assert!(row.claims.iter().all(|c| c.claim.chars().count() <= 44));
     // The plot: labelled axes with units, the legend off the plot area.
-    let svg = threads_plot::plot(s, &sizes.threads).unwrap();
+    let [Figure::Sweep(spec)] = s.plots.as_slice() else {
+        panic!("one plot, run time against threads: {:?}", s.plots);
+    };
+    assert_eq!(spec.xs, sizes.threads);
+    let svg = s.plots[0].render(s).unwrap();
     for axis in ["axis-label x", "axis-label y"] {
         let at = svg.find(&format!("class=\"{axis}\"")).expect(axis);
         let text = &svg[at..];

@@ -513,7 +513,7 @@ fn the_json_report_round_trips_and_keeps_its_schema() {
     let s0 = &v["scenarios"][0];
     for key in [
         "id", "title", "seeds", "finding", "quotes", "workload", "params", "columns", "phases",
-        "results", "claims", "notes",
+        "results", "claims", "plots", "notes",
     ] {
         assert!(!s0[key].is_null(), "scenario field {key}");
     }
@@ -640,11 +640,7 @@ fn the_html_report_is_self_contained_with_four_plots_per_scenario() {
     assert!(page.starts_with("<!DOCTYPE html>"));
     // Four plots per scenario; mass-teardown's three: the probe's two
     // latencies and RSS.
-    let plots: usize = r
-        .scenarios
-        .iter()
-        .map(|s| tidepool_lab::report::plot::Metric::of_scenario(&s.id).len())
-        .sum();
+    let plots: usize = r.scenarios.iter().map(|s| s.plots.len()).sum();
     assert_eq!(plots, 4 * (r.scenarios.len() - 1) + 3);
     assert_eq!(page.matches("<svg class=\"plot\"").count(), plots);
     for p in PolicyKind::EVERY {
@@ -696,20 +692,25 @@ fn text_of(tag: &str) -> &str {
 /// picture.
 #[test]
 fn every_plot_has_labelled_axes_and_a_legend_off_the_data() {
-    use tidepool_lab::report::plot::{plot, Limit, Metric, HEIGHT, WIDTH};
+    use tidepool_lab::report::plot::{plot, Limit, HEIGHT, WIDTH};
+    use tidepool_lab::report::Figure;
     let r = report();
     let mut plots = 0;
     let mut expected = 0;
     for s in &r.scenarios {
-        expected += Metric::of_scenario(&s.id).len();
-        for &metric in Metric::of_scenario(&s.id) {
-            let limit = Limit {
+        expected += s.plots.len();
+        for figure in &s.plots {
+            let Figure::OverTime(spec) = figure else {
+                continue;
+            };
+            let mut spec = spec.clone();
+            spec.limit = Some(Limit {
                 value: 1000.0,
                 label: "a limit".to_owned(),
-            };
-            let svg = plot(s, metric, Some(&limit)).unwrap();
+            });
+            let svg = plot(s, &spec).unwrap();
             plots += 1;
-            let what = format!("{} / {metric:?}", s.id);
+            let what = format!("{} / {:?}", s.id, spec.metric);
             // Axis labels, each with a unit in parentheses at the end.
             for axis in ["axis-label x", "axis-label y"] {
                 let t = tags(&svg, "text", axis);

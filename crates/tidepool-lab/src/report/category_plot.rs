@@ -1,13 +1,14 @@
-//! A plot of one measure by category (the `handoff` scenario: ns per
-//! object at each limit): a column per category, a lane per policy within
-//! it, every round a dot and the median a bar. Laid out in the same bands
-//! and with the same classes as [`plot`](super::plot) (`title`,
-//! `axis-label x|y`, `plot-area`, `legend-box`), so the report check reads
-//! it the same way.
+//! A plot of one measure by category (ns per object at each limit, say): a
+//! column per category, a lane per policy within it, every round a dot and
+//! the median a bar. Laid out in the same bands and with the same classes
+//! as [`plot`](super::plot) (`title`, `axis-label x|y`, `plot-area`,
+//! `legend-box`), so the report check reads it the same way.
 
 use std::fmt::Write as _;
 
-use crate::report::plot::{hex, HEIGHT, WIDTH};
+use serde::{Deserialize, Serialize};
+
+use crate::report::plot::{esc, hex, HEIGHT, WIDTH};
 use crate::report::ScenarioReport;
 
 const LEFT: f64 = 64.0;
@@ -17,16 +18,16 @@ const LEGEND_W: f64 = 160.0;
 
 /// What to plot: the title, the y axis label (with its unit), the x axis
 /// label, and per category its metric key and label.
-#[derive(Debug)]
-pub struct Spec<'a> {
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Spec {
     /// The plot's title.
-    pub title: &'a str,
+    pub title: String,
     /// The y axis label, with its unit.
-    pub y_label: &'a str,
+    pub y_label: String,
     /// The x axis label.
-    pub x_label: &'a str,
+    pub x_label: String,
     /// Per category (one column each): its metric key and label.
-    pub categories: &'a [(String, String)],
+    pub categories: Vec<(String, String)>,
 }
 
 /// The plot as SVG, or why not.
@@ -34,7 +35,7 @@ pub struct Spec<'a> {
 /// # Errors
 ///
 /// If the scenario has no results or the spec no categories.
-pub fn plot(s: &ScenarioReport, spec: &Spec<'_>) -> Result<String, String> {
+pub fn plot(s: &ScenarioReport, spec: &Spec) -> Result<String, String> {
     if s.results.is_empty() || spec.categories.is_empty() {
         return Err("no results".to_owned());
     }
@@ -63,7 +64,7 @@ pub fn plot(s: &ScenarioReport, spec: &Spec<'_>) -> Result<String, String> {
          <text class=\"title\" x=\"{ax}\" y=\"20\" font-size=\"14\">{}</text>\
          <rect class=\"plot-area\" x=\"{ax}\" y=\"{ay}\" width=\"{aw}\" height=\"{ah}\" \
          fill=\"none\" stroke=\"#888\"/>",
-        spec.title
+        esc(&spec.title)
     );
     for i in 0..=4 {
         let v = y_max * f64::from(i) / 4.0;
@@ -81,8 +82,9 @@ pub fn plot(s: &ScenarioReport, spec: &Spec<'_>) -> Result<String, String> {
         let x = ax + column * (c as f64 + 0.5);
         let _ = write!(
             svg,
-            "<text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{label}</text>",
-            ay + ah + 14.0
+            "<text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text>",
+            ay + ah + 14.0,
+            esc(label)
         );
         if c > 0 {
             let xl = ax + column * c as f64;
@@ -101,10 +103,10 @@ pub fn plot(s: &ScenarioReport, spec: &Spec<'_>) -> Result<String, String> {
          text-anchor=\"middle\" transform=\"rotate(-90 14 {:.1})\">{}</text>",
         ax + aw / 2.0,
         h - 10.0,
-        spec.x_label,
+        esc(&spec.x_label),
         ay + ah / 2.0,
         ay + ah / 2.0,
-        spec.y_label
+        esc(&spec.y_label)
     );
     // The data, inside the plot area.
     let _ = write!(

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use crate::policy::PolicyKind;
 use crate::report::format;
-use crate::report::plot::{self, hex, Limit, Metric};
+use crate::report::plot::hex;
 use crate::report::summary::Verdict;
 use crate::report::table::{format_value, header};
 use crate::report::{Report, ScenarioReport, SeedRow, SeedStatus};
@@ -76,7 +76,7 @@ pub fn render(report: &Report) -> String {
     );
     summary(&mut h, report);
     for s in &report.scenarios {
-        scenario(&mut h, s, m.max_map_count);
+        scenario(&mut h, s);
     }
     about(&mut h, report);
     h.push_str("</body></html>\n");
@@ -160,7 +160,7 @@ fn swatch(p: PolicyKind) -> String {
     )
 }
 
-fn scenario(h: &mut String, s: &ScenarioReport, max_map_count: u64) {
+fn scenario(h: &mut String, s: &ScenarioReport) {
     let _ = write!(
         h,
         "<section class=\"scenario\" id=\"{id}\"><h2>{title}</h2><p class=\"finding\">{finding}</p>",
@@ -258,39 +258,8 @@ fn scenario(h: &mut String, s: &ScenarioReport, max_map_count: u64) {
         h.push_str("</tbody></table>");
     }
     h.push_str("<div class=\"plots\">");
-    if s.id == crate::scenario::limit_churn::ID {
-        let threads = crate::scenario::limit_churn::threads_of(s);
-        match crate::report::threads_plot::plot(s, &threads) {
-            Ok(svg) => h.push_str(&svg),
-            Err(e) => {
-                let _ = write!(h, "<p class=\"fail\">plot failed: {}</p>", esc(&e));
-            }
-        }
-    }
-    if s.id == crate::scenario::handoff::ID {
-        let categories = crate::scenario::handoff::plot_categories();
-        let spec = crate::report::category_plot::Spec {
-            title: "ns per object, by limit (lower is better)",
-            y_label: "time per object handed off (ns)",
-            x_label: "live limit (objects)",
-            categories: &categories,
-        };
-        match crate::report::category_plot::plot(s, &spec) {
-            Ok(svg) => h.push_str(&svg),
-            Err(e) => {
-                let _ = write!(h, "<p class=\"fail\">plot failed: {}</p>", esc(&e));
-            }
-        }
-    }
-    for &metric in Metric::of_scenario(&s.id) {
-        let limit = match metric {
-            Metric::Vmas if s.id == "map-count" && max_map_count > 0 => Some(Limit {
-                value: max_map_count as f64,
-                label: "vm.max_map_count".to_owned(),
-            }),
-            _ => None,
-        };
-        match plot::plot(s, metric, limit.as_ref()) {
+    for figure in &s.plots {
+        match figure.render(s) {
             Ok(svg) => h.push_str(&svg),
             Err(e) => {
                 let _ = write!(h, "<p class=\"fail\">plot failed: {}</p>", esc(&e));

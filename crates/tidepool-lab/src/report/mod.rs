@@ -4,7 +4,10 @@
 //! The report opens with a [`summary`]: one row per seed, the seed's own
 //! published numbers beside the lab's, as ratios (the machine differs), and
 //! a verdict per claim. Each scenario contributes the claims about its seed
-//! ([`Claim`]); the rest of the report is one section per scenario.
+//! ([`Claim`]); the rest of the report is one section per scenario, with
+//! the plots the scenario asks for ([`Figure`]). The report draws what it
+//! is given and knows no scenario by name: scenarios use the report, never
+//! the other way round.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -17,13 +20,15 @@ use crate::policy::PolicyKind;
 use crate::seeds::Quote;
 
 pub mod category_plot;
+pub mod figure;
 pub mod format;
 pub mod html;
 pub mod plot;
 pub mod summary;
+pub mod sweep_plot;
 pub mod table;
-pub mod threads_plot;
 
+pub use figure::Figure;
 pub use summary::{Claim, SeedRow, SeedStatus, Verdict};
 
 /// Everything one `tidepool-lab run` measured.
@@ -82,6 +87,8 @@ pub struct ScenarioReport {
     pub results: Vec<PolicyResult>,
     /// What this scenario says about its seed(s), for the summary.
     pub claims: Vec<Claim>,
+    /// The plots of its section, in order, as the scenario chose them.
+    pub plots: Vec<Figure>,
     /// Scenario-specific remarks (e.g. where the pressure signal came from).
     pub notes: Vec<String>,
 }

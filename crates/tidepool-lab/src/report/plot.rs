@@ -1,4 +1,6 @@
-//! The report's plots: one metric over time, every policy, every run.
+//! The report's plots: one metric over time, every policy, every run. What
+//! is drawn, its title and its axis labels come from the scenario, as a
+//! [`Spec`].
 //!
 //! Each plot is one SVG document laid out in fixed bands, so that nothing
 //! overlaps and nothing is cut off:
@@ -30,6 +32,7 @@
 use std::fmt::Write as _;
 
 use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use crate::policy::PolicyKind;
 use crate::report::format;
@@ -70,84 +73,27 @@ pub fn hex(policy: PolicyKind) -> String {
     format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
 }
 
-/// A quantity plotted over time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A quantity of a run drawn over time, in the unit its axis must name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Metric {
-    /// Idle stacks.
+    /// Idle stacks, a count.
     Idle,
-    /// Process VMAs.
+    /// Process VMAs, a count.
     Vmas,
-    /// Process RSS.
+    /// Process RSS, MiB.
     Rss,
-    /// Resident memory of idle stacks (`fio-pressure`, tidepool).
+    /// Resident memory of idle stacks, MiB.
     IdleResident,
     /// Completed requests per second.
     Throughput,
-    /// mass-teardown's probe: get + put on another pool.
+    /// A probe's get + put on another pool, µs.
     ProbeGetPut,
-    /// mass-teardown's probe: a small stack mapped and unmapped.
+    /// A probe's small stack mapped and unmapped, ms.
     ProbeMap,
 }
 
 impl Metric {
-    /// Every metric, in the order the report shows them.
-    pub const ALL: [Metric; 4] = [Metric::Throughput, Metric::Idle, Metric::Rss, Metric::Vmas];
-
-    /// The mass-teardown scenario's plots, in order.
-    pub const TEARDOWN: [Metric; 3] = [Metric::ProbeMap, Metric::ProbeGetPut, Metric::Rss];
-
-    /// The fio-pressure scenario's plots, in order: throughput and idle
-    /// resident memory first, the two the pressure window is judged by.
-    pub const FIO_PRESSURE: [Metric; 4] = [
-        Metric::Throughput,
-        Metric::IdleResident,
-        Metric::Idle,
-        Metric::Rss,
-    ];
-
-    /// The plots of the scenario `id`, in order: [`Metric::ALL`], or
-    /// mass-teardown's own ([`Metric::TEARDOWN`]: it has a probe, not
-    /// requests or idle stacks).
-    pub fn of_scenario(id: &str) -> &'static [Metric] {
-        if id == "mass-teardown" {
-            &Metric::TEARDOWN
-        } else if id == crate::scenario::fio_pressure::ID {
-            &Metric::FIO_PRESSURE
-        } else if id == crate::scenario::limit_churn::ID || id == crate::scenario::handoff::ID {
-            // Its one plot is run time against threads, or ns per object
-            // by limit (`threads_plot`).
-            &[]
-        } else {
-            &Metric::ALL
-        }
-    }
-
-    /// The plot's title.
-    pub fn title(self) -> &'static str {
-        match self {
-            Metric::Idle => "Idle stacks (pooled, not in use)",
-            Metric::Vmas => "VMAs of the whole process",
-            Metric::Rss => "Resident memory of the whole process",
-            Metric::IdleResident => "Idle stacks' resident memory (tidepool, mincore)",
-            Metric::Throughput => "Throughput",
-            Metric::ProbeGetPut => "Probe: get + put on another pool",
-            Metric::ProbeMap => "Probe: map + unmap a 64 KiB stack",
-        }
-    }
-
-    /// The y axis label, with its unit.
-    pub fn axis(self) -> &'static str {
-        match self {
-            Metric::Idle => "idle stacks (count)",
-            Metric::Vmas => "VMAs (count)",
-            Metric::Rss => "RSS (MiB)",
-            Metric::IdleResident => "idle resident (MiB)",
-            Metric::Throughput => "requests completed (per s)",
-            Metric::ProbeGetPut => "latency (µs)",
-            Metric::ProbeMap => "latency (ms)",
-        }
-    }
-
     fn values(self, s: &Series) -> Vec<f64> {
         match self {
             Metric::Idle => s.idle.iter().map(|&v| v as f64).collect(),
@@ -168,22 +114,23 @@ impl Metric {
     }
 }
 
-/// The x axis label, with its unit.
-pub const X_AXIS: &str = "time since the run started (s)";
-
-/// The x axis label of a scenario's plots, with its unit: mass-teardown's
-/// start when every stack is held, so that every run's release is at the
-/// same place.
-pub fn x_axis(scenario_id: &str) -> &'static str {
-    if scenario_id == "mass-teardown" {
-        "time since every stack was held (s)"
-    } else {
-        X_AXIS
-    }
+/// What to draw: a metric over time, with its words.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Spec {
+    /// The plot's title.
+    pub title: String,
+    /// The x axis label, with its unit (seconds).
+    pub x_label: String,
+    /// The y axis label, with the metric's unit.
+    pub y_label: String,
+    /// The quantity drawn.
+    pub metric: Metric,
+    /// A horizontal line to draw with it, if any.
+    pub limit: Option<Limit>,
 }
 
 /// A horizontal line with a name, e.g. `vm.max_map_count`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Limit {
     /// Where, in the metric's unit.
     pub value: f64,
@@ -191,7 +138,7 @@ pub struct Limit {
     pub label: String,
 }
 
-fn esc(text: &str) -> String {
+pub(crate) fn esc(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -222,11 +169,8 @@ fn phase_time(scenario: &ScenarioReport, phase: usize) -> Option<f64> {
 /// # Errors
 ///
 /// If plotters fails to draw (it should not with the SVG backend).
-pub fn plot(
-    scenario: &ScenarioReport,
-    metric: Metric,
-    limit: Option<&Limit>,
-) -> Result<String, String> {
+pub fn plot(scenario: &ScenarioReport, spec: &Spec) -> Result<String, String> {
+    let (metric, limit) = (spec.metric, spec.limit.as_ref());
     let err = |e: &dyn std::fmt::Display| e.to_string();
     // Every run of every policy, in seconds.
     let lines: Vec<Line> = scenario
@@ -324,14 +268,14 @@ pub fn plot(
         "<svg class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" \
          height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" \
          aria-label=\"{} over time, {}\" font-family=\"{FONT}\">",
-        esc(metric.title()),
+        esc(&spec.title),
         esc(&scenario.id)
     );
     let _ = write!(
         svg,
         "<text class=\"title\" x=\"{LEFT}\" y=\"17\" font-size=\"14\" font-weight=\"bold\" \
          fill=\"#222\">{}</text>",
-        esc(metric.title())
+        esc(&spec.title)
     );
     let nested = strip_xml_header(&chart_svg).replacen(
         "<svg ",
@@ -441,14 +385,14 @@ pub fn plot(
          fill=\"#333\">{}</text>",
         (ax0 + ax1) / 2,
         HEIGHT - 6,
-        esc(x_axis(&scenario.id))
+        esc(&spec.x_label)
     );
     let _ = write!(
         svg,
         "<text class=\"axis-label y\" transform=\"translate(15 {}) rotate(-90)\" font-size=\"12\" \
          text-anchor=\"middle\" fill=\"#333\">{}</text>",
         (ay0 + ay1) / 2,
-        esc(metric.axis())
+        esc(&spec.y_label)
     );
 
     legend(&mut svg, scenario, limit, any_failure, phases > 1);

@@ -36,7 +36,7 @@ use crate::report::format::{count, Human};
 use crate::report::summary::{times, Ratio};
 use crate::report::{Claim, Column, Format, ScenarioReport, Verdict};
 use crate::scenario::harness::{self, run_timers, Load, Phase, Plan, RunOutput, Worker};
-use crate::scenario::{base_metrics, param, phased, MakeWorker, Settings, Spec};
+use crate::scenario::{base_metrics, param, phased, plots, MakeWorker, Settings, Spec};
 use crate::seeds::{published, quote};
 use crate::stack::{InFlight, Touch};
 
@@ -234,6 +234,7 @@ pub(crate) fn spec(settings: &Settings, completion: Completion) -> Spec<'static>
             Column::new("peak_vmas", "peak VMAs", Format::Count),
             Column::new("failures", "failures", Format::Count).terminal("failed"),
         ],
+        plots: plots::over_run(&plots::STANDARD),
         headline: "req_per_s",
         env: settings.env(QEMU_STACK_SIZE, settings.interval()),
         plan: plan(size, completion, size.duration, quiet),

@@ -30,11 +30,12 @@ use std::time::Duration;
 
 use crate::policy::PolicyKind;
 use crate::report::format::Human;
+use crate::report::plot::Metric;
 use crate::report::{Claim, Column, Format, ScenarioReport, Verdict};
 use crate::scenario::fio::{FioSize, QEMU_STACK_SIZE};
 use crate::scenario::harness::{Load, Phase, Plan, RunOutput};
 use crate::scenario::pressure::signal::{self, Recorder};
-use crate::scenario::{base_metrics, param, run_spec, Progress, Settings, Spec};
+use crate::scenario::{base_metrics, param, plots, run_spec, Progress, Settings, Spec};
 use crate::seeds::quote;
 use crate::source::Delivery;
 use crate::stack::Touch;
@@ -266,6 +267,14 @@ pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
                 Format::Ratio,
             ),
         ],
+        // Throughput and idle resident memory first: the two the pressure
+        // window is judged by.
+        plots: plots::over_run(&[
+            Metric::Throughput,
+            Metric::IdleResident,
+            Metric::Idle,
+            Metric::Rss,
+        ]),
         headline: "window_ratio",
         env,
         plan,

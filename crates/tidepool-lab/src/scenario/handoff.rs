@@ -31,8 +31,9 @@ use std::time::Instant;
 use crossbeam_utils::Backoff;
 
 use crate::policy::PolicyKind;
+use crate::report::category_plot;
 use crate::report::summary::Ratio;
-use crate::report::{Claim, Column, Format, RunRecord, ScenarioReport, Verdict};
+use crate::report::{Claim, Column, Figure, Format, RunRecord, ScenarioReport, Verdict};
 use crate::scenario::limit_churn::{fbsd, Obj};
 use crate::scenario::{param, summarize, Progress, Settings};
 
@@ -86,12 +87,17 @@ pub fn limit_name(tag: &str) -> String {
     }
 }
 
-/// The report's plot: ns per object at each limit, `(metric key, label)`.
-pub fn plot_categories() -> Vec<(String, String)> {
-    LIMITS
-        .iter()
-        .map(|&(tag, _)| (key(tag), limit_name(tag)))
-        .collect()
+/// The report's plot: ns per object at each limit.
+fn figure() -> Figure {
+    Figure::ByCategory(category_plot::Spec {
+        title: "ns per object, by limit (lower is better)".to_owned(),
+        y_label: "time per object handed off (ns)".to_owned(),
+        x_label: "live limit (objects)".to_owned(),
+        categories: LIMITS
+            .iter()
+            .map(|&(tag, _)| (key(tag), limit_name(tag)))
+            .collect(),
+    })
 }
 
 /// What one round of one policy counted.
@@ -494,6 +500,7 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
         phases: Vec::new(),
         results,
         claims: Vec::new(),
+        plots: vec![figure()],
         notes,
     }
 }

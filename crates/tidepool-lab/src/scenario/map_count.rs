@@ -20,10 +20,11 @@ use std::time::Duration;
 
 use crate::policy::PolicyKind;
 use crate::report::format;
+use crate::report::plot::{Limit, Metric};
 use crate::report::summary::times;
-use crate::report::{Claim, Column, Format, ScenarioReport, Verdict};
+use crate::report::{Claim, Column, Figure, Format, ScenarioReport, Verdict};
 use crate::scenario::harness::{Load, Phase, Plan, RunOutput};
-use crate::scenario::{base_metrics, param, phased, Settings, Spec};
+use crate::scenario::{base_metrics, param, phased, plots, Settings, Spec};
 use crate::seeds::quote;
 use crate::stack::Touch;
 
@@ -141,6 +142,7 @@ pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
             Column::new("first_failure_ms", "1st failure at", Format::Millis)
                 .terminal("1st failure"),
         ],
+        plots: figures(settings),
         headline: "peak_vmas",
         env: settings.env(STACK_SIZE, interval),
         plan,
@@ -149,6 +151,24 @@ pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
         metrics,
         notes,
     }
+}
+
+/// The standard plots, the VMAs against the `vm.max_map_count` the run
+/// was sized for: the line the hoarding policies reach.
+fn figures(settings: &Settings) -> Vec<Figure> {
+    plots::STANDARD
+        .iter()
+        .map(|&metric| {
+            let mut spec = plots::over_time(metric, plots::SINCE_START);
+            if metric == Metric::Vmas && settings.max_map_count > 0 {
+                spec.limit = Some(Limit {
+                    value: settings.max_map_count as f64,
+                    label: "vm.max_map_count".to_owned(),
+                });
+            }
+            Figure::OverTime(spec)
+        })
+        .collect()
 }
 
 /// What map-count says about seed 000.

@@ -57,11 +57,12 @@ use tidepool::Manage;
 
 use crate::policy::PolicyKind;
 use crate::report::format;
+use crate::report::plot::Metric;
 use crate::report::summary::{times, Ratio};
 use crate::report::{
-    Claim, Column, Event, Format, PolicyResult, RunRecord, ScenarioReport, Series, Verdict,
+    Claim, Column, Event, Figure, Format, PolicyResult, RunRecord, ScenarioReport, Series, Verdict,
 };
-use crate::scenario::{param, summarize, Progress, Settings};
+use crate::scenario::{param, plots, summarize, Progress, Settings};
 use crate::seeds::{published, quote};
 
 /// Usable bytes of every stack.
@@ -572,8 +573,19 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
         phases: PHASES.iter().map(|p| (*p).to_owned()).collect(),
         results,
         claims: Vec::new(),
+        plots: figures(),
         notes,
     }
+}
+
+/// The probe's two latencies and RSS (there are no requests or idle stacks
+/// here), from the moment every stack is held, so that every run's release
+/// is at the same place.
+fn figures() -> Vec<Figure> {
+    [Metric::ProbeMap, Metric::ProbeGetPut, Metric::Rss]
+        .into_iter()
+        .map(|m| Figure::OverTime(plots::over_time(m, "time since every stack was held (s)")))
+        .collect()
 }
 
 /// A policy's probe percentiles at rest and during teardown, in words.

@@ -3,13 +3,17 @@
 //! medians. The stack-pool scenarios run through [`harness`];
 //! [`pressure`] adds a signal to it; [`mass_teardown`] runs its own holder
 //! and probe threads (its policies are teardowns, not pools).
+//!
+//! Each scenario hands the [`report`](crate::report) everything its section
+//! shows: the table's columns, the claims about its seed, and the plots to
+//! draw (most of them from [`plots`]). The report knows no scenario.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
 use crate::policy::{PolicyEnv, PolicyKind};
-use crate::report::{median, Claim, Column, PolicyResult, RunRecord, ScenarioReport};
+use crate::report::{median, Claim, Column, Figure, PolicyResult, RunRecord, ScenarioReport};
 use crate::seeds::StaticQuote;
 use crate::source::PressureSource;
 
@@ -20,6 +24,7 @@ pub mod harness;
 pub mod limit_churn;
 pub mod map_count;
 pub mod mass_teardown;
+pub mod plots;
 pub mod pressure;
 pub mod spike;
 
@@ -260,6 +265,8 @@ pub(crate) struct Spec<'a> {
     pub workload: String,
     pub params: BTreeMap<String, String>,
     pub columns: Vec<Column>,
+    /// The plots of the scenario's section, in order.
+    pub plots: Vec<Figure>,
     /// The metric that picks the run drawn bold.
     pub headline: &'static str,
     pub env: PolicyEnv,
@@ -353,6 +360,7 @@ fn run_spec(spec: &Spec<'_>, settings: &Settings, progress: &dyn Progress) -> Sc
         phases: spec.plan.phases.iter().map(|p| p.name.clone()).collect(),
         results,
         claims: Vec::new(),
+        plots: spec.plots.clone(),
         notes,
     }
 }

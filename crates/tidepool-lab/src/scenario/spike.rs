@@ -17,7 +17,7 @@ use crate::report::summary::percent;
 use crate::report::{Claim, Column, Format, ScenarioReport, Verdict};
 use crate::scenario::fio::QEMU_STACK_SIZE;
 use crate::scenario::harness::{Load, Phase, Plan, RunOutput};
-use crate::scenario::{base_metrics, param, phased, Settings, Spec};
+use crate::scenario::{base_metrics, param, phased, plots, Settings, Spec};
 use crate::seeds::{published, quote};
 use crate::stack::Touch;
 
@@ -86,6 +86,7 @@ pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
             Column::new("rss_soon", "RSS 2 s after (scaled)", Format::MiB),
             Column::new("rss_after", "RSS after", Format::MiB),
         ],
+        plots: plots::over_run(&plots::STANDARD),
         headline: "idle_after",
         env: settings.env(QEMU_STACK_SIZE, interval),
         plan,

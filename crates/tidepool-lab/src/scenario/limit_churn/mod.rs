@@ -36,7 +36,8 @@ use std::time::Instant;
 
 use crate::policy::PolicyKind;
 use crate::report::summary::{times, Ratio};
-use crate::report::{Claim, Column, Format, RunRecord, ScenarioReport, Verdict};
+use crate::report::sweep_plot;
+use crate::report::{Claim, Column, Figure, Format, RunRecord, ScenarioReport, Verdict};
 use crate::scenario::{param, summarize, Progress, Settings};
 use crate::seeds::published;
 
@@ -579,8 +580,26 @@ pub(crate) fn run_sized(
         phases: Vec::new(),
         results,
         claims: Vec::new(),
+        plots: vec![figure(&sizes.threads)],
         notes,
     }
+}
+
+/// The report's plot: run time against `threads`, a line per limit.
+fn figure(threads: &[usize]) -> Figure {
+    Figure::Sweep(sweep_plot::Spec {
+        title: "Run time against threads (lower is better)".to_owned(),
+        x_label: "threads (count)".to_owned(),
+        y_label: "run time (ms)".to_owned(),
+        xs: threads.to_vec(),
+        variants: LIMITS
+            .iter()
+            .map(|&(tag, _)| sweep_plot::Variant {
+                label: format!("{} limit", limit_name(tag)),
+                keys: threads.iter().map(|&t| key(tag, t)).collect(),
+            })
+            .collect(),
+    })
 }
 
 fn claim(s: &ScenarioReport, claim: String, published: String, detail: String) -> Claim {

@@ -40,7 +40,7 @@ use crate::report::summary::times;
 use crate::report::{median, Claim, Column, Format, ScenarioReport, Verdict};
 use crate::scenario::fio::QEMU_STACK_SIZE;
 use crate::scenario::harness::{Load, Phase, Plan, RunOutput};
-use crate::scenario::{base_metrics, param, run_spec, Progress, Settings, Spec};
+use crate::scenario::{base_metrics, param, plots, run_spec, Progress, Settings, Spec};
 use crate::seeds::{published, quote};
 use crate::source::{self, Delivery, MANUAL_LABEL, REAL_LABEL};
 use crate::stack::Touch;
@@ -106,6 +106,7 @@ fn refused_report(settings: &Settings, why: &str) -> ScenarioReport {
         phases: spec.plan.phases.iter().map(|p| p.name.clone()).collect(),
         results: Vec::new(),
         claims: Vec::new(),
+        plots: spec.plots,
         notes: vec![format!(
             "{REFUSED} --pressure-source real, but the kernel refused a step of the real \
              source ({REAL_LABEL}): {why}; the scenario was not run"
@@ -323,6 +324,7 @@ pub(crate) fn spec(settings: &Settings, delivery: &Delivery) -> Spec<'static> {
             Column::new("psi_ms", "PSI fired after", Format::Millis),
             Column::new("pool_ms", "pool signalled after", Format::Millis),
         ],
+        plots: plots::over_run(&plots::STANDARD),
         headline: "idle_after",
         env,
         plan,
