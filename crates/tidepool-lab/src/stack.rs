@@ -35,12 +35,10 @@ impl LabStack {
     /// caller's first 16-byte load then waits until both words it spans
     /// have left the store buffer (a store-forwarding stall). A stack
     /// popped from a `Vec` (the QEMU policies') is copied 16 bytes at a
-    /// time already. Measured with `fio_ab` and `bin/perf-by-chunk.py`:
-    /// that one load was half of the samples tidepool's chunks took
-    /// beyond QEMU 2024's (2,125 against 40), and tidepool / QEMU 2024
-    /// went from 0.85–0.98× to 0.98–1.01× once every policy's stack came
-    /// back laid out this way. Applied to every policy alike: a harness
-    /// artefact, not the policies' cost.
+    /// time already. That one load is a harness artefact, not a policy's
+    /// cost (`fio_ab` and `bin/perf-by-chunk.py` show it; the figures are
+    /// in `tidepool::performance`), so every policy's stack comes back
+    /// laid out this way.
     #[inline(always)]
     pub fn lent(self) -> Self {
         #[cfg(all(target_arch = "x86_64", not(miri)))]

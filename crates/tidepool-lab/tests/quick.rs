@@ -823,3 +823,47 @@ fn every_plot_has_labelled_axes_and_a_legend_off_the_data() {
     assert_eq!(plots, expected);
     assert_eq!(expected, 4 * (r.scenarios.len() - 1) + 3);
 }
+
+/// A policy whose run went on past the data of a plot (its phases start
+/// later than any drawn point) puts no phase marker outside the plot area,
+/// where it would land under the legend.
+#[test]
+fn phase_markers_past_the_data_are_not_drawn() {
+    use tidepool_lab::report::plot::plot;
+    use tidepool_lab::report::{Event, Figure};
+    let mut s = report()
+        .scenarios
+        .iter()
+        .find(|s| s.phases.len() > 1 && s.plots.iter().any(|f| matches!(f, Figure::OverTime(_))))
+        .expect("a scenario with phases and a plot over time")
+        .clone();
+    let end = s
+        .results
+        .iter()
+        .filter_map(|r| r.median_series())
+        .flat_map(|series| series.t_ms.iter().copied())
+        .fold(0.0, f64::max);
+    let r = &mut s.results[0];
+    let median = r.median_run;
+    r.runs[median].series.events.push(Event {
+        t_ms: end * 3.0 + 1000.0,
+        phase: 1,
+    });
+    for figure in &s.plots {
+        let Figure::OverTime(spec) = figure else {
+            continue;
+        };
+        let svg = plot(&s, spec).unwrap();
+        let area = tags(&svg, "rect", "plot-area")[0];
+        let (ax, aw) = (attr(area, "x").unwrap(), attr(area, "width").unwrap());
+        for t in tags(&svg, "line", "phase-marker") {
+            let x = attr(t, "x1").unwrap();
+            assert!(
+                x <= ax + aw + 1.0,
+                "{} / {:?}: a marker at x={x}",
+                s.id,
+                spec.metric
+            );
+        }
+    }
+}

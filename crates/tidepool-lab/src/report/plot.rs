@@ -328,6 +328,12 @@ pub fn plot(scenario: &ScenarioReport, spec: &Spec) -> Result<String, String> {
             };
             for e in series.events.iter().filter(|e| e.phase > 0) {
                 let (x, _) = to_px(e.t_ms / 1e3, 0.0);
+                // The x range comes from the policies with data in this
+                // plot; a policy without any (a longer run) may have phase
+                // starts past it, which would land under the legend.
+                if x > ax1 {
+                    continue;
+                }
                 let _ = write!(
                     svg,
                     "<line class=\"phase-marker\" x1=\"{x}\" y1=\"{ay0}\" x2=\"{x}\" \

@@ -2,8 +2,8 @@
 //! and after a burst.
 //!
 //! Seed 001 measured QEMU around an fio run: VSZ 4705248 KB before,
-//! +~100 MB during, back to 4694996 KB after ("This confirms that
-//! coroutines are indeed being freed when no longer needed"); RSS barely
+//! +~100 MB during, back to 4694996 KB after, which its author took as
+//! proof that idle coroutines are freed (`seeds.rs` quotes it); RSS barely
 //! moved. Here: a light load, a burst of the fio workload, then idle for
 //! five periods. A fixed cap keeps little; a pool that never shrinks keeps
 //! the burst; a periodic one gives it back.
