@@ -57,6 +57,7 @@ fn main() {
         pressure_hold: tidepool_lab::scenario::scaled_pressure_hold(Duration::from_millis(150)),
         max_map_count: tidepool_lab::procfs::max_map_count().unwrap_or(65530),
         resident_touch: None,
+        idle_decay: true,
     };
     // tidepool is built by hand so that its pool's statistics can be read.
     let pooled = (kind == PolicyKind::Tidepool)

@@ -52,7 +52,8 @@
 //!                                   madvise, mincore), event.rs (wake-up fd,
 //!                                   poll), fork.rs (pthread_atfork),
 //!                                   membarrier.rs, map_count.rs, thread.rs
-//!                                   (spawning), fault.rs (fault injection),
+//!                                   (spawning), file.rs (pressure files),
+//!                                   fault.rs (fault injection),
 //!                                   miri_shim.rs; imports only `sync`
 //!  sync.rs                          atomics, cells, locks (loom under
 //!                                   cfg(loom)); imports nothing

@@ -255,6 +255,10 @@ pub struct PolicyEnv {
     /// requests that touch this much of their stack (`fio-pressure`); `None`
     /// elsewhere (a `mincore` per slab per sample is not free).
     pub resident_touch: Option<crate::stack::Touch>,
+    /// tidepool's idle-page decay (`purge_delay`, scaled with the period)
+    /// is on; `fio-pressure` turns it off, so that what the signal frees is
+    /// measured alone (`spike-then-idle` measures the decay).
+    pub idle_decay: bool,
 }
 
 /// Why a policy had no stack to give: the kernel refused a mapping, or the

@@ -226,6 +226,7 @@ mod tests {
             pressure_hold: Duration::from_secs(2),
             max_map_count: 65530,
             resident_touch: None,
+            idle_decay: true,
         };
         let policy = Qemu2024::new(&env);
         let mut local = policy.local();

@@ -29,7 +29,8 @@ pub struct Tidepool {
 impl Tidepool {
     /// A stack pool of `env.stack_size`-byte stacks reclaiming every
     /// `env.reclaim_interval`, its purge delay scaled with it (the default
-    /// delay is a fifteenth of the default interval); every other setting
+    /// delay is a fifteenth of the default interval) or off
+    /// ([`PolicyEnv::idle_decay`]); every other setting
     /// is the library's default (caps from this process's map-count
     /// budget, the pressure hold).
     ///
@@ -39,10 +40,13 @@ impl Tidepool {
     pub fn new(env: &PolicyEnv) -> Result<Self, String> {
         let scale = tidepool::DEFAULT_RECLAIM_INTERVAL.as_secs_f64()
             / tidepool::DEFAULT_PURGE_DELAY.as_secs_f64();
-        let purge_delay = env
-            .reclaim_interval
-            .div_f64(scale)
-            .max(tidepool::MIN_RECLAIM_INTERVAL);
+        let purge_delay = if env.idle_decay {
+            env.reclaim_interval
+                .div_f64(scale)
+                .max(tidepool::MIN_RECLAIM_INTERVAL)
+        } else {
+            std::time::Duration::MAX
+        };
         let pool = StackPool::builder(env.stack_size)
             .reclaim_interval(env.reclaim_interval)
             .purge_delay(purge_delay)

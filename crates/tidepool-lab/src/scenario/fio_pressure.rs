@@ -135,6 +135,9 @@ pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
     };
     let mut env = settings.env(QEMU_STACK_SIZE, period);
     env.resident_touch = Some(plan.touch);
+    // Measured here: what the signal frees. The idle-page decay would have
+    // released the burst's pages before it (spike-then-idle shows that).
+    env.idle_decay = false;
     let mut params = BTreeMap::new();
     param(&mut params, "jobs (submitting threads)", size.jobs);
     param(&mut params, "iodepth per job", size.depth);
@@ -156,6 +159,12 @@ pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
         &mut params,
         "signal",
         "tidepool::pressure::notify(Level::Critical)",
+    );
+    param(
+        &mut params,
+        "tidepool idle-page decay",
+        "off (purge_delay = Duration::MAX), so that the signal's effect is measured alone; \
+         spike-then-idle measures the decay",
     );
     param(
         &mut params,

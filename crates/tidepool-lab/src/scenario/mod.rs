@@ -219,6 +219,7 @@ impl Settings {
             pressure_hold: scaled_pressure_hold(interval),
             max_map_count: self.max_map_count,
             resident_touch: None,
+            idle_decay: true,
         }
     }
 }

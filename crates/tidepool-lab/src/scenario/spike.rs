@@ -226,6 +226,7 @@ mod tests {
             pressure_hold: Duration::from_secs(2),
             max_map_count: 65530,
             resident_touch: None,
+            idle_decay: true,
         };
         let phase = |name: &str, ms: u64, load: Load| Phase {
             name: name.to_owned(),
