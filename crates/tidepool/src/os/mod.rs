@@ -63,6 +63,8 @@ pub(crate) mod event;
     allow(unreachable_pub, dead_code)
 )]
 pub(crate) mod fault;
+// Only the pressure sources, which are Linux's, read and write these.
+#[cfg(target_os = "linux")]
 pub(crate) mod file;
 pub(crate) mod fork;
 pub(crate) mod map_count;
