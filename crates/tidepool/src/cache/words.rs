@@ -58,8 +58,9 @@ pub(crate) unsafe fn move_to<T>(src: *const T, dst: *mut T) {
         not(tidepool_sanitize)
     ))]
     if by_words::<T>() {
-        // SAFETY: forwarded from our caller; `T` is a whole number of
-        // aligned words (`by_words`).
+        // SAFETY: `src` and `dst` are valid, aligned, apart, for one `T`
+        // (our caller's contract), and `T` is a whole number of aligned
+        // words (`by_words`), so they are valid for that many words.
         return unsafe {
             move_words_asm(src.cast(), dst.cast(), size_of::<T>() / size_of::<Word>())
         };

@@ -517,14 +517,16 @@ impl<M: Manage> Ending<M> {
     /// done, and before anything else ends that guard.
     #[inline(always)]
     pub(crate) unsafe fn begin(shared: NonNull<Shared<M>>) -> Self {
+        // Each way of beginning has `begin`'s own contract, which our
+        // caller keeps: `shared` is alive, and its guard is out.
         let marker = READER
             .try_with(|r| match r.marker.get() {
-                // SAFETY: forwarded from our caller.
+                // SAFETY: see above.
                 Some(marker) => unsafe { Self::mark(marker, shared) },
-                // SAFETY: forwarded from our caller.
+                // SAFETY: see above.
                 None => unsafe { Self::begin_unmarked(r, shared) },
             })
-            // SAFETY: forwarded from our caller.
+            // SAFETY: see above (no thread-local: the end is counted).
             .unwrap_or_else(|_| unsafe { Self::count(shared) });
         Self { shared, marker }
     }
@@ -577,9 +579,11 @@ impl<M: Manage> Ending<M> {
     #[inline(never)]
     unsafe fn begin_unmarked(r: &Reader, shared: NonNull<Shared<M>>) -> *const Marker {
         match register(r) {
-            // SAFETY: forwarded from our caller.
+            // SAFETY: `shared` is alive and its guard out (our caller's
+            // contract, the same as `mark`'s).
             Some(marker) => unsafe { Self::mark(marker, shared) },
-            // SAFETY: forwarded from our caller.
+            // SAFETY: as above; no marker could be had, so the end is
+            // counted in the pool instead.
             None => unsafe { Self::count(shared) },
         }
     }
