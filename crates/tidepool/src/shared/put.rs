@@ -129,9 +129,8 @@ impl<M: Manage> Shared<M> {
     }
 
     /// What [`put_fast`](Self::put_fast) left: nothing on `Done`, else one
-    /// cold call per case, each passed scalars only (an enum passed whole
-    /// would be built in memory, and the guard's drop would no longer be
-    /// inlined).
+    /// cold call per case, each passed scalars only: an enum passed whole
+    /// is built in memory, which makes the guard's drop too big to inline.
     ///
     /// # Safety
     ///
