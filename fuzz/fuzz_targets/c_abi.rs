@@ -115,8 +115,11 @@ fn new_pool(b: &mut Bytes<'_>) -> Option<Pool> {
     c.burst = b.small(4);
     c.reclaim_interval_ms = b.small(5) as u64;
     c.purge_delay_ms = b.small(3) as u64;
-    if b.u8() % 16 == 0 {
-        c.flags |= 8 << b.small(8); // unknown: refused
+    match b.u8() % 16 {
+        0 => c.flags |= 16 << b.small(8), // unknown: refused
+        // Stack pools take it; any other kind refuses it.
+        1..=3 => c.flags |= TIDEPOOL_STACK_GUARD_PROTECT,
+        _ => {}
     }
     // A caller's struct of `c.size` bytes: ours, then (a newer caller's)
     // zeros, or a byte the library must refuse.
