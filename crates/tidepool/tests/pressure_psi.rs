@@ -385,7 +385,11 @@ fn cgroup_v1_low_pressure_fires_under_real_memory_pressure() {
         &mut load,
         "the v1 `low` listener to fire and Medium to reach the pool",
         || (pool.stats(), status_of(&name).unwrap()),
-        |(s, st): &(Stats, SourceStatus)| st.events >= 1 && s.pressure_medium >= 1,
+        // Medium's destroys go through the reclaimer's destroy queue, counted
+        // as reclaimed once run: wait for the queue too, not just the signal.
+        |(s, st): &(Stats, SourceStatus)| {
+            st.events >= 1 && s.pressure_medium >= 1 && s.destroying == 0
+        },
     );
     drop(load);
     assert_eq!(st.error, None, "{st:?}");
