@@ -15,7 +15,7 @@ use common::child;
 
 use tidepool::fault::{self, Call};
 use tidepool::region::RegionManager;
-use tidepool::stack::{GuardMode, StackPool};
+use tidepool::stack::{mapped_vmas, BudgetSource, GuardMode, MapBudget, StackPool};
 use tidepool::Pool;
 
 const ERRNOS: [i32; 4] = [libc::ENOMEM, libc::EAGAIN, libc::EPERM, libc::EINVAL];
@@ -142,6 +142,9 @@ fn every_call_site_fails_cleanly_here() {
         ],
         region_workload,
     );
+    walk("stacks (system counts)", &[Call::SystemCount], || {
+        stack_workload(GuardMode::Auto)
+    });
     // The reclaimer thread cannot start: the pool works without it, and a
     // later operation starts it.
     fault::fail_nth(Call::Spawn, 1, libc::EAGAIN);
@@ -350,4 +353,56 @@ fn a_failing_pressure_file_is_reported_and_pools_work() {
             );
         },
     );
+}
+
+/// The counts tidepool reads from the system (`vm.max_map_count`, the
+/// VMAs in `/proc/self/maps`, the CPU count) failing: each read reaches the
+/// injection point and degrades as the fault table says, including while
+/// a refused `mmap` is being explained.
+#[test]
+fn failing_system_counts_degrade() {
+    child::run("failing_system_counts_degrade", || {
+        fault::fail_nth(Call::SystemCount, 1, libc::EACCES);
+        assert_eq!(MapBudget::from_os().source(), BudgetSource::Fallback);
+        assert_eq!(MapBudget::from_os().source(), BudgetSource::Os);
+        fault::fail_nth(Call::SystemCount, 1, libc::EMFILE);
+        let e = mapped_vmas().expect_err("an injected failure");
+        assert_eq!(e.raw_os_error(), Some(libc::EMFILE));
+        assert!(mapped_vmas().unwrap() > 0);
+
+        // A refused mmap is explained from both counts; each read failing
+        // in turn, the get is retried after the pools give back their idle
+        // stacks, and succeeds. (A warm-up first: the process's first
+        // stack pool maps a probe. `max_live` 1: a slab of one stack, so
+        // that no smaller slab is tried before the failure is explained.)
+        let warm = StackPool::builder(16 * 1024).background(false).build();
+        drop(warm.unwrap().get().unwrap());
+        let before = fault::injected(Call::SystemCount);
+        for n in 1..=2u32 {
+            let pool = StackPool::builder(16 * 1024)
+                .guard_mode(GuardMode::Protect)
+                .max_live(1)
+                .background(false)
+                .build()
+                .unwrap();
+            let mmaps = fault::injected(Call::Mmap);
+            fault::fail_nth(Call::Mmap, 1, libc::ENOMEM);
+            fault::fail_nth(Call::SystemCount, n, libc::EACCES);
+            let stack = pool.get();
+            let mmaps = fault::injected(Call::Mmap) - mmaps;
+            fault::disarm_all();
+            assert_eq!(mmaps, 1, "the mmap failure was not reached");
+            assert!(stack.is_ok(), "{:?}", stack.err());
+            drop(stack);
+            pool.drain_blocking();
+            let s = pool.stats();
+            assert_eq!((s.pool.live, s.pool.idle), (0, 0), "{s:?}");
+            assert_eq!(s.pool.created, s.pool.destroyed);
+        }
+        assert_eq!(
+            fault::injected(Call::SystemCount),
+            before + 2,
+            "each read of the explanation reached the injection point"
+        );
+    });
 }

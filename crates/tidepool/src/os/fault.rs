@@ -20,6 +20,7 @@
 //! | `eventfd` | the reclaimer's wake-up descriptor | the reclaimer wakes on a 100 ms timer instead of being woken |
 //! | `poll` | the reclaimer's sleep | a 100 ms nap instead; pressure sources are not read that round |
 //! | `pthread_atfork` | the fork handlers, once per process | logged with `log::warn!`; a child forked while tidepool holds a process-wide lock may find it held |
+//! | system counts | `/proc/sys/vm/max_map_count` (a pool's map-count caps: stack pools, `maps_per_object`; explaining an `ENOMEM`), `/proc/self/maps` (explaining an `ENOMEM`), the CPU count (`available_parallelism`, a pool's teardown threads) | the kernel's default map count, 65530, is assumed ([`BudgetSource::Fallback`](crate::stack::BudgetSource::Fallback)); an `ENOMEM` is reported as [`StackError::OutOfMemory`](crate::stack::StackError::OutOfMemory) with `vmas` 0; one teardown thread at a time |
 //! | pressure files | opening a default source at the reclaimer's start (`/proc/self/cgroup`, `/proc/pressure/memory`, a cgroup's `memory.pressure`, cgroup v1's `memory.pressure_level` and `cgroup.event_control`), or one built by hand ([`PsiTrigger::new`](crate::pressure::PsiTrigger::new), [`CgroupV1Pressure::new`](crate::pressure::CgroupV1Pressure::new)) | that source is not watched: reported once with `log::warn!` and in [`pressure::sources`](crate::pressure::sources); a source built by hand returns the error; pools work without it, and [`pressure::notify`](crate::pressure::notify) still reaches them |
 //!
 //! With the feature it also keeps the set of mappings `reserve` made and
@@ -56,10 +57,13 @@ pub enum Call {
     /// Opening, reading or writing a pressure source's file (`os/file.rs`):
     /// `/proc/self/cgroup`, a PSI trigger, cgroup v1's pressure files.
     PressureFile,
+    /// Reading a count the system keeps: `vm.max_map_count`, the VMAs in
+    /// `/proc/self/maps`, the CPUs this process may use.
+    SystemCount,
 }
 
 /// Every kind, in declaration order.
-pub const CALLS: [Call; 11] = [
+pub const CALLS: [Call; 12] = [
     Call::Mmap,
     Call::Mprotect,
     Call::Madvise,
@@ -71,6 +75,7 @@ pub const CALLS: [Call; 11] = [
     Call::Poll,
     Call::Atfork,
     Call::PressureFile,
+    Call::SystemCount,
 ];
 
 #[cfg(all(feature = "fault-injection", not(loom)))]

@@ -6,6 +6,8 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
+use super::fault::{check, Call};
+
 /// VMAs left for everything else in the process (code and data of each
 /// shared library, heaps, thread stacks, other mappings). QEMU's figure:
 /// "an arbitrary value for fixed overhead … that may vary".
@@ -23,6 +25,7 @@ pub const MAX_MAP_COUNT_PATH: &str = "/proc/sys/vm/max_map_count";
 /// Reads a count from `path`: `None` if it is missing, unreadable or not
 /// a number.
 pub(crate) fn read_count(path: &Path) -> Option<usize> {
+    check(Call::SystemCount).ok()?;
     let mut text = String::new();
     File::open(path).ok()?.read_to_string(&mut text).ok()?;
     text.trim().parse().ok()
@@ -41,5 +44,31 @@ pub(crate) fn objects_that_fit(vmas_each: usize) -> Option<usize> {
     {
         let _ = vmas_each;
         None
+    }
+}
+
+/// The VMAs this process has mapped now: the lines of `/proc/self/maps`.
+///
+/// Counted through a small buffer on the stack, without allocating in
+/// proportion to the count: this runs when `mmap` has just failed at the
+/// map-count limit, where a large allocation (itself an `mmap`) would fail
+/// too. The kernel's own count differs by the `[vsyscall]` line at most.
+///
+/// # Errors
+///
+/// Opening or reading the file failed (no `/proc`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn mapped_vmas() -> std::io::Result<usize> {
+    check(Call::SystemCount)?;
+    let mut file = File::open("/proc/self/maps")?;
+    let mut buf = [0u8; 4096];
+    let mut lines = 0;
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(lines),
+            Ok(n) => lines += buf[..n].iter().filter(|&&b| b == b'\n').count(),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
 }

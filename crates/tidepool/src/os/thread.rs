@@ -36,6 +36,15 @@ where
     builder.spawn(f)
 }
 
+/// The CPUs this process may use (`available_parallelism`: its affinity
+/// mask and cgroup quota); 1 if that cannot be read.
+pub(crate) fn cpus() -> usize {
+    if super::fault::check(super::fault::Call::SystemCount).is_err() {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
 /// The calling thread's signal mask set to "all blocked" for as long as
 /// this lives; the previous mask comes back on drop.
 #[cfg(all(unix, not(miri)))]

@@ -899,7 +899,7 @@ impl<M: Manage> Drop for Shared<M> {
 /// `min(ncpus, teardown_threads)`.
 fn teardown_limit(config: &Config) -> usize {
     #[cfg(not(loom))]
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let cpus = crate::os::thread::cpus();
     #[cfg(loom)]
     let cpus = usize::MAX;
     config.teardown_threads.min(cpus)

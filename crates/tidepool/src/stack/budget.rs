@@ -19,10 +19,6 @@
 //!   reported as [`StackError::OutOfMemory`](super::StackError::OutOfMemory).
 
 use std::fmt;
-#[cfg(any(target_os = "linux", target_os = "android"))]
-use std::fs::File;
-#[cfg(any(target_os = "linux", target_os = "android"))]
-use std::io::Read;
 use std::path::Path;
 
 /// VMAs (kernel memory areas) one guarded stack costs: its `PROT_NONE`
@@ -31,7 +27,7 @@ use std::path::Path;
 pub const VMAS_PER_STACK: usize = 2;
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub use crate::os::map_count::MAX_MAP_COUNT_PATH;
+pub use crate::os::map_count::{mapped_vmas, MAX_MAP_COUNT_PATH};
 pub use crate::os::map_count::{FALLBACK_MAX_MAP_COUNT, RESERVED_VMAS};
 
 /// Where a [`MapBudget`]'s `max_map_count` came from.
@@ -166,31 +162,6 @@ impl fmt::Display for MapBudget {
             self.stacks(),
             self.max_map_count
         )
-    }
-}
-
-/// The VMAs this process has mapped now: the lines of `/proc/self/maps`.
-///
-/// Counted through a small buffer on the stack, without allocating in
-/// proportion to the count: this runs when `mmap` has just failed at the
-/// map-count limit, where a large allocation (itself an `mmap`) would fail
-/// too. The kernel's own count differs by the `[vsyscall]` line at most.
-///
-/// # Errors
-///
-/// Opening or reading the file failed (no `/proc`).
-#[cfg(any(target_os = "linux", target_os = "android"))]
-pub fn mapped_vmas() -> std::io::Result<usize> {
-    let mut file = File::open("/proc/self/maps")?;
-    let mut buf = [0u8; 4096];
-    let mut lines = 0;
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => return Ok(lines),
-            Ok(n) => lines += buf[..n].iter().filter(|&&b| b == b'\n').count(),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
     }
 }
 

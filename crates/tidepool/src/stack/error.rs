@@ -43,7 +43,8 @@ pub enum StackError {
         /// Bytes being mapped (guard included).
         bytes: usize,
         /// VMAs mapped at the time, to show it was not the map count (0
-        /// where the OS has no map count).
+        /// where the OS has no map count, or `/proc/self/maps` could not be
+        /// read).
         vmas: usize,
         /// The map count limit at the time (0 where the OS has none).
         max_map_count: usize,
