@@ -525,7 +525,12 @@ fuzz_target!(|data: &[u8]| {
             st.size = std::mem::size_of::<tidepool_stats>();
             ok_or(tidepool_pool_stats(h, &mut st), &[]);
             assert_eq!(st.live, 0, "{:?}", st);
-            assert_eq!(st.live + st.idle, st.created - st.destroyed, "{:?}", st);
+            assert_eq!(
+                st.live + st.idle + st.destroying,
+                st.created - st.destroyed,
+                "{:?}",
+                st
+            );
             ok_or(tidepool_pool_destroy(h), &[]);
         }
     }

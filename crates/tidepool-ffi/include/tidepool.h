@@ -30,6 +30,8 @@
 #define TIDEPOOL_STATS_SIZE_VER2 (offsetof(tidepool_stats, trimmed) + sizeof(uint64_t))
 /** The size of the fourth version of tidepool_stats (adds `empty_gets`, `idle_cached`, `max_idle`). */
 #define TIDEPOOL_STATS_SIZE_VER3 (offsetof(tidepool_stats, max_idle) + sizeof(uint64_t))
+/** The size of the fifth version of tidepool_stats (adds `destroying`). */
+#define TIDEPOOL_STATS_SIZE_VER4 (offsetof(tidepool_stats, destroying) + sizeof(uint64_t))
 
 /**
  * Memory-pressure level: reclaim down to the working set now, then purge
@@ -378,13 +380,14 @@ typedef struct tidepool_config {
  * `hits`, `live` and `idle` add up per-thread counters and may lag by one
  * operation per thread that is inside the pool during the call; when no
  * thread is, every figure is exact and
- * `live + idle == created - destroyed` (`created` counts adopted
- * objects too).
+ * `live + idle + destroying == created - destroyed` (`created` counts
+ * adopted objects too).
  *
  * Versions: `TIDEPOOL_STATS_SIZE_VER0` ends after `adopted`;
  * `TIDEPOOL_STATS_SIZE_VER1` adds the stack figures;
  * `TIDEPOOL_STATS_SIZE_VER2` adds `trimmed`; `TIDEPOOL_STATS_SIZE_VER3`
- * adds `empty_gets`, `idle_cached` and `max_idle`.
+ * adds `empty_gets`, `idle_cached` and `max_idle`;
+ * `TIDEPOOL_STATS_SIZE_VER4` adds `destroying`.
  */
 typedef struct tidepool_stats {
     /**
@@ -509,6 +512,13 @@ typedef struct tidepool_stats {
      * `tidepool_pool_adjust_max_idle`). Since version 2.
      */
     uint64_t max_idle;
+    /**
+     * Objects the pool decided to destroy and has not destroyed yet: in
+     * its destroy queue, neither live nor idle. A pool without a reclaimer
+     * (`TIDEPOOL_NO_BACKGROUND`) may keep some queued until a later call
+     * runs the queue. Since version 4.
+     */
+    uint64_t destroying;
 } tidepool_stats;
 
 /**

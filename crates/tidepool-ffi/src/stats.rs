@@ -11,13 +11,14 @@ use crate::sized::SizedStruct;
 /// `hits`, `live` and `idle` add up per-thread counters and may lag by one
 /// operation per thread that is inside the pool during the call; when no
 /// thread is, every figure is exact and
-/// `live + idle == created - destroyed` (`created` counts adopted
-/// objects too).
+/// `live + idle + destroying == created - destroyed` (`created` counts
+/// adopted objects too).
 ///
 /// Versions: `TIDEPOOL_STATS_SIZE_VER0` ends after `adopted`;
 /// `TIDEPOOL_STATS_SIZE_VER1` adds the stack figures;
 /// `TIDEPOOL_STATS_SIZE_VER2` adds `trimmed`; `TIDEPOOL_STATS_SIZE_VER3`
-/// adds `empty_gets`, `idle_cached` and `max_idle`.
+/// adds `empty_gets`, `idle_cached` and `max_idle`;
+/// `TIDEPOOL_STATS_SIZE_VER4` adds `destroying`.
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -90,6 +91,11 @@ pub struct tidepool_stats {
     /// The cap on idle objects in the depot now (`max_idle`, as changed by
     /// `tidepool_pool_adjust_max_idle`). Since version 2.
     pub max_idle: u64,
+    /// Objects the pool decided to destroy and has not destroyed yet: in
+    /// its destroy queue, neither live nor idle. A pool without a reclaimer
+    /// (`TIDEPOOL_NO_BACKGROUND`) may keep some queued until a later call
+    /// runs the queue. Since version 4.
+    pub destroying: u64,
 }
 
 /// The size of the first version of [`tidepool_stats`] (up to `adopted`).
@@ -101,10 +107,18 @@ pub(crate) const STATS_SIZE_VER1: usize = offset_of!(tidepool_stats, trimmed);
 /// The size of version 2 (up to `trimmed`).
 pub(crate) const STATS_SIZE_VER2: usize = offset_of!(tidepool_stats, empty_gets);
 
+/// The size of version 3 (up to `max_idle`).
+pub(crate) const STATS_SIZE_VER3: usize = offset_of!(tidepool_stats, destroying);
+
 // SAFETY: `#[repr(C)]`, `size: usize` first, integers only.
 unsafe impl SizedStruct for tidepool_stats {
     const NAME: &'static str = "tidepool_stats";
-    const VERSIONS: &'static [usize] = &[STATS_SIZE_VER0, STATS_SIZE_VER1, STATS_SIZE_VER2];
+    const VERSIONS: &'static [usize] = &[
+        STATS_SIZE_VER0,
+        STATS_SIZE_VER1,
+        STATS_SIZE_VER2,
+        STATS_SIZE_VER3,
+    ];
 }
 
 impl tidepool_stats {
@@ -130,6 +144,7 @@ impl tidepool_stats {
             trimmed: s.trimmed,
             empty_gets: s.empty_gets,
             idle_cached: s.idle_cached(),
+            destroying: s.destroying,
             ..Self::default()
         }
     }
