@@ -499,22 +499,22 @@ typedef struct tidepool_stats {
     uint64_t trimmed;
     /**
      * Gets with `TIDEPOOL_GET_NO_CREATE` that found no idle object (part
-     * of `misses`). Since version 2.
+     * of `misses`). Since version 3.
      */
     uint64_t empty_gets;
     /**
      * The part of `idle` in thread caches (the rest is `idle_depot`).
-     * Since version 2.
+     * Since version 3.
      */
     uint64_t idle_cached;
     /**
      * The cap on idle objects in the depot now (`max_idle`, as changed by
-     * `tidepool_pool_adjust_max_idle`). Since version 2.
+     * `tidepool_pool_adjust_max_idle`). Since version 3.
      */
     uint64_t max_idle;
     /**
      * Objects the pool decided to destroy and has not destroyed yet: in
-     * its destroy queue, neither live nor idle. A pool without a reclaimer
+     * its destroy queue or in a `destroy` call now, neither live nor idle. A pool without a reclaimer
      * (`TIDEPOOL_NO_BACKGROUND`) may keep some queued until a later call
      * runs the queue. Since version 4.
      */

@@ -83,16 +83,16 @@ pub struct tidepool_stats {
     /// version 2.
     pub trimmed: u64,
     /// Gets with `TIDEPOOL_GET_NO_CREATE` that found no idle object (part
-    /// of `misses`). Since version 2.
+    /// of `misses`). Since version 3.
     pub empty_gets: u64,
     /// The part of `idle` in thread caches (the rest is `idle_depot`).
-    /// Since version 2.
+    /// Since version 3.
     pub idle_cached: u64,
     /// The cap on idle objects in the depot now (`max_idle`, as changed by
-    /// `tidepool_pool_adjust_max_idle`). Since version 2.
+    /// `tidepool_pool_adjust_max_idle`). Since version 3.
     pub max_idle: u64,
     /// Objects the pool decided to destroy and has not destroyed yet: in
-    /// its destroy queue, neither live nor idle. A pool without a reclaimer
+    /// its destroy queue or in a `destroy` call now, neither live nor idle. A pool without a reclaimer
     /// (`TIDEPOOL_NO_BACKGROUND`) may keep some queued until a later call
     /// runs the queue. Since version 4.
     pub destroying: u64,
