@@ -22,6 +22,7 @@ use crate::seeds::Quote;
 pub mod category_plot;
 pub mod figure;
 pub mod format;
+mod frame;
 pub mod html;
 pub mod plot;
 pub mod summary;

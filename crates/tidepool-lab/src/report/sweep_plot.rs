@@ -1,20 +1,16 @@
 //! A plot of measures against a numeric setting (run time against
 //! threads, say): one line per policy and variant (the first variant solid,
-//! the next dashed), every repeat a dot, the median the line. Laid out in
-//! the same bands and with the same classes as [`plot`](super::plot)
-//! (`title`, `axis-label x|y`, `plot-area`, `legend-box`), so the report
-//! check reads it the same way.
+//! the next dashed), every repeat a dot, the median the line, drawn in the
+//! frame every hand-drawn plot shares (`frame.rs`).
 
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::plot::{esc, hex, HEIGHT, WIDTH};
+use crate::report::frame::{Frame, ROW};
+use crate::report::plot::{esc, hex};
 use crate::report::ScenarioReport;
 
-const LEFT: f64 = 64.0;
-const TOP: f64 = 42.0;
-const BOTTOM: f64 = 46.0;
 const LEGEND_W: f64 = 200.0;
 
 /// The dash of each variant's lines, in order (solid first).
@@ -56,73 +52,30 @@ pub fn plot(s: &ScenarioReport, spec: &Spec) -> Result<String, String> {
     if s.results.is_empty() || xs.is_empty() {
         return Err("no results".to_owned());
     }
-    let (w, h) = (f64::from(WIDTH), f64::from(HEIGHT));
-    let (ax, ay) = (LEFT, TOP);
-    let (aw, ah) = (w - LEFT - LEGEND_W - 16.0, h - TOP - BOTTOM);
-    let y_max = s
-        .results
-        .iter()
-        .flat_map(|r| {
+    let frame = Frame::new(
+        LEGEND_W,
+        s.results.iter().flat_map(|r| {
             spec.variants
                 .iter()
                 .flat_map(move |v| v.keys.iter().flat_map(move |k| r.per_run(k)))
-        })
-        .filter(|v| v.is_finite())
-        .fold(0.0_f64, f64::max)
-        .max(1e-3)
-        * 1.1;
+        }),
+    );
+    let (ax, aw) = (frame.ax, frame.aw);
     let (t_lo, t_hi) = (xs[0] as f64, *xs.last().unwrap_or(&1) as f64);
     let span = (t_hi - t_lo).max(1.0);
     let px = |t: f64| ax + 20.0 + (t - t_lo) / span * (aw - 40.0);
-    let py = |v: f64| ay + ah - v / y_max * ah;
     let mut svg = String::new();
-    let _ = write!(
-        svg,
-        "<svg class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" \
-         height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" font-family=\"sans-serif\">\
-         <text class=\"title\" x=\"{ax}\" y=\"20\" font-size=\"14\">{}</text>\
-         <rect class=\"plot-area\" x=\"{ax}\" y=\"{ay}\" width=\"{aw}\" height=\"{ah}\" \
-         fill=\"none\" stroke=\"#888\"/>",
-        esc(&spec.title)
-    );
-    for i in 0..=4 {
-        let v = y_max * f64::from(i) / 4.0;
-        let y = py(v);
-        let _ = write!(
-            svg,
-            "<line x1=\"{ax}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#eee\"/>\
-             <text x=\"{}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{v:.0}</text>",
-            ax + aw,
-            ax - 4.0,
-            y + 3.0
-        );
-    }
+    frame.open(&mut svg, &spec.title);
     for &t in xs {
         let x = px(t as f64);
         let _ = write!(
             svg,
             "<text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{t}</text>",
-            ay + ah + 14.0
+            frame.tick_y()
         );
     }
-    let _ = write!(
-        svg,
-        "<text class=\"axis-label x\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" \
-         text-anchor=\"middle\">{}</text>\
-         <text class=\"axis-label y\" x=\"14\" y=\"{:.1}\" font-size=\"12\" \
-         text-anchor=\"middle\" transform=\"rotate(-90 14 {:.1})\">{}</text>",
-        ax + aw / 2.0,
-        h - 10.0,
-        esc(&spec.x_label),
-        ay + ah / 2.0,
-        ay + ah / 2.0,
-        esc(&spec.y_label)
-    );
-    // The data, inside the plot area.
-    let _ = write!(
-        svg,
-        "<svg x=\"0\" y=\"0\" width=\"{WIDTH}\" height=\"{HEIGHT}\">"
-    );
+    frame.axis_labels(&mut svg, &spec.x_label, &spec.y_label);
+    frame.open_data(&mut svg);
     for r in &s.results {
         let colour = hex(r.policy);
         for (variant, dash) in spec.variants.iter().zip(DASHES.iter().cycle()) {
@@ -132,7 +85,7 @@ pub fn plot(s: &ScenarioReport, spec: &Spec) -> Result<String, String> {
                 .filter_map(|(&t, key)| {
                     let v = r.metric(key);
                     v.is_finite()
-                        .then(|| format!("{:.1},{:.1}", px(t as f64), py(v)))
+                        .then(|| format!("{:.1},{:.1}", px(t as f64), frame.py(v)))
                 })
                 .collect();
             let _ = write!(
@@ -149,7 +102,7 @@ pub fn plot(s: &ScenarioReport, spec: &Spec) -> Result<String, String> {
                             "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{colour}\" \
                              fill-opacity=\"0.6\"/>",
                             px(t as f64),
-                            py(v)
+                            frame.py(v)
                         );
                     }
                 }
@@ -157,17 +110,8 @@ pub fn plot(s: &ScenarioReport, spec: &Spec) -> Result<String, String> {
         }
     }
     svg.push_str("</svg>");
-    // The legend, right of the plot area.
-    let lx = ax + aw + 12.0;
-    let rows = s.results.len() * spec.variants.len();
-    let lh = 10.0 + 16.0 * rows as f64;
-    let _ = write!(
-        svg,
-        "<g class=\"legend\"><rect class=\"legend-box\" x=\"{lx}\" y=\"{ay}\" \
-         width=\"{:.0}\" height=\"{lh:.0}\" fill=\"white\" stroke=\"#ccc\"/>",
-        LEGEND_W - 4.0
-    );
-    let mut y = ay + 16.0;
+    // The legend, right of the plot area: a row per policy and variant.
+    let (lx, mut y) = frame.legend(&mut svg, s.results.len() * spec.variants.len());
     for r in &s.results {
         for (variant, dash) in spec.variants.iter().zip(DASHES.iter().cycle()) {
             let _ = write!(
@@ -185,7 +129,7 @@ pub fn plot(s: &ScenarioReport, spec: &Spec) -> Result<String, String> {
                 r.policy.name(),
                 esc(&variant.label)
             );
-            y += 16.0;
+            y += ROW;
         }
     }
     svg.push_str("</g></svg>");

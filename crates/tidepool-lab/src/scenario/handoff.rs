@@ -33,9 +33,9 @@ use crossbeam_utils::Backoff;
 use crate::policy::PolicyKind;
 use crate::report::category_plot;
 use crate::report::summary::Ratio;
-use crate::report::{Claim, Column, Figure, Format, RunRecord, ScenarioReport, Verdict};
+use crate::report::{Claim, Column, Figure, Format, ScenarioReport, Verdict};
 use crate::scenario::limit_churn::{fbsd, Obj};
-use crate::scenario::{param, summarize, Progress, Settings};
+use crate::scenario::{param, summarize_counts, Progress, Settings};
 
 /// The scenario's id.
 pub const ID: &str = "handoff";
@@ -409,25 +409,7 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
     }
     progress.scenario_done();
     let headline = key(LIMITS[0].0);
-    let results = policies
-        .iter()
-        .filter_map(|&kind| {
-            let runs: Vec<RunRecord> = records
-                .remove(&kind)?
-                .into_iter()
-                .map(|mut metrics| {
-                    metrics.insert("failures".into(), 0.0);
-                    RunRecord {
-                        metrics,
-                        series: Default::default(),
-                        first_failure: None,
-                        pressure: Default::default(),
-                    }
-                })
-                .collect();
-            Some(summarize(kind, runs, &headline))
-        })
-        .collect();
+    let results = summarize_counts(&policies, records, &headline);
     let mut columns = Vec::new();
     for &(tag, _) in &LIMITS {
         let name = limit_name(tag);

@@ -410,6 +410,35 @@ pub(crate) fn summarize(kind: PolicyKind, runs: Vec<RunRecord>, headline: &str) 
     }
 }
 
+/// Per policy in `policies` that has runs in `records`, in that order: its
+/// runs (metrics only, no time series, no failed creations) summarized
+/// around `headline`. For the scenarios that measure a run as a whole.
+pub(crate) fn summarize_counts(
+    policies: &[PolicyKind],
+    mut records: BTreeMap<PolicyKind, Vec<BTreeMap<String, f64>>>,
+    headline: &str,
+) -> Vec<PolicyResult> {
+    policies
+        .iter()
+        .filter_map(|&kind| {
+            let runs: Vec<RunRecord> = records
+                .remove(&kind)?
+                .into_iter()
+                .map(|mut metrics| {
+                    metrics.insert("failures".into(), 0.0);
+                    RunRecord {
+                        metrics,
+                        series: Default::default(),
+                        first_failure: None,
+                        pressure: Default::default(),
+                    }
+                })
+                .collect();
+            Some(summarize(kind, runs, headline))
+        })
+        .collect()
+}
+
 fn run_one(spec: &Spec<'_>, kind: PolicyKind, plan: &Plan) -> Result<RunOutput, String> {
     let policy = kind.build(&spec.env)?;
     let worker = (spec.make_worker)(plan, kind);

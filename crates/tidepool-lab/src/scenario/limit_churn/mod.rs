@@ -37,8 +37,8 @@ use std::time::Instant;
 use crate::policy::PolicyKind;
 use crate::report::summary::{times, Ratio};
 use crate::report::sweep_plot;
-use crate::report::{Claim, Column, Figure, Format, RunRecord, ScenarioReport, Verdict};
-use crate::scenario::{param, summarize, Progress, Settings};
+use crate::report::{Claim, Column, Figure, Format, ScenarioReport, Verdict};
+use crate::scenario::{param, summarize_counts, Progress, Settings};
 use crate::seeds::published;
 
 /// The scenario's id.
@@ -431,25 +431,7 @@ pub(crate) fn run_sized(
     let (probe_private, probe_shared) = probe::contention();
     progress.scenario_done();
     let headline = key("lo", CLAIM_THREADS);
-    let results = policies
-        .iter()
-        .filter_map(|&kind| {
-            let runs: Vec<RunRecord> = records
-                .remove(&kind)?
-                .into_iter()
-                .map(|mut metrics| {
-                    metrics.insert("failures".into(), 0.0);
-                    RunRecord {
-                        metrics,
-                        series: Default::default(),
-                        first_failure: None,
-                        pressure: Default::default(),
-                    }
-                })
-                .collect();
-            Some(summarize(kind, runs, &headline))
-        })
-        .collect();
+    let results = summarize_counts(&policies, records, &headline);
 
     let mut columns = Vec::new();
     for &(tag, _) in &LIMITS {
