@@ -1,6 +1,7 @@
 //! The C entry points of buffer pools: each checks its arguments, finds the
 //! pool through [`crate::handle`] and calls [`crate::buf`].
 
+use super::pool::new_into;
 use crate::buf::BufKind;
 use crate::config::{self, tidepool_config};
 use crate::handle::{self, Kind as PoolKind};
@@ -26,15 +27,12 @@ pub unsafe extern "C" fn tidepool_buf_pool_new(
     config: *const tidepool_config,
     out: *mut *mut crate::tidepool_pool,
 ) -> tidepool_status {
-    entry(|| {
-        let out = handle::out_ptr(out)?;
-        // SAFETY: the caller's promise.
-        let (config, common) = unsafe { config::read(config, config::Kind::Buf) }?;
-        let pool = handle::new_pool(|id| BufKind::build(&config, &common, id).map(PoolKind::Buf))?;
-        // SAFETY: checked non-null; the caller's promise.
-        unsafe { out.write(pool) };
-        Ok(TIDEPOOL_OK)
-    })
+    // SAFETY: the caller's promise.
+    unsafe {
+        new_into(config, out, config::Kind::Buf, |config, common, id| {
+            BufKind::build(config, common, id).map(PoolKind::Buf)
+        })
+    }
 }
 
 /// Takes a buffer from the pool (this thread's cache first), allocating one

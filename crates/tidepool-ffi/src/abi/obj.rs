@@ -1,6 +1,7 @@
 //! The C entry points of object pools: each checks its arguments, finds the
 //! pool through [`crate::handle`] and calls [`crate::obj`].
 
+use super::pool::new_into;
 use crate::config::{self, tidepool_config};
 use crate::handle::{self, Kind as PoolKind};
 use crate::obj::ObjKind;
@@ -46,15 +47,12 @@ pub unsafe extern "C" fn tidepool_obj_pool_new(
     config: *const tidepool_config,
     out: *mut *mut crate::tidepool_pool,
 ) -> tidepool_status {
-    entry(|| {
-        let out = handle::out_ptr(out)?;
-        // SAFETY: the caller's promise.
-        let (config, common) = unsafe { config::read(config, config::Kind::Obj) }?;
-        let pool = handle::new_pool(|id| ObjKind::build(&config, &common, id).map(PoolKind::Obj))?;
-        // SAFETY: checked non-null; the caller's promise.
-        unsafe { out.write(pool) };
-        Ok(TIDEPOOL_OK)
-    })
+    // SAFETY: the caller's promise.
+    unsafe {
+        new_into(config, out, config::Kind::Obj, |config, common, id| {
+            ObjKind::build(config, common, id).map(PoolKind::Obj)
+        })
+    }
 }
 
 /// Takes an idle object (this thread's cache first), or makes one with the

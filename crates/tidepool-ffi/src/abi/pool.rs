@@ -6,6 +6,7 @@ use std::ffi::c_char;
 
 use tidepool::pressure::Level;
 
+use crate::config::{self, tidepool_config, Common};
 use crate::handle::{self, tidepool_pool};
 use crate::stats::tidepool_stats;
 use crate::status::tidepool_status::{self, *};
@@ -31,6 +32,31 @@ fn level(level: i32) -> Result<Level> {
             ),
         )),
     }
+}
+
+/// The body of every `tidepool_*_pool_new`: reads `config` as a `kind`
+/// pool's, builds the pool with `build` (given the pool's id) and stores it
+/// in `*out`.
+///
+/// # Safety
+///
+/// `config` must point to a readable `tidepool_config` of at least the size
+/// its `size` field says; `out` must be writable.
+pub(super) unsafe fn new_into(
+    config: *const tidepool_config,
+    out: *mut *mut tidepool_pool,
+    kind: config::Kind,
+    build: impl FnOnce(&tidepool_config, &Common, u64) -> Result<handle::Kind>,
+) -> tidepool_status {
+    entry(|| {
+        let out = handle::out_ptr(out)?;
+        // SAFETY: the caller's promise.
+        let (config, common) = unsafe { config::read(config, kind) }?;
+        let pool = handle::new_pool(|id| build(&config, &common, id))?;
+        // SAFETY: checked non-null; the caller's promise.
+        unsafe { out.write(pool) };
+        Ok(TIDEPOOL_OK)
+    })
 }
 
 /// Runs `op` on a checked pool and stores its count in `*n` (if not NULL).

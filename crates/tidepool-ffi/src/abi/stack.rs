@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::pool::new_into;
 use crate::config::{self, tidepool_config};
 use crate::handle;
 use crate::stack::tidepool_stack;
@@ -30,28 +31,23 @@ pub unsafe extern "C" fn tidepool_stack_pool_new(
     config: *const tidepool_config,
     out: *mut *mut crate::tidepool_pool,
 ) -> tidepool_status {
-    entry(|| {
-        let out = handle::out_ptr(out)?;
-        // SAFETY: the caller's promise.
-        let (config, common) = unsafe { config::read(config, config::Kind::Stack) }?;
-        #[cfg(unix)]
-        {
-            let pool = handle::new_pool(|id| {
-                crate::stack::StackKind::build(&config, &common, id).map(handle::Kind::Stack)
-            })?;
-            // SAFETY: checked non-null; the caller's promise.
-            unsafe { out.write(pool) };
-            Ok(TIDEPOOL_OK)
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = (out, config, common);
-            Err(Error::new(
-                TIDEPOOL_ERR_UNSUPPORTED,
-                "stack pools need a Unix (mmap with a guard page)",
-            ))
-        }
-    })
+    // SAFETY: the caller's promise.
+    unsafe {
+        new_into(config, out, config::Kind::Stack, |config, common, id| {
+            #[cfg(unix)]
+            {
+                crate::stack::StackKind::build(config, common, id).map(handle::Kind::Stack)
+            }
+            #[cfg(not(unix))]
+            {
+                let _ = (config, common, id);
+                Err(Error::new(
+                    TIDEPOOL_ERR_UNSUPPORTED,
+                    "stack pools need a Unix (mmap with a guard page)",
+                ))
+            }
+        })
+    }
 }
 
 /// Takes a stack from the pool (this thread's cache first; no syscall),
