@@ -116,6 +116,15 @@ pub(crate) fn page_size() -> usize {
     })
 }
 
+/// The result of a call that returns 0 or -1 with `errno`.
+fn status(rc: libc::c_int) -> io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 fn check_region(addr: usize, len: usize) -> io::Result<()> {
     let page = page_size();
     if len == 0 || len % page != 0 || addr % page != 0 {
@@ -241,11 +250,7 @@ pub(crate) unsafe fn install_guard(start: NonNull<u8>, len: usize) -> io::Result
         // SAFETY: by this function's contract the region is ours and its
         // contents unneeded; markers only take access away.
         let rc = unsafe { libc::madvise(start.as_ptr().cast(), len, MADV_GUARD_INSTALL) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+        status(rc)
     }
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     Err(io::Error::from_raw_os_error(libc::EINVAL))
@@ -272,11 +277,7 @@ pub(crate) unsafe fn make_inaccessible(start: NonNull<u8>, len: usize) -> io::Re
     // SAFETY: by this function's contract the region is ours alone and
     // nothing points into it: taking access away invalidates no reference.
     let rc = unsafe { libc::mprotect(start.as_ptr().cast(), len, libc::PROT_NONE) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    status(rc)
 }
 
 /// Makes `[start, start + len)` readable and writable (`mprotect`). Inside
@@ -304,11 +305,7 @@ pub(crate) unsafe fn make_writable(start: NonNull<u8>, len: usize) -> io::Result
             libc::PROT_READ | libc::PROT_WRITE,
         )
     };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    status(rc)
 }
 
 /// Unmaps `[start, start + len)`.
@@ -385,11 +382,7 @@ pub(crate) unsafe fn release_pages(start: NonNull<u8>, len: usize) -> io::Result
     // SAFETY: by this function's contract the region is private anonymous
     // memory of ours whose contents nobody needs.
     let rc = unsafe { libc::madvise(start.as_ptr().cast(), len, RELEASE_ADVICE) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    status(rc)
 }
 
 /// How many bytes of `[start, start + len)` are resident in RAM now
