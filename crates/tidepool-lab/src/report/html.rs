@@ -209,13 +209,7 @@ fn scenario(h: &mut String, s: &ScenarioReport) {
         let _ = write!(h, "<td class=\"n\">{}</td></tr>", per.join(" · "));
     }
     h.push_str("</tbody></table>");
-    let (raised, withheld) = s
-        .results
-        .iter()
-        .flat_map(|r| &r.runs)
-        .fold((0, 0), |(a, b), run| {
-            (a + run.pressure.raised, b + run.pressure.withheld)
-        });
+    let (raised, withheld) = s.machine_signals();
     let _ = write!(
         h,
         "<p class=\"fine\">Medians over the runs. Pressure signals: what each policy's pool \

@@ -317,6 +317,17 @@ impl ScenarioReport {
     pub fn result(&self, policy: PolicyKind) -> Option<&PolicyResult> {
         self.results.iter().find(|r| r.policy == policy)
     }
+
+    /// The machine's pressure signals over every run of every policy:
+    /// `(raised, withheld)` (see [`PressureCounts`]).
+    pub fn machine_signals(&self) -> (u64, u64) {
+        self.results
+            .iter()
+            .flat_map(|r| &r.runs)
+            .fold((0, 0), |(a, b), run| {
+                (a + run.pressure.raised, b + run.pressure.withheld)
+            })
+    }
 }
 
 impl PolicyResult {

@@ -243,13 +243,7 @@ pub fn render(report: &Report) -> String {
             continue;
         }
         out.push_str(&scenario_table(s));
-        let (raised, withheld) = s
-            .results
-            .iter()
-            .flat_map(|r| &r.runs)
-            .fold((0, 0), |(a, b), run| {
-                (a + run.pressure.raised, b + run.pressure.withheld)
-            });
+        let (raised, withheld) = s.machine_signals();
         let _ = writeln!(
             out,
             "  signals: received by the policy, all runs; machine: {raised} raised, {withheld} \

@@ -174,39 +174,28 @@ impl Local<'_> {
         }
         let old = free.pop_front();
         drop(free);
-        match old {
-            Some(mut obj) => {
-                // vnlru_free_locked: the oldest free object loses its
-                // identity (and its count); the allocation reuses it.
-                s.numvnodes.fetch_sub(1, Ordering::Relaxed);
-                self.counter_writes += 1;
-                if !bumped {
-                    s.numvnodes.fetch_add(1, Ordering::Relaxed);
-                    self.counter_writes += 1;
-                }
-                self.recycled += 1;
-                obj.reset(key);
-                obj
-            }
-            None => {
-                // Every free object sits in some thread's batch: take one of
-                // ours, or (no more than 8 per thread over the limit) make
-                // one, as FreeBSD does after its wait.
-                if let Some(mut obj) = self.batch.pop() {
-                    s.numvnodes.fetch_sub(1, Ordering::Relaxed);
-                    self.counter_writes += 1;
-                    if !bumped {
-                        s.numvnodes.fetch_add(1, Ordering::Relaxed);
-                        self.counter_writes += 1;
-                    }
-                    self.recycled += 1;
-                    obj.reset(key);
-                    obj
-                } else {
-                    self.alloc_fresh(key, bumped)
-                }
-            }
+        // The free list is empty while every free object sits in some
+        // thread's batch: then take one of ours, or (no more than 8 per
+        // thread over the limit) make one, as FreeBSD does after its wait.
+        match old.or_else(|| self.batch.pop()) {
+            Some(obj) => self.recycle(obj, key, bumped),
+            None => self.alloc_fresh(key, bumped),
         }
+    }
+
+    /// `vnlru_free_locked`: a free object loses its identity (and its
+    /// count); the allocation reuses it.
+    fn recycle(&mut self, mut obj: Box<Obj>, key: u64, bumped: bool) -> Box<Obj> {
+        let s = self.shared;
+        s.numvnodes.fetch_sub(1, Ordering::Relaxed);
+        self.counter_writes += 1;
+        if !bumped {
+            s.numvnodes.fetch_add(1, Ordering::Relaxed);
+            self.counter_writes += 1;
+        }
+        self.recycled += 1;
+        obj.reset(key);
+        obj
     }
 
     fn alloc_fresh(&mut self, key: u64, bumped: bool) -> Box<Obj> {
