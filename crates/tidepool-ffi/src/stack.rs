@@ -1,5 +1,6 @@
-//! Stack pools: guarded coroutine stacks from a [`StackPool`], described to
-//! C by a `tidepool_stack`, with a 64-byte header in the top of each stack.
+//! Stack pools: guarded coroutine stacks from a
+//! [`StackPool`](tidepool::stack::StackPool), described to C by a
+//! `tidepool_stack`, with a 64-byte header in the top of each stack.
 //!
 //! ```text
 //!  guard page │ usable (RW) ... ◄── grows down ──   │ StackHeader (64 B) │

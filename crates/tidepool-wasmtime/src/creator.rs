@@ -11,7 +11,7 @@ use crate::{PooledFiberStack, PooledMemoryCreator};
 
 /// wasmtime's [`StackCreator`] over a [`StackPool`]: install it with
 /// [`Config::with_host_stack`], or in one line with
-/// [`ConfigExt::pooled_stacks`](crate::ConfigExt::pooled_stacks).
+/// [`ConfigExt::pooled_stacks`].
 ///
 /// wasmtime's on-demand instance allocator (the default) asks its stack
 /// creator for a stack when a store first runs wasm on a fiber

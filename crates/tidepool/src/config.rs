@@ -487,7 +487,7 @@ impl<M> Builder<M> {
         self
     }
 
-    /// Purges idle objects ([`Manage::purge`](crate::Manage::purge): a
+    /// Purges idle objects ([`Manage::purge`]: a
     /// stack's or a memory's pages released, the mapping kept) once they
     /// have sat unused for about `delay` (between one and two delays), in
     /// the depot and in thread caches untouched that long, instead of only
@@ -544,7 +544,7 @@ impl<M> Builder<M> {
     /// most [`MAX_RECLAIM_INTERVAL`]).
     /// Idle objects that sat unused through two whole intervals are
     /// destroyed; ones unused through one are purged
-    /// ([`Manage::purge`](crate::Manage::purge)); a thread cache unused for a
+    /// ([`Manage::purge`]); a thread cache unused for a
     /// whole interval is taken back to the depot, where its objects, idle
     /// through that interval already, are destroyed at the next boundary if
     /// nothing uses them; a busy one gives back (trims) what it held

@@ -78,7 +78,7 @@
 //! beyond the counter bump the statistics need anyway.
 //!
 //! A remote revoker stores `REVOKING`, runs one process-wide barrier
-//! ([`heavy_fence`](crate::fence::heavy_fence), `membarrier(2)`), then reads
+//! ([`heavy_fence`], `membarrier(2)`), then reads
 //! `entered` and the counters (`Acquire`). The barrier guarantees that either
 //! the owner's check sees `REVOKING`, or the revoker sees the owner's entry;
 //! so the revoker takes the cache only when the owner is outside its access
