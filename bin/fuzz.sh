@@ -6,6 +6,7 @@
 #   bin/fuzz.sh            60 seconds (what .ci/run does)
 #   bin/fuzz.sh 3600       an hour; -jobs on every core: FUZZ_JOBS=2 bin/fuzz.sh 3600
 #   bin/fuzz.sh --cmin     shrink the checked-in corpus to what covers the same
+#                          (the named regression inputs stay)
 #
 # Needs nightly and cargo-fuzz (installed here if missing, from crates.io).
 # Inputs that found something land in fuzz/artifacts/c_abi/; rerun one with
@@ -24,7 +25,12 @@ rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^ru
     rustup component add rust-src --toolchain nightly >&2
 
 if [[ "${1:-}" == "--cmin" ]]; then
-    exec cargo +nightly fuzz cmin c_abi corpus/c_abi
+    cargo +nightly fuzz cmin c_abi corpus/c_abi
+    # cmin keeps what adds coverage; a finding's input, checked in under a
+    # name of its own (not a hash), stays whatever it covers.
+    git -C "$root" ls-files 'fuzz/corpus/c_abi/*' | grep -v '/[0-9a-f]\{40\}$' |
+        xargs -r git -C "$root" checkout --
+    exit 0
 fi
 seconds="${1:-60}"
 jobs="${FUZZ_JOBS:-1}"
