@@ -160,6 +160,18 @@ fn a_burst_past_batch_size_is_refused_naming_the_field() {
     );
 }
 
+/// A pool that moves objects in batches of 4, with no background reclaimer
+/// (the tests drive every teardown themselves).
+fn pool_of_batches_of_4(m: Batching) -> Arc<Pool<Batching>> {
+    Arc::new(
+        Pool::builder(m)
+            .batch_size(4)
+            .background(false)
+            .build()
+            .unwrap(),
+    )
+}
+
 /// Fills `pool`'s depot with `n` idle objects (a helper thread's cache,
 /// handed over at its exit).
 fn fill_depot(pool: &Arc<Pool<Batching>>, n: usize) {
@@ -172,13 +184,7 @@ fn fill_depot(pool: &Arc<Pool<Batching>>, n: usize) {
 #[test]
 fn a_drain_tears_down_whole_batches_with_destroy_batch() {
     let (m, ledger, calls) = Batching::new();
-    let pool = Arc::new(
-        Pool::builder(m)
-            .batch_size(4)
-            .background(false)
-            .build()
-            .unwrap(),
-    );
+    let pool = pool_of_batches_of_4(m);
     fill_depot(&pool, 16);
     assert_eq!(pool.drain_blocking(), 16);
     let sizes = calls.destroy_batch.lock().unwrap().clone();
@@ -196,13 +202,7 @@ fn a_drain_tears_down_whole_batches_with_destroy_batch() {
 #[test]
 fn a_panicking_destroy_batch_leaves_counts_exact_and_resumes_on_the_caller() {
     let (m, ledger, calls) = Batching::new();
-    let pool = Arc::new(
-        Pool::builder(m)
-            .batch_size(4)
-            .background(false)
-            .build()
-            .unwrap(),
-    );
+    let pool = pool_of_batches_of_4(m);
     fill_depot(&pool, 16);
     calls.panic_destroy_batch.store(true, SeqCst);
     let panic = catch_unwind(AssertUnwindSafe(|| pool.drain_blocking())).unwrap_err();
@@ -219,13 +219,7 @@ fn a_panicking_destroy_batch_leaves_counts_exact_and_resumes_on_the_caller() {
 #[test]
 fn a_panicking_destroy_batch_in_the_pool_drop_is_contained() {
     let (m, ledger, calls) = Batching::new();
-    let pool = Arc::new(
-        Pool::builder(m)
-            .batch_size(4)
-            .background(false)
-            .build()
-            .unwrap(),
-    );
+    let pool = pool_of_batches_of_4(m);
     fill_depot(&pool, 12);
     calls.panic_destroy_batch.store(true, SeqCst);
     drop(pool); // must not unwind
@@ -236,26 +230,14 @@ fn a_panicking_destroy_batch_in_the_pool_drop_is_contained() {
 #[test]
 fn a_purge_goes_through_purge_batch_and_a_panic_destroys_the_batch() {
     let (m, ledger, calls) = Batching::new();
-    let pool = Arc::new(
-        Pool::builder(m)
-            .batch_size(4)
-            .background(false)
-            .build()
-            .unwrap(),
-    );
+    let pool = pool_of_batches_of_4(m);
     fill_depot(&pool, 8);
     assert_eq!(pool.purge(), 8);
     assert_eq!(*calls.purge_batch.lock().unwrap(), vec![4, 4]);
     assert_eq!(pool.stats().idle_purged, 8);
 
     let (m2, ledger2, calls2) = Batching::new();
-    let pool2 = Arc::new(
-        Pool::builder(m2)
-            .batch_size(4)
-            .background(false)
-            .build()
-            .unwrap(),
-    );
+    let pool2 = pool_of_batches_of_4(m2);
     fill_depot(&pool2, 8);
     calls2.panic_purge_batch.store(true, SeqCst);
     let panic = catch_unwind(AssertUnwindSafe(|| pool2.purge())).unwrap_err();
