@@ -747,6 +747,41 @@
 //! the time the last of {`drop(pool)`, the owned guards} returns (unless a
 //! thread is exiting at that very moment).
 //!
+//! ## Many pools per thread
+//!
+//! A process may hold thousands of pools, and a thread may move among them.
+//! Three costs would otherwise grow with the number of pools:
+//!
+//! * **The thread's list of pools** (the `Weak`s its exit visits,
+//!   `cache/thread.rs`). A slot remembers that its thread already listed its
+//!   pool (`watched`), so a cache re-claimed after the reclaimer took it back
+//!   never touches the list. Dropped pools are swept from the list when it has
+//!   doubled since the last sweep: O(1) amortized per cache, and at most
+//!   `2 × live + 16` entries however many pools come and go.
+//! * **Per-thread caches the thread never comes back to in time.** A thread
+//!   keeps at most `MAX_CACHES` caches across all pools; in the others it
+//!   gets and puts through the depot (one lock, the slot-less path, which
+//!   allocates no slot). Once it has been refused `8 × MAX_CACHES` caches, it
+//!   asks each listed pool whether its cache is still claimed and gives up
+//!   those the reclaimer took back for sitting idle, so the caches go to the
+//!   pools it keeps using:
+//!
+//!   ```text
+//!   cached(thread) = |list(thread)| <= MAX_CACHES
+//!   sweep work <= MAX_CACHES per 8 × MAX_CACHES refusals
+//!   ```
+//! * **The reclaimer's rounds.** The registry keeps each pool's next deadline
+//!   in a heap; a round ticks only the pools that are due (O(log P) each),
+//!   and a pool that arms itself sets its deadline to its next pass and wakes
+//!   the reclaimer only if it sleeps past that, so building a pool and its
+//!   first get make no system call. The CPU count a pool sizes its teardown
+//!   by is read once and re-read by the reclaimer at most once a second
+//!   (`os/thread.rs`), not on every build.
+//!
+//! `tests/scale.rs` counts the list work and the caches kept;
+//! `tidepool-bench`'s `many_pools` measures all of it against a
+//! `Mutex<Vec>` per pool ([`performance`](crate::performance) has the figures).
+//!
 //! # Owned guards
 //!
 //! An owned guard ([`OwnedPooled`](crate::OwnedPooled)) holds an uncounted

@@ -365,11 +365,12 @@ fn a_short_interval_is_not_stuck_behind_a_long_one() {
                 .unwrap(),
         );
         fill(&long, 10);
-        let reads = || long_clock.reclaimer_reads.load(SeqCst);
-        // The reclaimer has looked at the long pool (and so sleeps on its
-        // hour-long interval).
-        let (_, ok) = wait_until(PATIENCE, reads, |&n| n > 0);
-        assert!(ok, "the reclaimer never looked at the long pool");
+        // The long pool armed itself with its next pass an hour away: the
+        // reclaimer ran a round for it and sleeps on that deadline.
+        let rounds = || tidepool::reclaim::status().rounds;
+        let (_, ok) = wait_until(PATIENCE, rounds, |&n| n > 0);
+        assert!(ok, "the reclaimer never ran");
+        settle(rounds);
 
         let (manager, short_ledger) = Counting::new();
         let short = Arc::new(
@@ -379,10 +380,9 @@ fn a_short_interval_is_not_stuck_behind_a_long_one() {
                 .build()
                 .unwrap(),
         );
-        // Registering woke the reclaimer for a round (which saw the short
-        // pool empty). Let it settle back to sleep on the long interval: no
-        // visit to the long pool for a while.
-        settle(reads);
+        // Registering an empty pool gives the reclaimer nothing to do: it
+        // still sleeps on the long pool's hour.
+        settle(rounds);
 
         fill(&short, 10);
         let s = wait_stats(

@@ -93,7 +93,7 @@ use super::credit::Credit;
 use super::local::LocalCache;
 use super::thread;
 use crate::fence::{heavy_fence, light_fence};
-use crate::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use crate::sync::{back_off, OwnerCounter, UnsafeCell};
 
 const UNCLAIMED: u8 = 0;
@@ -184,6 +184,12 @@ pub(crate) struct Slot<T> {
     /// `removed` as the pass read it for that request: what the owner
     /// removed since has left the cache: it cannot be given back.
     trim_removed: AtomicUsize,
+    /// The thread whose id indexes the slot has the pool in its list of
+    /// pools to hand caches back to at exit ([`thread::watch`]). Touched
+    /// only by that thread (set at its first claim, cleared at its exit);
+    /// the id registry's lock orders one owner's last access before the
+    /// next owner's first.
+    watched: AtomicBool,
 }
 
 // SAFETY: `Slot` is shared between threads only through `&Slot`, and the one
@@ -211,6 +217,7 @@ impl<T> Default for Slot<T> {
             removed: AtomicUsize::new(0),
             trim: AtomicUsize::new(0),
             trim_removed: AtomicUsize::new(0),
+            watched: AtomicBool::new(false),
         }
     }
 }
@@ -398,6 +405,21 @@ impl<'a, T> LocalSlot<'a, T> {
     #[inline(always)]
     pub(crate) fn is_active(&self) -> bool {
         self.slot.state.load(Ordering::Relaxed) == ACTIVE
+    }
+
+    /// Whether this thread's exit already hands the slot's cache back
+    /// ([`thread::watch`] was asked for the slot's pool).
+    #[inline]
+    pub(crate) fn is_watched(&self) -> bool {
+        self.slot.watched.load(Ordering::Relaxed)
+    }
+
+    /// Records whether this thread's exit hands the slot's cache back: set
+    /// once the pool is watched, cleared at thread exit, so the next
+    /// thread with this id watches it again.
+    #[inline]
+    pub(crate) fn set_watched(&self, on: bool) {
+        self.slot.watched.store(on, Ordering::Relaxed);
     }
 
     /// Claims the slot for the calling thread (or re-claims it after a
@@ -775,6 +797,22 @@ impl<'a, T> LocalSlot<'a, T> {
     /// one load and one store).
     pub(crate) fn count_destroyed(&self, n: u64) {
         self.slot.destroyed.add_release(n);
+    }
+
+    /// Gives the slot up if a revoker took its cache (`REVOKED`: it holds
+    /// nothing) or it was never claimed; `true` if it is given up
+    /// (`UNCLAIMED`). A cache still claimed, or asked to flush or trim
+    /// (it holds objects its owner hands over at its next access), is
+    /// kept.
+    pub(crate) fn give_up_if_revoked(&self) -> bool {
+        let state = self.slot.state.load(Ordering::Acquire);
+        state == UNCLAIMED
+            || (state == REVOKED
+                && self
+                    .slot
+                    .state
+                    .compare_exchange(REVOKED, UNCLAIMED, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok())
     }
 
     /// Gives the slot up at thread exit: empties the cache and lets the next

@@ -39,6 +39,13 @@ pub(crate) trait ThreadExit: Send + Sync {
     /// Called on the exiting thread `tid`, from its TLS destructor, once per
     /// pool it used: move its cache back to the depot.
     fn thread_exit(&self, tid: usize);
+
+    /// Called on thread `tid` by a sweep of its list ([`watch`]): whether
+    /// its cache in this pool is still claimed. A cache the reclaimer took
+    /// back (it holds nothing) is given up instead, as at thread exit, and
+    /// the answer is `false`: the pool leaves the list, and the thread may
+    /// take a cache elsewhere.
+    fn still_cached(&self, tid: usize) -> bool;
 }
 
 /// This thread's id, and the slot it last looked up: the table it belongs
@@ -129,28 +136,163 @@ pub(crate) fn exit_now() {
     let _ = GUARD.try_with(ThreadGuard::exit);
 }
 
-/// Asks for `pool.thread_exit(tid)` when this thread exits. Returns `false`
-/// (and asks nothing) while the thread's thread-locals are being destroyed.
+/// The most thread caches one thread keeps, across all pools.
+///
+/// A thread cache pays off when its thread comes back to the pool while
+/// the cache is still in the CPU's caches. A thread that moves among
+/// thousands of pools comes back to each too seldom for that: a cache in
+/// each would only multiply the memory it touches (a cache's slot, its
+/// batch and objects, per pool) until every get misses. So a thread keeps
+/// at most this many; in the other pools it gets and puts through the
+/// depot (the slot-less path: one lock, as a locked free list costs). A
+/// cache the reclaimer takes back for sitting idle makes room at the
+/// thread's next sweep (see [`Watched`]), so the caches go to the pools
+/// the thread keeps using.
+pub(crate) const MAX_CACHES: usize = 1024;
+
+/// Asks for `pool.thread_exit(tid)` when this thread exits, and admits a
+/// new cache in `pool` ([`MAX_CACHES`]). Returns `false` (and asks
+/// nothing) when the thread has its fill of caches, or while its
+/// thread-locals are being destroyed: the caller then takes the slot-less
+/// path.
+///
+/// The caller asks once per cache: a slot remembers that its thread is
+/// watching ([`LocalSlot::is_watched`](super::LocalSlot::is_watched)), so
+/// a thread that re-claims its cache after the reclaimer took it back does
+/// not come here again. Each call is O(1), amortized (see [`Watched`]).
 #[cold]
-pub(crate) fn watch(pool: Weak<dyn ThreadExit>) -> bool {
+pub(crate) fn watch(pool: impl FnOnce() -> Weak<dyn ThreadExit>) -> bool {
+    let Ok((tid, admit)) = GUARD.try_with(|guard| (guard.tid, guard.pools.borrow_mut().admit()))
+    else {
+        return false;
+    };
+    match admit {
+        Admit::Yes => {}
+        Admit::No => return false,
+        Admit::AfterSweep(list) => {
+            // Outside the borrow: `still_cached` runs no user code, but the
+            // last reference to a pool may be dropped here (its drop is).
+            let mut kept = Vec::with_capacity(list.len());
+            for weak in list {
+                if let Some(strong) = weak.upgrade() {
+                    if strong.still_cached(tid) {
+                        kept.push(weak);
+                    }
+                }
+            }
+            let room = GUARD
+                .try_with(|guard| guard.pools.borrow_mut().after_sweep(kept))
+                .unwrap_or(false);
+            if !room {
+                return false;
+            }
+        }
+    }
+    GUARD
+        .try_with(|guard| guard.pools.borrow_mut().push(pool()))
+        .is_ok()
+}
+
+/// What [`Watched::admit`] decided.
+enum Admit {
+    Yes,
+    No,
+    /// Full, and due for a sweep: the list, taken out.
+    AfterSweep(Vec<Weak<dyn ThreadExit>>),
+}
+
+/// The pools this thread keeps a cache in (claimed, or taken back by the
+/// reclaimer and not yet given up), as `Weak`s.
+///
+/// Two kinds of sweep keep it short, each run after more cheap calls than
+/// it visits entries, so every call is O(1) amortized:
+///
+/// * a push sweeps out dropped pools when the list has doubled since the
+///   last push sweep left it, so the list holds at most twice the live
+///   pools this thread caches in (plus [`MIN_SWEEP`]) however many pools
+///   come and go;
+/// * a thread at [`MAX_CACHES`] asks each pool whether its cache is still
+///   claimed ([`ThreadExit::still_cached`]) once it has been refused
+///   [`REFUSALS_PER_SWEEP`] new caches, and forgets those that are not.
+#[derive(Default)]
+struct Watched {
+    pools: Vec<Weak<dyn ThreadExit>>,
+    /// The length at which the next push sweeps.
+    sweep_at: usize,
+    /// Caches refused since the last full sweep.
+    refused: usize,
+    /// Entries pushed and visited by sweeps, for the tests' work counts.
+    #[cfg(test)]
+    work: (u64, u64),
+}
+
+/// The smallest list that is swept.
+const MIN_SWEEP: usize = 16;
+
+/// Refusals between two sweeps of a full list: each visits up to
+/// [`MAX_CACHES`] pools (an atomic increment on each), so this many
+/// refusals keep that below one visit in eight.
+const REFUSALS_PER_SWEEP: usize = 8 * MAX_CACHES;
+
+impl Watched {
+    fn admit(&mut self) -> Admit {
+        if self.pools.len() < MAX_CACHES {
+            return Admit::Yes;
+        }
+        self.refused += 1;
+        if self.refused < REFUSALS_PER_SWEEP {
+            return Admit::No;
+        }
+        self.refused = 0;
+        #[cfg(test)]
+        {
+            self.work.1 += self.pools.len() as u64;
+        }
+        Admit::AfterSweep(std::mem::take(&mut self.pools))
+    }
+
+    /// Puts back what a full sweep kept; `true` if there is room now.
+    /// Pools watched meanwhile (by a drop the sweep caused) stay.
+    fn after_sweep(&mut self, mut kept: Vec<Weak<dyn ThreadExit>>) -> bool {
+        kept.append(&mut self.pools);
+        self.pools = kept;
+        self.sweep_at = (2 * (self.pools.len() + 1)).max(MIN_SWEEP);
+        self.pools.len() < MAX_CACHES
+    }
+
+    fn push(&mut self, pool: Weak<dyn ThreadExit>) {
+        #[cfg(test)]
+        {
+            self.work.0 += 1;
+        }
+        if self.pools.len() + 1 >= self.sweep_at {
+            #[cfg(test)]
+            {
+                self.work.1 += self.pools.len() as u64;
+            }
+            self.pools.retain(|p| p.strong_count() > 0);
+            self.sweep_at = (2 * (self.pools.len() + 1)).max(MIN_SWEEP);
+        }
+        self.pools.push(pool);
+    }
+}
+
+/// This thread's watch work so far: `(pushes, entries visited by sweeps)`,
+/// and the list's length now.
+#[cfg(test)]
+pub(crate) fn watch_work() -> (u64, u64, usize) {
     GUARD
         .try_with(|guard| {
-            let mut pools = guard.pools.borrow_mut();
-            // Forget pools that are gone, so the list stays as long as the
-            // number of live pools this thread has used; a pool re-claimed
-            // after its cache was taken back is already listed.
-            pools.retain(|p| p.strong_count() > 0);
-            if !pools.iter().any(|p| Weak::ptr_eq(p, &pool)) {
-                pools.push(pool);
-            }
+            let w = guard.pools.borrow();
+            (w.work.0, w.work.1, w.pools.len())
         })
-        .is_ok()
+        .unwrap_or_default()
 }
 
 /// Owns this thread's id and its list of pools; dropped at thread exit.
 struct ThreadGuard {
     tid: usize,
-    pools: RefCell<Vec<Weak<dyn ThreadExit>>>,
+    pools: RefCell<Watched>,
     /// The id has been given back; nothing may use it any more.
     exited: Cell<bool>,
 }
@@ -163,7 +305,7 @@ impl ThreadGuard {
         let _ = HOT.try_with(|hot| hot.tid.set(tid));
         Self {
             tid,
-            pools: RefCell::new(Vec::new()),
+            pools: RefCell::new(Watched::default()),
             exited: Cell::new(false),
         }
     }
@@ -179,7 +321,7 @@ impl ThreadGuard {
             hot.table.set(0);
             hot.slot.set(NonNull::dangling());
         });
-        let pools = std::mem::take(&mut *self.pools.borrow_mut());
+        let pools = std::mem::take(&mut self.pools.borrow_mut().pools);
         for pool in pools {
             if let Some(pool) = pool.upgrade() {
                 pool.thread_exit(self.tid);

@@ -18,6 +18,8 @@
 use std::io;
 use std::thread::{Builder, JoinHandle};
 
+use crate::sync::process::{AtomicU64, Ordering};
+
 /// Starts `f` on a new thread named `name` that blocks every signal but
 /// the fault signals (see the module docs).
 ///
@@ -38,12 +40,36 @@ where
 
 /// The CPUs this process may use (`available_parallelism`: its affinity
 /// mask and cgroup quota); 1 if that cannot be read.
+///
+/// Reading them costs a few file reads under a cgroup (`cpu.max` and its
+/// parents), far more than building a pool, so the count is read once and
+/// kept. It can change at any time (`sched_setaffinity`, a new cgroup
+/// quota), so the reclaimer thread reads it again at most once a second
+/// ([`refresh_cpus`]), off every caller's path; a process without a
+/// reclaimer keeps its first reading. A failed read is not kept.
 pub(crate) fn cpus() -> usize {
+    match CPUS.load(Ordering::Relaxed) {
+        0 => refresh_cpus(),
+        n => n as usize,
+    }
+}
+
+/// Reads the CPU count again and keeps it (see [`cpus`]); returns it.
+pub(crate) fn refresh_cpus() -> usize {
     if super::fault::check(super::fault::Call::SystemCount).is_err() {
         return 1;
     }
-    std::thread::available_parallelism().map_or(1, usize::from)
+    match std::thread::available_parallelism() {
+        Ok(n) => {
+            CPUS.store(n.get() as u64, Ordering::Relaxed);
+            n.get()
+        }
+        Err(_) => 1,
+    }
 }
+
+/// The CPU count last read; 0 before the first read.
+static CPUS: AtomicU64 = AtomicU64::new(0);
 
 /// The calling thread's signal mask set to "all blocked" for as long as
 /// this lives; the previous mask comes back on drop.

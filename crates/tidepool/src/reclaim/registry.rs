@@ -18,11 +18,23 @@
 //!   the tick), and registering takes the lock, which nobody holds;
 //! * a `busy` mark left by a reclaimer that did not survive a `fork` belongs
 //!   to an older fork generation and is ignored.
+//!
+//! # Deadlines
+//!
+//! Each entry keeps the time its pool next wants a tick (`due`), and a heap
+//! orders those times (`timers`), so a round ticks only the pools that are
+//! due: with P pools, one due costs O(log P), not a walk over all P. A pool
+//! that disarms has no deadline and is not in the heap until it arms itself
+//! ([`Registry::schedule`]). A heap item whose time no longer matches its
+//! entry's `due` (a sooner one was set, or the entry went) is stale and
+//! skipped when it comes up.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io;
 use std::sync::{Arc, Weak};
 use std::thread::ThreadId;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
@@ -45,8 +57,15 @@ pub(crate) type DefaultSources = fn() -> Vec<io::Result<Box<dyn Source>>>;
 #[derive(Debug)]
 pub(crate) struct Ticket(Key);
 
+impl Ticket {
+    /// The pool's entry.
+    pub(crate) fn key(&self) -> Key {
+        self.0
+    }
+}
+
 /// An entry's index, and a serial so a reused index is not mistaken for it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Key {
     index: usize,
     serial: u64,
@@ -58,6 +77,9 @@ struct Entry {
     pool: Option<Weak<dyn Background>>,
     /// Who is running the pool's tick right now.
     busy: Option<Busy>,
+    /// When the pool next wants a tick; `None` while it is disarmed (or
+    /// its tick is running: the round sets the next one after it).
+    due: Option<Instant>,
 }
 
 #[derive(Clone, Copy)]
@@ -77,6 +99,16 @@ pub(crate) struct Registry {
     entries: Vec<Option<Entry>>,
     free: Vec<usize>,
     next_serial: u64,
+    /// Entries whose pool is open (added and not closed).
+    open: usize,
+    /// `(due, index, serial)` of the entries with a deadline, soonest
+    /// first; stale items are skipped (see the module docs).
+    timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
+    /// What the reclaimer sleeps until: `Some(None)` for no timeout,
+    /// `None` while it is in a round (it reads the heap again before it
+    /// sleeps). A deadline set sooner than this needs a wake-up; any
+    /// other, none ([`Registry::schedule`]).
+    pub(crate) sleeping_until: Option<Option<Instant>>,
     /// Sources not yet picked up by the reclaimer thread, which owns them
     /// from then on (so it can poll them without this lock).
     pub(crate) incoming: Vec<Watched>,
@@ -103,6 +135,9 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     entries: Vec::new(),
     free: Vec::new(),
     next_serial: 0,
+    open: 0,
+    timers: BinaryHeap::new(),
+    sleeping_until: Some(None),
     incoming: Vec::new(),
     statuses: Vec::new(),
     pending: None,
@@ -131,14 +166,17 @@ pub(crate) fn unlock(mut registry: MutexGuard<'static, Registry>) {
 }
 
 impl Registry {
-    /// Adds a pool; the caller keeps the ticket and closes it on drop.
+    /// Adds a pool, with no deadline (it has nothing to reclaim until it
+    /// arms itself); the caller keeps the ticket and closes it on drop.
     pub(crate) fn add_pool(&mut self, pool: Weak<dyn Background>) -> Ticket {
         let serial = self.next_serial;
         self.next_serial += 1;
+        self.open += 1;
         let entry = Some(Entry {
             serial,
             pool: Some(pool),
             busy: None,
+            due: None,
         });
         let index = match self.free.pop() {
             Some(index) => {
@@ -151,6 +189,52 @@ impl Registry {
             }
         };
         Ticket(Key { index, serial })
+    }
+
+    /// Asks for a tick of the pool behind `key` at `at`, or sooner if it
+    /// already has a sooner deadline. Returns whether the reclaimer must
+    /// be woken for it: it sleeps past `at`.
+    #[must_use = "wake the reclaimer if asked to"]
+    pub(crate) fn schedule(&mut self, key: Key, at: Instant) -> bool {
+        let Some(entry) = self.entry_mut(key) else {
+            return false;
+        };
+        if entry.pool.is_none() || entry.due.is_some_and(|due| due <= at) {
+            return false;
+        }
+        entry.due = Some(at);
+        self.timers.push(Reverse((at, key.index, key.serial)));
+        match self.sleeping_until {
+            None => false,
+            Some(None) => true,
+            Some(Some(until)) => at < until,
+        }
+    }
+
+    /// The pools due by `now`, their deadlines cleared (each round sets
+    /// the next one from the tick's answer).
+    pub(crate) fn take_due(&mut self, now: Instant) -> Vec<Key> {
+        let mut due = Vec::new();
+        while let Some(&Reverse((at, index, serial))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            let key = Key { index, serial };
+            if let Some(entry) = self.entry_mut(key) {
+                if entry.due == Some(at) && entry.pool.is_some() {
+                    entry.due = None;
+                    due.push(key);
+                }
+            }
+        }
+        due
+    }
+
+    /// The soonest deadline, if any pool has one (maybe a stale item's:
+    /// the round it ends finds nothing due and sleeps again).
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.timers.peek().map(|&Reverse((at, _, _))| at)
     }
 
     /// The pools still registered, for one round of the reclaimer.
@@ -169,9 +253,9 @@ impl Registry {
             .collect()
     }
 
-    /// How many pools are registered and alive.
+    /// How many pools are registered and not closed.
     pub(crate) fn pool_count(&self) -> usize {
-        self.open_pools().len()
+        self.open
     }
 
     fn entry_mut(&mut self, key: Key) -> Option<&mut Entry> {
@@ -294,7 +378,9 @@ pub(crate) fn close(ticket: &Ticket, generation: u64) {
     let Some(entry) = registry.entry_mut(key) else {
         return;
     };
-    entry.pool = None;
+    if entry.pool.take().is_some() {
+        registry.open -= 1;
+    }
     while let Some(entry) = registry.entry_mut(key) {
         match entry.busy {
             Some(b) if b.generation == generation && b.thread != me => {

@@ -4,17 +4,20 @@
 //! # Rounds and deadlines
 //!
 //! One thread for every pool in the process. Each round it delivers pending
-//! pressure, ticks every registered pool (each runs its due pass and says
-//! when it next needs looking at), then sleeps in `poll(2)` until the
-//! earliest of those deadlines, a pressure source firing, or a wake-up (an
-//! eventfd on Linux, a socket pair elsewhere: [`wake`]). A pool with nothing beyond its reserve has no
-//! deadline; it is *disarmed*, and arms itself (waking the reclaimer) when
-//! it next creates an object. So the sleep always ends at the earliest
-//! deadline of all pools: the deadline set is recomputed whenever a pool
-//! registers, arms itself, or is put under a pressure hold, since each of
-//! those wakes the thread for a new round. (Before, a pool gaining its
-//! first objects only woke a reclaimer that had no deadline at all: a
-//! 50 ms pool waited out another pool's 15 s.)
+//! pressure (to every pool), ticks the pools that are due (each runs its
+//! due pass and says when it next needs looking at: its new deadline, kept
+//! in the registry's heap), then sleeps in `poll(2)` until the earliest
+//! deadline, a pressure source firing, or a wake-up (an eventfd on Linux, a
+//! socket pair elsewhere: [`wake`]). A round's work is the pools due in it,
+//! not every pool: thousands of pools whose deadlines fall at different
+//! times cost a tick each per interval, however many there are.
+//!
+//! A pool with nothing beyond its reserve has no deadline; it is
+//! *disarmed*, and arms itself when it next creates an object
+//! ([`wake_pool`]: due now, and a wake-up). A pool is due at once when it
+//! registers, arms itself, leaves teardown work, or is put under a
+//! pressure hold, so the sleep always ends at the earliest deadline of all
+//! pools (a 50 ms pool never waits out another pool's 15 s).
 //!
 //! # Supervision
 //!
@@ -34,7 +37,7 @@
 //! the same deadlines and wake-ups, and watches no sources.
 
 use std::sync::Weak;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::fork;
 use super::registry::{self, Background, DefaultSources, Orphan, Registry, Ticket, Watched};
@@ -62,9 +65,14 @@ pub(crate) fn register(pool: Weak<dyn Background>, defaults: DefaultSources) -> 
     registry.default_sources.get_or_insert(defaults);
     let ticket = registry.add_pool(pool);
     let stale = start_if_needed(&mut registry);
+    // A new pool holds nothing to reclaim: the reclaimer needs a round
+    // only for sources it has not picked up yet (the first pool's).
+    let news = !registry.incoming.is_empty();
     registry::unlock(registry);
     drop(stale);
-    wake();
+    if news {
+        wake();
+    }
     ticket
 }
 
@@ -130,6 +138,21 @@ pub(crate) fn adopt(orphan: Orphan) {
     registry::unlock(registry);
     drop(stale);
     wake();
+}
+
+/// The pool holding `ticket` wants a tick `after` from now (it armed
+/// itself: at its next pass; it left teardown work: now). Wakes the
+/// thread only if it sleeps past that (a syscall), and makes sure it runs.
+pub(crate) fn wake_pool(ticket: &Ticket, after: Duration) {
+    let now = Instant::now();
+    // A deadline past what an `Instant` holds is as good as a year away.
+    let at = now.checked_add(after.min(FAR)).unwrap_or(now);
+    let sooner = registry::lock().schedule(ticket.key(), at);
+    if sooner {
+        wake();
+    } else {
+        ensure_running();
+    }
 }
 
 /// Wakes the thread for a new round (starting it if it is missing).
@@ -239,42 +262,87 @@ impl Drop for Alive {
     }
 }
 
+/// The furthest deadline kept: later ones (a pool's clock far ahead) are
+/// set to this, and the pool says again when it is ticked.
+const FAR: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How often the reclaimer reads the CPU count again (`os/thread.rs`).
+const CPUS_REFRESH: Duration = Duration::from_secs(1);
+
+/// How long a pool whose tick panicked waits for the next one (a pool
+/// left armed by the panic would otherwise never come back).
+const RETRY_AFTER_PANIC: Duration = Duration::from_secs(1);
+
 /// The thread's body.
 fn run(generation: u64) {
     let _alive = Alive { generation };
     fork::enter_reclaimer();
     let mut sources: Vec<Watched> = Vec::new();
+    let mut cpus_read = Instant::now();
     loop {
         ROUNDS.fetch_add(1, Ordering::Relaxed);
-        let (pools, pending, orphans) = {
+        // The CPU count new pools size their teardown by can change at any
+        // time; it is read again here, at most once a second.
+        if cpus_read.elapsed() >= CPUS_REFRESH {
+            cpus_read = Instant::now();
+            crate::os::thread::refresh_cpus();
+        }
+        let (mut due, pending, orphans, all) = {
             let mut registry = registry::lock();
             sources.append(&mut registry.incoming);
             let orphans = std::mem::take(&mut registry.orphans);
-            (registry.open_pools(), registry.pending.take(), orphans)
+            let pending = registry.pending.take();
+            // Pressure reaches every pool, and each then ticks (a hold's
+            // end is a new deadline).
+            let all = if pending.is_some() {
+                registry.open_pools()
+            } else {
+                Vec::new()
+            };
+            // In a round: deadlines set from here on are read below.
+            registry.sleeping_until = None;
+            (registry.take_due(Instant::now()), pending, orphans, all)
         };
         for orphan in orphans {
             callbacks::contain_stray("finishing a dropped pool's teardown", orphan);
         }
         if let Some(level) = pending {
-            for &pool in &pools {
+            for &pool in &all {
                 callbacks::contain_stray("delivering memory pressure", || {
                     registry::with_pool(pool, generation, |p| p.background_pressure(level))
                 });
             }
+            due.extend(all);
+            due.sort_unstable();
+            due.dedup();
         }
-        // The earliest deadline of all pools (see the module docs).
-        let next = pools
-            .iter()
-            .filter_map(|&pool| {
-                callbacks::contain_stray("running a reclaim pass", || {
-                    registry::with_pool(pool, generation, |p| p.background_tick())
-                })
-                .flatten()
-                .flatten()
-            })
-            .min();
-        drop(pools);
-        if let Some(level) = wait(&mut sources, next) {
+        // Only the pools that are due (see the registry's deadlines).
+        let mut next = Vec::with_capacity(due.len());
+        for key in due {
+            let after = callbacks::contain_stray("running a reclaim pass", || {
+                registry::with_pool(key, generation, |p| p.background_tick())
+            });
+            match after {
+                Some(Some(Some(after))) => {
+                    let now = Instant::now();
+                    next.push((key, now.checked_add(after.min(FAR)).unwrap_or(now)));
+                }
+                // Disarmed (it arms itself again), or gone.
+                Some(_) => {}
+                None => next.push((key, Instant::now() + RETRY_AFTER_PANIC)),
+            }
+        }
+        let deadline = {
+            let mut registry = registry::lock();
+            for (key, at) in next {
+                let _ = registry.schedule(key, at);
+            }
+            let deadline = registry.next_deadline();
+            registry.sleeping_until = Some(deadline);
+            deadline
+        };
+        let timeout = deadline.map(|at| at.saturating_duration_since(Instant::now()));
+        if let Some(level) = wait(&mut sources, timeout) {
             let mut registry = registry::lock();
             registry.pending = registry.pending.max(Some(level));
         }

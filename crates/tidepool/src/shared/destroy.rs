@@ -65,7 +65,11 @@ impl<M: Manage> Shared<M> {
     /// `teardown.rs`). Panics are settled at `site`. Returns how many
     /// objects were queued.
     pub(crate) fn tear_down(&self, batches: Vec<Vec<M::Item>>, chunks: usize, site: Site) -> usize {
-        let n = self.teardown.push(batches);
+        let n = if batches.is_empty() {
+            0
+        } else {
+            self.teardown.push(batches)
+        };
         self.run_teardown(chunks, false, site);
         n
     }
@@ -116,7 +120,7 @@ impl<M: Manage> Shared<M> {
     fn wake_for_teardown(&self) {
         #[cfg(not(loom))]
         if self.config.background && self.teardown.needs_wake() {
-            crate::reclaim::scheduler::wake();
+            self.wake_reclaimer(0);
         }
     }
 

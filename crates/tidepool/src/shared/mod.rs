@@ -246,21 +246,36 @@ impl<M: Manage> Shared<M> {
         // while one is on).
         this.holding();
         let tid = thread::current_tid_or_register()?;
-        let slot = this.slots.get_or_alloc(tid);
         // SAFETY: `tid` is this thread's own id, not released (we are not in
         // its exit: `current_tid_or_register` returned it).
-        let local = unsafe { LocalSlot::new(slot) };
-        if local.is_active() {
-            return Some(Claimed {
-                slot: local,
-                refused: Vec::new(),
-                fresh: false,
-            });
-        }
-        let me: Weak<dyn ThreadExit> = Arc::downgrade(this) as Weak<Self>;
-        if !thread::watch(me) {
-            return None;
-        }
+        let found = this
+            .slots
+            .get(tid)
+            .map(|slot| unsafe { LocalSlot::new(slot) });
+        // A re-claim (after the reclaimer took the cache back, or a
+        // `trim_local`) is already watched: no list work, however many
+        // pools this thread uses. A new cache must be admitted first (at
+        // most `thread::MAX_CACHES` per thread); refused, this get or put
+        // takes the slot-less path, and no slot is allocated for it.
+        let local = match found {
+            Some(local) if local.is_active() => {
+                return Some(Claimed {
+                    slot: local,
+                    refused: Vec::new(),
+                    fresh: false,
+                });
+            }
+            Some(local) if local.is_watched() => local,
+            _ => {
+                if !thread::watch(|| Arc::downgrade(this) as Weak<Self>) {
+                    return None;
+                }
+                // SAFETY: as above.
+                let local = unsafe { LocalSlot::new(this.slots.get_or_alloc(tid)) };
+                local.set_watched(true);
+                local
+            }
+        };
         let batch = this.batch();
         let (flushed, trimmed) = local.claim(batch);
         let mut refused = if !flushed.is_empty() && this.drains_late_flushes() {
@@ -841,6 +856,26 @@ impl<M: Manage> Shared<M> {
 }
 
 impl<M: Manage> ThreadExit for Shared<M> {
+    fn still_cached(&self, tid: usize) -> bool {
+        let Some(slot) = self.slots.get(tid) else {
+            return false;
+        };
+        // SAFETY: we run on thread `tid` (a sweep of its own list), which
+        // has not released its id.
+        let local = unsafe { LocalSlot::new(slot) };
+        if !local.give_up_if_revoked() {
+            return true;
+        }
+        local.set_watched(false);
+        // Its unused places under `max_live` go back to everyone, as at
+        // thread exit.
+        if let Some(places) = &self.places {
+            let n = places.recall(|visit| visit(slot.credit()));
+            self.places_freed(places, n);
+        }
+        false
+    }
+
     fn thread_exit(&self, tid: usize) {
         probe!(ThreadExit);
         let Some(slot) = self.slots.get(tid) else {
@@ -848,7 +883,10 @@ impl<M: Manage> ThreadExit for Shared<M> {
         };
         // SAFETY: we run on thread `tid`, in its TLS destructor, before its id
         // is freed.
-        let refused = self.donate_all(unsafe { LocalSlot::new(slot) }.release());
+        let local = unsafe { LocalSlot::new(slot) };
+        // The next thread with this id watches the pool afresh.
+        local.set_watched(false);
+        let refused = self.donate_all(local.release());
         // A TLS destructor: nothing may unwind. Threads exiting en masse
         // must not all tear down at once, nor wait: this one runs the queue
         // (its own work and the others') only while it holds one of the

@@ -922,9 +922,35 @@ impl<M: Manage> Shared<M> {
             if !self.reclaim.armed.load(Ordering::Relaxed)
                 && !self.reclaim.armed.swap(true, Ordering::Relaxed)
             {
-                crate::reclaim::scheduler::wake();
+                let now = self.reclaim.now();
+                self.wake_reclaimer(self.next_tick(now).saturating_sub(now));
             }
         }
+    }
+
+    /// Asks the reclaimer for a tick of this pool `after` from now (waking
+    /// it if it sleeps past that).
+    #[cfg(not(loom))]
+    #[cold]
+    pub(crate) fn wake_reclaimer(&self, after: u64) {
+        match self.life.ticket() {
+            Some(ticket) => {
+                crate::reclaim::scheduler::wake_pool(ticket, Duration::from_nanos(after))
+            }
+            None => crate::reclaim::scheduler::wake(),
+        }
+    }
+
+    /// When this pool next needs a tick, on its clock: its next pass,
+    /// purge, or the end of a hold, whichever comes first.
+    fn next_tick(&self, now: u64) -> u64 {
+        let mut next = self.reclaim.next_pass.load(Ordering::Relaxed);
+        next = next.min(self.reclaim.next_purge.load(Ordering::Relaxed));
+        let hold = self.reclaim.hold_until.load(Ordering::Relaxed);
+        if hold != 0 {
+            next = next.min(hold);
+        }
+        next.max(now)
     }
 
     /// For the reclaimer thread: runs a due pass and says when to come back
@@ -944,13 +970,7 @@ impl<M: Manage> Shared<M> {
         self.reclaim.armed.store(true, Ordering::Relaxed);
         self.pass_if_due(Site::Reclaimer);
         let now = self.reclaim.now();
-        let mut next = self.reclaim.next_pass.load(Ordering::Relaxed);
-        next = next.min(self.reclaim.next_purge.load(Ordering::Relaxed));
-        let hold = self.reclaim.hold_until.load(Ordering::Relaxed);
-        if hold != 0 {
-            next = next.min(hold);
-        }
-        Some(Duration::from_nanos(next.saturating_sub(now)))
+        Some(Duration::from_nanos(self.next_tick(now) - now))
     }
 }
 

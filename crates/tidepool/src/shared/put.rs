@@ -290,7 +290,11 @@ impl<M: Manage> Shared<M> {
         loop {
             let Some(claimed) = Self::claim_local(this) else {
                 this.put_slotless(item, site);
-                break;
+                this.tear_down(refused, 1, site);
+                if window_due {
+                    this.upkeep(true);
+                }
+                return;
             };
             let slot = claimed.slot;
             refused.extend(claimed.refused);
@@ -334,11 +338,18 @@ impl<M: Manage> Shared<M> {
         this.upkeep(window_due);
     }
 
+    /// A put by a thread with no cache here (exiting, or at its fill of
+    /// caches: `cache/thread.rs`): into the depot, one lock. The upkeep a
+    /// cached put does once a batch is left to the reclaimer; without one,
+    /// it runs here.
     #[cold]
     fn put_slotless(&self, item: M::Item, site: Site) {
         self.counters.slotless_returns.add(1);
         if let Err(item) = self.shelve(item) {
             self.tear_down(vec![vec![item]], 1, site);
+        }
+        if !self.config.background {
+            self.upkeep(false);
         }
     }
 }

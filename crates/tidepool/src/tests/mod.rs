@@ -16,3 +16,5 @@ mod loom_places;
 mod loom_teardown;
 #[cfg(loom)]
 mod loom_waiters;
+#[cfg(not(loom))]
+mod scale;

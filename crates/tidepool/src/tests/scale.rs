@@ -1,0 +1,170 @@
+//! Many pools per thread: the work a thread does to keep its list of pools
+//! (handed their caches back at exit) stays O(1) per claim, and the list
+//! does not grow as pools come and go.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::cache::thread::watch_work;
+use crate::{Manage, Pool};
+
+/// A manager that counts what it makes and destroys.
+#[derive(Default)]
+struct Counting {
+    made: AtomicUsize,
+    destroyed: AtomicUsize,
+}
+
+impl Manage for &'static Counting {
+    type Item = u64;
+    type Error = std::convert::Infallible;
+    fn create(&self) -> Result<u64, Self::Error> {
+        self.made.fetch_add(1, Ordering::Relaxed);
+        Ok(0)
+    }
+    fn destroy(&self, _: u64) {
+        self.destroyed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn counting() -> &'static Counting {
+    Box::leak(Box::default())
+}
+
+/// One thread claims its cache in each of 1,000 pools, has every cache
+/// taken back (`drain`, as the reclaimer does to an idle cache), and
+/// claims again, five times over. Each re-claim must not scan the list of
+/// pools: the entries visited stay a small multiple of the pools watched.
+#[test]
+fn a_reclaim_visits_no_list_of_pools() {
+    // Miri interprets every step: fewer there, enough to see a scan.
+    // Within the thread's fill of caches (see the next tests for beyond).
+    const POOLS: usize = if cfg!(miri) { 40 } else { 1_000 };
+    const _: () = assert!(POOLS <= crate::cache::thread::MAX_CACHES);
+    const ROUNDS: usize = if cfg!(miri) { 2 } else { 5 };
+    let manager = counting();
+    std::thread::spawn(move || {
+        let pools: Vec<_> = (0..POOLS)
+            .map(|_| Pool::builder(manager).background(false).build().unwrap())
+            .collect();
+        let (pushes0, visited0, _) = watch_work();
+        let mut claims = 0u64;
+        for _ in 0..ROUNDS {
+            for pool in &pools {
+                drop(pool.get().unwrap());
+                claims += 1;
+                assert!(pool.drain() >= 1, "the cache was taken back");
+            }
+        }
+        let (pushes, visited, len) = watch_work();
+        let (pushes, visited) = (pushes - pushes0, visited - visited0);
+        assert!(
+            visited <= 2 * claims,
+            "{visited} list entries visited for {claims} claims"
+        );
+        assert_eq!(pushes, POOLS as u64, "each pool is watched once");
+        assert_eq!(len, POOLS);
+        drop(pools);
+    })
+    .join()
+    .unwrap();
+    let made = manager.made.load(Ordering::Relaxed);
+    assert!(made >= POOLS * ROUNDS, "every round created anew: {made}");
+    assert_eq!(manager.destroyed.load(Ordering::Relaxed), made);
+}
+
+/// 8 threads each make and drop 12,500 pools (100,000 in all), using each
+/// once, and keep one in a thousand: a thread's list of pools never holds
+/// more than a sweep's worth of dropped ones.
+#[test]
+fn dropped_pools_leave_nothing_in_thread_lists() {
+    const THREADS: usize = if cfg!(miri) { 2 } else { 8 };
+    const PER_THREAD: usize = if cfg!(miri) { 60 } else { 12_500 };
+    let manager = counting();
+    let longest: Vec<usize> = (0..THREADS)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut longest = 0;
+                let mut kept = Vec::new();
+                for i in 0..PER_THREAD {
+                    let pool = Pool::builder(manager).build().unwrap();
+                    drop(pool.get().unwrap());
+                    // A few stay alive throughout: the list keeps them.
+                    if i % 1_000 == 0 {
+                        kept.push(pool);
+                    }
+                    longest = longest.max(watch_work().2);
+                }
+                let (pushes, _, len) = watch_work();
+                assert_eq!(pushes, PER_THREAD as u64);
+                assert!(len >= kept.len());
+                drop(kept);
+                longest
+            })
+        })
+        .map(|t| t.join().unwrap())
+        .collect();
+    for l in longest {
+        assert!(l <= 2 * 13 + 16, "a thread's list grew to {l} entries");
+    }
+    let made = manager.made.load(Ordering::Relaxed);
+    assert!(made >= THREADS * PER_THREAD);
+    assert_eq!(manager.destroyed.load(Ordering::Relaxed), made);
+}
+
+/// A thread keeps at most `MAX_CACHES` caches: in the pools past them it
+/// gets and puts through the depot. Caches the reclaimer takes back make
+/// room, found by the sweep that refusals bring on, for the pools the
+/// thread keeps using.
+#[test]
+#[cfg_attr(miri, ignore = "builds over a thousand pools")]
+fn a_thread_keeps_at_most_max_caches() {
+    use crate::cache::thread::MAX_CACHES;
+    const EXTRA: usize = 64;
+    let manager = counting();
+    std::thread::spawn(move || {
+        let pools: Vec<_> = (0..MAX_CACHES + EXTRA)
+            .map(|_| Pool::builder(manager).background(false).build().unwrap())
+            .collect();
+        for pool in &pools {
+            drop(pool.get().unwrap());
+        }
+        let cached = |p: &Pool<&'static Counting>| p.stats().idle_cached() == 1;
+        assert!(pools[..MAX_CACHES].iter().all(cached));
+        for pool in &pools[MAX_CACHES..] {
+            let s = pool.stats();
+            assert_eq!((s.idle_cached(), s.idle_depot), (0, 1), "{s:?}");
+        }
+        // The reclaimer takes the first caches back (`drain` does as it
+        // does, then destroys what it took).
+        for pool in &pools[..EXTRA] {
+            assert_eq!(pool.drain(), 1);
+        }
+        // Refused long enough, the thread sweeps its list and takes caches
+        // in the pools it uses now.
+        let (_, visited0, _) = watch_work();
+        let mut refusals = 0;
+        while !pools[MAX_CACHES..].iter().all(cached) {
+            for pool in &pools[MAX_CACHES..] {
+                drop(pool.get().unwrap());
+            }
+            refusals += EXTRA;
+            assert!(
+                refusals <= 9 * MAX_CACHES,
+                "no room after {refusals} refusals"
+            );
+        }
+        let (_, visited, len) = watch_work();
+        assert!(visited - visited0 <= MAX_CACHES as u64, "one sweep");
+        assert_eq!(len, MAX_CACHES);
+        for pool in &pools {
+            let s = pool.stats();
+            assert_eq!(s.live, 0);
+            assert_eq!(s.idle + s.destroying, s.created - s.destroyed, "{s:?}");
+        }
+        drop(pools);
+    })
+    .join()
+    .unwrap();
+    let made = manager.made.load(Ordering::Relaxed);
+    assert_eq!(manager.destroyed.load(Ordering::Relaxed), made);
+}
