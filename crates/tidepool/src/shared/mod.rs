@@ -242,9 +242,6 @@ impl<M: Manage> Shared<M> {
     /// the thread's thread-locals are being destroyed.
     #[cold]
     fn claim_local(this: &Arc<Self>) -> Option<Claimed<'_, M::Item>> {
-        // Lifts a critical-pressure hold that is over (a clock read only
-        // while one is on).
-        this.holding();
         let tid = thread::current_tid_or_register()?;
         // SAFETY: `tid` is this thread's own id, not released (we are not in
         // its exit: `current_tid_or_register` returned it).
@@ -252,11 +249,20 @@ impl<M: Manage> Shared<M> {
             .slots
             .get(tid)
             .map(|slot| unsafe { LocalSlot::new(slot) });
-        // A re-claim (after the reclaimer took the cache back, or a
-        // `trim_local`) is already watched: no list work, however many
-        // pools this thread uses. A new cache must be admitted first (at
-        // most `thread::MAX_CACHES` per thread); refused, this get or put
-        // takes the slot-less path, and no slot is allocated for it.
+        // A claimed cache, or a re-claim (after the reclaimer took the
+        // cache back, or a `trim_local`), is already watched: no list work,
+        // however many pools this thread uses. A new cache must be admitted
+        // first (at most `thread::MAX_CACHES` per thread); refused, this get
+        // or put takes the slot-less path at once, touching nothing of the
+        // pool but the depot, and no slot is allocated for it.
+        let admitted = found.as_ref().is_some_and(|local| local.is_watched())
+            || thread::watch(|| Arc::downgrade(this) as Weak<Self>);
+        if !admitted {
+            return None;
+        }
+        // Lifts a critical-pressure hold that is over (a clock read only
+        // while one is on).
+        this.holding();
         let local = match found {
             Some(local) if local.is_active() => {
                 return Some(Claimed {
@@ -267,9 +273,6 @@ impl<M: Manage> Shared<M> {
             }
             Some(local) if local.is_watched() => local,
             _ => {
-                if !thread::watch(|| Arc::downgrade(this) as Weak<Self>) {
-                    return None;
-                }
                 // SAFETY: as above.
                 let local = unsafe { LocalSlot::new(this.slots.get_or_alloc(tid)) };
                 local.set_watched(true);

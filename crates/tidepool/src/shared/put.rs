@@ -290,7 +290,9 @@ impl<M: Manage> Shared<M> {
         loop {
             let Some(claimed) = Self::claim_local(this) else {
                 this.put_slotless(item, site);
-                this.tear_down(refused, 1, site);
+                if !refused.is_empty() {
+                    this.tear_down(refused, 1, site);
+                }
                 if window_due {
                     this.upkeep(true);
                 }
