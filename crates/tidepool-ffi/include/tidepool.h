@@ -1,7 +1,7 @@
 /*
  * tidepool: pools of guarded coroutine stacks, fixed-size buffers and opaque
- * C objects, sized on their own. Link libtidepool_ffi.a (with -lpthread -ldl
- * -lm) or libtidepool_ffi.so, built by `cargo build --release -p tidepool-ffi`.
+ * C objects, sized on their own. Installed by bin/c-install.sh; build with
+ * `cc app.c $(pkg-config --cflags --libs tidepool)`.
  *
  * Every call that can fail returns a tidepool_status (0 = TIDEPOOL_OK,
  * negative = error); tidepool_last_error() then says why, on that thread.
@@ -45,6 +45,26 @@
  * signals persist).
  */
 #define TIDEPOOL_PRESSURE_CRITICAL 2
+
+/**
+ * The major version of the header: the `0` of `0.1.0`. It, the minor and
+ * the patch are the library's version when the header was made; compare
+ * them with `tidepool_version()` to see which library a program runs on.
+ * While the major is 0, a new minor may break the ABI (the shared
+ * library's SONAME, `libtidepool.so.0.1`, changes with it); a new patch
+ * never does.
+ */
+#define TIDEPOOL_VERSION_MAJOR 0
+
+/**
+ * The minor version of the header: the `1` of `0.1.0`.
+ */
+#define TIDEPOOL_VERSION_MINOR 1
+
+/**
+ * The patch version of the header: the last `0` of `0.1.0`.
+ */
+#define TIDEPOOL_VERSION_PATCH 0
 
 /**
  * `tidepool_pool_thread_exit` flag: destroy the calling thread's cached
@@ -817,7 +837,9 @@ tidepool_status tidepool_obj_put(struct tidepool_pool *pool, void *obj);
 tidepool_status tidepool_obj_unreserve(struct tidepool_pool *pool);
 
 /**
- * The library's version, e.g. `"0.1.0"`. The string is static.
+ * The library's version, e.g. `"0.1.0"`: the version of the library the
+ * program runs on, where `TIDEPOOL_VERSION_*` are the header's it was
+ * compiled with. The string is static.
  */
 const char *tidepool_version(void);
 

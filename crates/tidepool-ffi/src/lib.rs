@@ -19,9 +19,10 @@
 //! tidepool_pool_destroy(pool);
 //! ```
 //!
-//! Build with `cargo build --release -p tidepool-ffi`, then link
-//! `target/release/libtidepool_ffi.a` (plus `-lpthread -ldl -lm`) or
-//! `libtidepool_ffi.so`.
+//! Install with `bin/c-install.sh --prefix=DIR` (cargo-c: `libtidepool.so`
+//! with SONAME `libtidepool.so.0.1`, `libtidepool.a`, `tidepool.pc`,
+//! `tidepool.h`), then build with
+//! `cc app.c $(pkg-config --cflags --libs tidepool)`.
 //!
 //! # The three kinds
 //!
@@ -155,6 +156,7 @@ pub use abi::pool::{
     tidepool_pool_reclaim_unused, tidepool_pool_set_max_idle, tidepool_pool_stats,
     tidepool_pool_thread_exit, tidepool_pressure_notify, tidepool_thread_exit, tidepool_version,
     TIDEPOOL_PRESSURE_CRITICAL, TIDEPOOL_PRESSURE_MEDIUM, TIDEPOOL_THREAD_EXIT_DESTROY,
+    TIDEPOOL_VERSION_MAJOR, TIDEPOOL_VERSION_MINOR, TIDEPOOL_VERSION_PATCH,
 };
 pub use abi::stack::{
     tidepool_stack_get, tidepool_stack_get_timeout, tidepool_stack_pool_new, tidepool_stack_put,

@@ -12,10 +12,9 @@
  *                        stops it: the process dies by SIGSEGV instead of
  *                        overwriting the memory below the stack
  *
- * Build (from the repository root, after `cargo build --release -p tidepool-ffi`):
- *   cc -std=c11 -Wall -Wextra -I crates/tidepool-ffi/include \
- *      crates/tidepool-ffi/examples/c/coroutines.c \
- *      target/release/libtidepool_ffi.a -lpthread -ldl -lm -o coroutines
+ * Build (tidepool installed by bin/c-install.sh, PKG_CONFIG_PATH set):
+ *   cc -std=c11 -Wall -Wextra coroutines.c \
+ *      $(pkg-config --cflags --libs tidepool) -o coroutines
  */
 #define _GNU_SOURCE
 #include <stdio.h>

@@ -28,10 +28,9 @@
  * or `qemu-equal` (given the room tidepool has by default, as
  * `qemu_coroutine_inc_pool_size(1024)` does in virtio-blk).
  *
- * Build (from the repository root, after `cargo build --release -p tidepool-ffi`):
- *   cc -std=c11 -O2 -Wall -Wextra -I crates/tidepool-ffi/include \
- *      crates/tidepool-ffi/examples/c/qemu_coroutine_pool.c \
- *      target/release/libtidepool_ffi.a -lpthread -ldl -lm -o qemu_coroutine_pool
+ * Build (tidepool installed by bin/c-install.sh, PKG_CONFIG_PATH set):
+ *   cc -std=c11 -O2 -Wall -Wextra qemu_coroutine_pool.c \
+ *      $(pkg-config --cflags --libs tidepool) -o qemu_coroutine_pool
  */
 #define _GNU_SOURCE
 #include <pthread.h>

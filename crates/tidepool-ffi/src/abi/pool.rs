@@ -85,7 +85,38 @@ unsafe fn counted(
     })
 }
 
-/// The library's version, e.g. `"0.1.0"`. The string is static.
+/// The major version of the header: the `0` of `0.1.0`. It, the minor and
+/// the patch are the library's version when the header was made; compare
+/// them with `tidepool_version()` to see which library a program runs on.
+/// While the major is 0, a new minor may break the ABI (the shared
+/// library's SONAME, `libtidepool.so.0.1`, changes with it); a new patch
+/// never does.
+pub const TIDEPOOL_VERSION_MAJOR: u32 = 0;
+/// The minor version of the header: the `1` of `0.1.0`.
+pub const TIDEPOOL_VERSION_MINOR: u32 = 1;
+/// The patch version of the header: the last `0` of `0.1.0`.
+pub const TIDEPOOL_VERSION_PATCH: u32 = 0;
+
+// The header's version is the crate's.
+const _: () = {
+    const fn parse(s: &str) -> u32 {
+        let b = s.as_bytes();
+        let mut i = 0;
+        let mut n = 0;
+        while i < b.len() {
+            n = n * 10 + (b[i] - b'0') as u32;
+            i += 1;
+        }
+        n
+    }
+    assert!(TIDEPOOL_VERSION_MAJOR == parse(env!("CARGO_PKG_VERSION_MAJOR")));
+    assert!(TIDEPOOL_VERSION_MINOR == parse(env!("CARGO_PKG_VERSION_MINOR")));
+    assert!(TIDEPOOL_VERSION_PATCH == parse(env!("CARGO_PKG_VERSION_PATCH")));
+};
+
+/// The library's version, e.g. `"0.1.0"`: the version of the library the
+/// program runs on, where `TIDEPOOL_VERSION_*` are the header's it was
+/// compiled with. The string is static.
 #[no_mangle]
 pub extern "C" fn tidepool_version() -> *const c_char {
     const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
