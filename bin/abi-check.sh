@@ -17,6 +17,10 @@
 # the SONAME: a patch release keeps the ABI; a new minor may break it, and
 # its baseline is blessed with the version bump.
 #
+# The baseline is rustc's DWARF: a new Rust toolchain may name the same
+# types differently. After a toolchain update, read the report, and bless
+# when it shows only renames.
+#
 # `tidepool_pool` is opaque to C (the header declares no fields): its Rust
 # layout is the library's own and is not compared
 # (crates/tidepool-ffi/abi/suppressions.abignore).

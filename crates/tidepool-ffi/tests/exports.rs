@@ -31,10 +31,9 @@ fn shared_lib() -> PathBuf {
 
 /// The functions `include/tidepool.h` declares.
 fn header_functions() -> BTreeSet<String> {
-    let header = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("include/tidepool.h"),
-    )
-    .expect("read include/tidepool.h");
+    let header =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("include/tidepool.h"))
+            .expect("read include/tidepool.h");
     let mut names = BTreeSet::new();
     for line in header.lines() {
         // Declarations start at column 0 with a return type and hold
