@@ -331,8 +331,19 @@
 //! | 20,000 | tidepool | 3,134 | 120 / 501 ns | 1.15 µs | 4,952 (2,328) | 55.0 / 117.4 / 119.1 MB | 420 | 22.6 % |
 //! | 20,000 | `Mutex<Vec>` | 135 | 101 / 441 ns | 73 ns | 23,507 | 3.1 / 10.4 / 10.5 MB | 48 | – |
 //!
+//! * A second run, same machine, minutes later (`--secs 2`), ns per get +
+//!   put, tidepool / `Mutex<Vec>`: 69 / 204 at 100 pools, 110 / 168 at
+//!   1,000, 2,564 / 361 at 5,000, 5,544 / 335 at 20,000; building a pool
+//!   1.2–1.6 µs. The spread between runs is the VM's.
+//! * Idle objects left 3 intervals after the exit are in pools whose
+//!   working-set window grew: they reclaimed objects during the flow and
+//!   had to make them again, so they keep idle ones longer (up to 16
+//!   intervals, `reclaim` module docs). 17 intervals after the exit every
+//!   pool is at `min_idle` (the bench's `idle @17`: 0 at every P in the
+//!   second run).
 //! * With the default interval (15 s), 20,000 pools: the reclaimer used
-//!   0.21 % of one core over 2 s of flow and 31 s idle.
+//!   0.21 % of one core over 2 s of flow and 31 s idle (0.212 % in the
+//!   second run).
 //! * Before the fixes of `cache/thread.rs` and the scheduler (same bench,
 //!   1 s of flow): get + put 69 / 154 / 115,542 ns at 100 / 1,000 / 5,000
 //!   pools, and building a pool 35–49 µs (the CPU count read from the cgroup

@@ -19,6 +19,9 @@
 //!   made while the P pools exist);
 //! * `idle`, `above min`: idle objects 3 intervals after the threads
 //!   exit, and how many pools hold more than their `min_idle` (0 here);
+//!   `idle @17`: the idle objects 17 intervals after the exit, past the
+//!   longest working-set window (a pool that had to make again objects it
+//!   had reclaimed keeps its idle ones up to 16 intervals);
 //! * `RSS` at three points: with the P pools made and unused, during the
 //!   flow (at its end), and 3 intervals after the threads exit; `per pair`
 //!   is (RSS after − RSS of the unused pools) / (pools × threads that
@@ -293,8 +296,18 @@ fn child<S: Subject>(p: usize, interval: Option<Duration>, a: &Args) {
     std::thread::sleep(wait);
     let idle: u64 = pools.iter().map(S::idle).sum();
     let above = pools.iter().filter(|s| s.idle() > 0).count();
-    let created: u64 = pools.iter().map(S::created).sum();
     let rss_after = status_kib("VmRSS:");
+    // A pool whose objects were reclaimed and then needed again keeps them
+    // longer (its window grows, up to 16 intervals): what is left then.
+    let (idle_late, above_late) = match interval {
+        Some(i) if idle > 0 => {
+            std::thread::sleep(i * 14);
+            let late: u64 = pools.iter().map(S::idle).sum();
+            (late, pools.iter().filter(|s| s.idle() > 0).count())
+        }
+        _ => (idle, above),
+    };
+    let created: u64 = pools.iter().map(S::created).sum();
     // Making a pool, its first get, and dropping it, while the P live.
     let t = Instant::now();
     for _ in 0..a.builds {
@@ -307,7 +320,7 @@ fn child<S: Subject>(p: usize, interval: Option<Duration>, a: &Args) {
     println!(
         "RESULT ns_op={:.1} probe_p50={:.0} probe_p99={:.0} build_ns={:.0} idle={} above={} \
          created={} rss_base_kib={} rss_built_kib={} rss_flow_kib={} rss_after_kib={} \
-         reclaimer={:.5} pairs={} passes={} taken={}",
+         reclaimer={:.5} pairs={} passes={} taken={} idle_late={} above_late={}",
         pct(&mut per_worker, 0.5),
         pct(&mut probe_ns, 0.5),
         pct(&mut probe_ns, 0.99),
@@ -323,6 +336,8 @@ fn child<S: Subject>(p: usize, interval: Option<Duration>, a: &Args) {
         p * a.threads,
         passes,
         taken,
+        idle_late,
+        above_late,
     );
 }
 
@@ -376,7 +391,7 @@ fn main() -> ExitCode {
         a.threads, a.secs, ms
     );
     println!(
-        "{:>6} {:<9} {:>8} {:>9} {:>9} {:>8} {:>7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>10}",
+        "{:>6} {:<9} {:>8} {:>9} {:>9} {:>8} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>10}",
         "P",
         "subject",
         "ns/op",
@@ -385,6 +400,7 @@ fn main() -> ExitCode {
         "build ns",
         "idle",
         "above min",
+        "idle @17",
         "RSS MB",
         "flow MB",
         "after MB",
@@ -399,7 +415,7 @@ fn main() -> ExitCode {
             }
             let per_pair = (r["rss_after_kib"] - r["rss_built_kib"]) * 1024.0 / r["pairs"];
             println!(
-                "{:>6} {:<9} {:>8.1} {:>9.0} {:>9.0} {:>8.0} {:>7} {:>9} {:>8.1} {:>8.1} {:>8.1} {:>9.0} {:>9.3}%",
+                "{:>6} {:<9} {:>8.1} {:>9.0} {:>9.0} {:>8.0} {:>7} {:>9} {:>8} {:>8.1} {:>8.1} {:>8.1} {:>9.0} {:>9.3}%",
                 p,
                 subject,
                 r["ns_op"],
@@ -408,6 +424,7 @@ fn main() -> ExitCode {
                 r["build_ns"],
                 r["idle"],
                 r["above"],
+                r["idle_late"],
                 r["rss_built_kib"] / 1024.0,
                 r["rss_flow_kib"] / 1024.0,
                 r["rss_after_kib"] / 1024.0,
