@@ -297,6 +297,14 @@ fn child<S: Subject>(p: usize, interval: Option<Duration>, a: &Args) {
     let idle: u64 = pools.iter().map(S::idle).sum();
     let above = pools.iter().filter(|s| s.idle() > 0).count();
     let rss_after = status_kib("VmRSS:");
+    // How much of that the allocator holds free (glibc returns it to the
+    // OS on `malloc_trim`): not the pools' doing, but it shows in RSS.
+    // SAFETY: `malloc_trim` has no preconditions.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    let rss_trimmed = status_kib("VmRSS:");
     // A pool whose objects were reclaimed and then needed again keeps them
     // longer (its window grows, up to 16 intervals): what is left then.
     let (idle_late, above_late) = match interval {
@@ -319,7 +327,7 @@ fn child<S: Subject>(p: usize, interval: Option<Duration>, a: &Args) {
     let reclaimer = thread_cpu_secs("tidepool-reclaim") / start.elapsed().as_secs_f64();
     println!(
         "RESULT ns_op={:.1} probe_p50={:.0} probe_p99={:.0} build_ns={:.0} idle={} above={} \
-         created={} rss_base_kib={} rss_built_kib={} rss_flow_kib={} rss_after_kib={} \
+         created={} rss_base_kib={} rss_built_kib={} rss_flow_kib={} rss_after_kib={} rss_trimmed_kib={} \
          reclaimer={:.5} pairs={} passes={} taken={} idle_late={} above_late={}",
         pct(&mut per_worker, 0.5),
         pct(&mut probe_ns, 0.5),
@@ -332,6 +340,7 @@ fn child<S: Subject>(p: usize, interval: Option<Duration>, a: &Args) {
         rss_built,
         rss_flow,
         rss_after,
+        rss_trimmed,
         reclaimer,
         p * a.threads,
         passes,
