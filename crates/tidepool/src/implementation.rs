@@ -93,9 +93,10 @@
 //! batch boundary, which a single batch would suffer.
 //!
 //! Finding the slot: every thread gets a small id (recycled smallest first),
-//! kept in a constant-initialised thread-local; a pool keeps its slots in
-//! buckets of doubling size indexed by id (`SlotTable`), one leading-zeros
-//! count and one pointer load away. The same thread-local remembers the
+//! kept in a constant-initialised thread-local; a pool keeps pointers to its
+//! slots in buckets of doubling size indexed by id (`SlotTable`), one
+//! leading-zeros count and two pointer loads away, and allocates a slot when
+//! its thread first takes a cache there. The same thread-local remembers the
 //! slot it last found, with the id of its table (a process-wide counter,
 //! never reused, so a match can only be that very table, whose slots never
 //! move); the thread's exit forgets it with the id:

@@ -43,6 +43,41 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+/// The system allocator, counting the bytes it has out: the heap the
+/// pools and their objects hold, apart from what RSS adds (freed memory
+/// the allocator keeps, thread stacks).
+struct Counted;
+
+static LIVE_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to `System` unchanged; the counter is
+// only statistics.
+unsafe impl std::alloc::GlobalAlloc for Counted {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        LIVE_BYTES.fetch_add(layout.size(), Relaxed);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        LIVE_BYTES.fetch_sub(layout.size(), Relaxed);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new: usize) -> *mut u8 {
+        LIVE_BYTES.fetch_add(new, Relaxed);
+        LIVE_BYTES.fetch_sub(layout.size(), Relaxed);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { std::alloc::System.realloc(ptr, layout, new) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counted = Counted;
+
+fn heap_kib() -> u64 {
+    (LIVE_BYTES.load(Relaxed) / 1024) as u64
+}
+
 type Obj = Box<[u8; 256]>;
 type Make = fn() -> Obj;
 
@@ -233,8 +268,10 @@ fn parse() -> Result<(Option<ChildOf>, Args), String> {
 fn child<S: Subject>(p: usize, interval: Option<Duration>, a: &Args) {
     let start = Instant::now();
     let rss_base = status_kib("VmRSS:");
+    let heap_base = heap_kib();
     let pools: Arc<Vec<S>> = Arc::new((0..p).map(|_| S::build(interval)).collect());
     let rss_built = status_kib("VmRSS:");
+    let heap_built = heap_kib();
     let stop = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(Barrier::new(a.threads + 2));
     let workers: Vec<_> = (0..a.threads)
@@ -297,6 +334,7 @@ fn child<S: Subject>(p: usize, interval: Option<Duration>, a: &Args) {
     let idle: u64 = pools.iter().map(S::idle).sum();
     let above = pools.iter().filter(|s| s.idle() > 0).count();
     let rss_after = status_kib("VmRSS:");
+    let heap_after = heap_kib();
     // How much of that the allocator holds free (glibc returns it to the
     // OS on `malloc_trim`): not the pools' doing, but it shows in RSS.
     // SAFETY: `malloc_trim` has no preconditions.
@@ -327,7 +365,7 @@ fn child<S: Subject>(p: usize, interval: Option<Duration>, a: &Args) {
     let reclaimer = thread_cpu_secs("tidepool-reclaim") / start.elapsed().as_secs_f64();
     println!(
         "RESULT ns_op={:.1} probe_p50={:.0} probe_p99={:.0} build_ns={:.0} idle={} above={} \
-         created={} rss_base_kib={} rss_built_kib={} rss_flow_kib={} rss_after_kib={} rss_trimmed_kib={} \
+         created={} rss_base_kib={} rss_built_kib={} rss_flow_kib={} rss_after_kib={} rss_trimmed_kib={} heap_base_kib={} heap_built_kib={} heap_after_kib={} \
          reclaimer={:.5} pairs={} passes={} taken={} idle_late={} above_late={}",
         pct(&mut per_worker, 0.5),
         pct(&mut probe_ns, 0.5),
@@ -341,6 +379,9 @@ fn child<S: Subject>(p: usize, interval: Option<Duration>, a: &Args) {
         rss_flow,
         rss_after,
         rss_trimmed,
+        heap_base,
+        heap_built,
+        heap_after,
         reclaimer,
         p * a.threads,
         passes,

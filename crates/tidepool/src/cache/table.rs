@@ -1,18 +1,24 @@
 //! A pool's thread caches, indexed by thread id, found without a lock.
 //!
 //! ```text
-//!  buckets[0] ──► [slot 0]                      ids 0
-//!  buckets[1] ──► [slot 1][slot 2]              ids 1..=2
-//!  buckets[2] ──► [slot 3][slot 4][slot 5][..]  ids 3..=6
-//!  buckets[k] ──► 2^k slots                     ids 2^k-1 ..= 2^(k+1)-2
-//!  (null until a thread with an id in that range first uses the pool)
+//!  buckets[0] ──► [·]                     ids 0
+//!  buckets[1] ──► [·][·]                  ids 1..=2
+//!  buckets[2] ──► [·][·][·][·]            ids 3..=6
+//!  buckets[k] ──► 2^k slot pointers       ids 2^k-1 ..= 2^(k+1)-2
+//!                  │
+//!                  └──► slot (null until its thread first takes a cache here)
 //! ```
 //!
 //! Buckets double in size, so the table grows with the highest thread id ever
 //! seen, never moves a slot (a thread's `&Slot` stays valid), and finding a
-//! slot is a leading-zeros count plus one pointer load. Thread ids are
-//! recycled smallest-first, so the table stays about as big as the largest
-//! number of threads that ever used the pool at once.
+//! slot is a leading-zeros count and two pointer loads. A bucket holds
+//! pointers, and each slot is allocated when its own thread first takes a
+//! cache: a pool that a thread in some id range uses pays for that thread's
+//! slot, not for the range's (a process with thousands of pools and threads
+//! moving among them would otherwise keep a bucket of slots per pool for
+//! each range any thread of it ever touched). Thread ids are recycled
+//! smallest-first, so the table stays about as big as the largest number of
+//! threads that ever used the pool at once.
 
 use std::marker::PhantomData;
 use std::ptr::{self, NonNull};
@@ -27,18 +33,22 @@ use crate::sync::process::{AtomicU64, Ordering as ProcessOrdering};
 /// Enough buckets for every id below `usize::MAX`.
 const BUCKETS: usize = usize::BITS as usize;
 
-/// Thread caches of one pool. `buckets[k]` is null or points to `2^k` slots.
+/// One slot, on cache lines of its own.
+type Padded<T> = CachePadded<Slot<T>>;
+
+/// Thread caches of one pool. `buckets[k]` is null or points to `2^k` slot
+/// pointers, each null or a slot allocated by [`get_or_alloc`](Self::get_or_alloc).
 pub(crate) struct SlotTable<T> {
     /// This table's id: unique in the process and never reused, so a
     /// thread that remembers `(id, slot)` ([`thread::remembered`]) can
     /// trust a match for as long as the table lives (slots never move).
     id: u64,
-    buckets: [AtomicPtr<CachePadded<Slot<T>>>; BUCKETS],
+    buckets: [AtomicPtr<AtomicPtr<Padded<T>>>; BUCKETS],
     /// One past the highest bucket ever published: walks stop there instead
     /// of loading all 64 pointers.
     high: AtomicUsize,
     /// The table owns the slots (and through them, cached objects).
-    _owns: PhantomData<Box<[CachePadded<Slot<T>>]>>,
+    _owns: PhantomData<Box<Padded<T>>>,
 }
 
 /// Which bucket holds `tid`, and where in it.
@@ -61,7 +71,7 @@ impl<T> SlotTable<T> {
         }
     }
 
-    /// The slot for `tid`, if its bucket exists.
+    /// The slot for `tid`, if it was allocated.
     #[inline(always)]
     pub(crate) fn get(&self, tid: usize) -> Option<&Slot<T>> {
         // SAFETY: `slot_ptr` points at a live, initialised slot that
@@ -69,33 +79,40 @@ impl<T> SlotTable<T> {
         self.slot_ptr(tid).map(|slot| unsafe { &**slot })
     }
 
-    /// Where the slot for `tid` lives, if its bucket exists: a raw pointer
-    /// derived from the bucket's own (no reference in between), so a copy
-    /// kept across calls stays valid under the aliasing rules even after
-    /// `for_each_mut` has handed out `&mut` to the slot in between.
+    /// The entry of `tid` in its bucket, if the bucket exists.
     #[inline(always)]
-    fn slot_ptr(&self, tid: usize) -> Option<*const CachePadded<Slot<T>>> {
+    fn entry(&self, tid: usize) -> Option<&AtomicPtr<Padded<T>>> {
         let (bucket, index) = locate(tid);
-        // Pairs with the `AcqRel` publication in `get_or_alloc`: the slots are
-        // initialised before we read them.
+        // Pairs with the `AcqRel` publication in `get_or_alloc`: the
+        // bucket's entries are initialised before we read them.
         let base = self.buckets[bucket].load(Ordering::Acquire);
         if base.is_null() {
             return None;
         }
-        // SAFETY: of the `add`, and of every dereference of the result:
-        // * A non-null bucket pointer always comes from `get_or_alloc`, which
-        //   stores a live allocation of exactly `1 << bucket` slots.
-        // * `index < 1 << bucket` by construction of `locate`.
-        // * Buckets are freed only in `Drop`, which has `&mut self`, so the
-        //   slot outlives any `&self` borrow.
-        let slot = unsafe { base.add(index) };
-        Some(slot.cast_const())
+        // SAFETY: a non-null bucket pointer always comes from
+        // `get_or_alloc`, which stores a live allocation of exactly
+        // `1 << bucket` entries; `index < 1 << bucket` by construction of
+        // `locate`; buckets are freed only in `Drop`, which has `&mut self`.
+        Some(unsafe { &*base.add(index) })
     }
 
-    /// The calling thread's slot, if it has an id and the slot's bucket
-    /// exists: remembered from the last lookup in this table (the common
-    /// case, two thread-local loads and a compare), else looked up and
-    /// remembered.
+    /// Where the slot for `tid` lives, if it was allocated: the raw pointer
+    /// the allocation gave (no reference in between), so a copy kept
+    /// across calls stays valid under the aliasing rules even after
+    /// `for_each_mut` has handed out `&mut` to the slot in between.
+    #[inline(always)]
+    fn slot_ptr(&self, tid: usize) -> Option<*const Padded<T>> {
+        // Pairs with the `AcqRel` publication of the slot in
+        // `get_or_alloc`: it is initialised before we read it. A non-null
+        // slot pointer comes from `Box::into_raw` and is freed only in
+        // `Drop` (`&mut self`), so it outlives any `&self` borrow.
+        let slot = self.entry(tid)?.load(Ordering::Acquire);
+        (!slot.is_null()).then_some(slot.cast_const())
+    }
+
+    /// The calling thread's slot, if it has an id and the slot exists:
+    /// remembered from the last lookup in this table (the common case, two
+    /// thread-local loads and a compare), else looked up and remembered.
     #[inline(always)]
     pub(crate) fn local(&self) -> Option<&Slot<T>> {
         self.remembered().or_else(|| self.local_slow())
@@ -116,7 +133,7 @@ impl<T> SlotTable<T> {
             // its slots live, unmoved, as long as `&self`. A table's id is
             // never 0, so `slot` was stored with it (not the dangling
             // placeholder).
-            return Some(unsafe { &**slot.cast::<CachePadded<Slot<T>>>().as_ptr() });
+            return Some(unsafe { &**slot.cast::<Padded<T>>().as_ptr() });
         }
         None
     }
@@ -127,37 +144,51 @@ impl<T> SlotTable<T> {
         // The raw pointer, not one made from a `&Slot`: it is used again in
         // later calls, after other borrows of the slot came and went.
         let slot = self.slot_ptr(thread::current_tid()?)?;
-        // Never null: `slot_ptr` offsets a non-null bucket pointer.
+        // Never null: `slot_ptr` returns only non-null slot pointers.
         thread::remember(self.id, NonNull::new(slot.cast_mut().cast())?);
         // SAFETY: as in `get`.
         Some(unsafe { &**slot })
     }
 
-    /// The slot for `tid`, allocating its bucket if this is the first thread
-    /// with an id in that range.
+    /// The slot for `tid`, allocating it (and its bucket, if this is the
+    /// first thread with an id in that range) if it does not exist yet.
     #[cold]
     pub(crate) fn get_or_alloc(&self, tid: usize) -> &Slot<T> {
         if let Some(slot) = self.get(tid) {
             return slot;
         }
         let (bucket, _) = locate(tid);
-        let fresh: Box<[CachePadded<Slot<T>>]> = (0..1usize << bucket)
-            .map(|_| CachePadded::default())
-            .collect();
-        let fresh = Box::into_raw(fresh).cast::<CachePadded<Slot<T>>>();
-        if let Err(_other) = self.buckets[bucket].compare_exchange(
-            ptr::null_mut(),
-            fresh,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            // Another thread in the same range won the race; use its bucket.
-            // SAFETY: `fresh` came from `Box::into_raw` of a slice of
-            // `1 << bucket` slots just above and was never published.
-            drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(fresh, 1 << bucket)) });
+        if self.buckets[bucket].load(Ordering::Acquire).is_null() {
+            let fresh: Box<[AtomicPtr<Padded<T>>]> = (0..1usize << bucket)
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
+                .collect();
+            let fresh = Box::into_raw(fresh).cast::<AtomicPtr<Padded<T>>>();
+            if let Err(_other) = self.buckets[bucket].compare_exchange(
+                ptr::null_mut(),
+                fresh,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                // Another thread in the same range won the race; use its
+                // bucket.
+                // SAFETY: `fresh` came from `Box::into_raw` of a slice of
+                // `1 << bucket` entries just above and was never published.
+                drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(fresh, 1 << bucket)) });
+            }
+            self.high.fetch_max(bucket + 1, Ordering::AcqRel);
         }
-        self.high.fetch_max(bucket + 1, Ordering::AcqRel);
-        self.get(tid).expect("bucket was just published")
+        let entry = self.entry(tid).expect("bucket was just published");
+        let fresh = Box::into_raw(Box::new(Padded::<T>::default()));
+        if let Err(_other) =
+            entry.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire)
+        {
+            // Only the thread with id `tid` allocates its slot, so this is
+            // not expected; should it happen, the published slot stays.
+            // SAFETY: `fresh` came from `Box::into_raw` just above and was
+            // never published.
+            drop(unsafe { Box::from_raw(fresh) });
+        }
+        self.get(tid).expect("slot was just published")
     }
 
     /// Every slot that exists, with the id it belongs to.
@@ -170,9 +201,14 @@ impl<T> SlotTable<T> {
             }
             let first_id = (1usize << bucket) - 1;
             for index in 0..1usize << bucket {
-                // SAFETY: as in `get`: a published bucket holds `1 << bucket`
-                // initialised slots that live as long as `self`.
-                f(first_id + index, unsafe { &**base.add(index) });
+                // SAFETY: as in `entry` and `slot_ptr`: a published bucket
+                // holds `1 << bucket` initialised entries, and a non-null
+                // entry a live slot; both live as long as `self`.
+                let slot = unsafe { &*base.add(index) }.load(Ordering::Acquire);
+                if !slot.is_null() {
+                    // SAFETY: as above.
+                    f(first_id + index, unsafe { &**slot });
+                }
             }
         }
     }
@@ -186,9 +222,13 @@ impl<T> SlotTable<T> {
                 continue;
             }
             for index in 0..1usize << bucket {
-                // SAFETY: as in `get`, plus `&mut self` means no other
+                // SAFETY: as in `for_each`, plus `&mut self` means no other
                 // reference to any slot exists.
-                f(unsafe { &mut **base.add(index) });
+                let slot = unsafe { &*base.add(index) }.load(Ordering::Acquire);
+                if !slot.is_null() {
+                    // SAFETY: as above.
+                    f(unsafe { &mut **slot });
+                }
             }
         }
     }
@@ -199,12 +239,23 @@ impl<T> Drop for SlotTable<T> {
         let high = self.high.load(Ordering::Acquire);
         for (bucket, ptr) in self.buckets[..high].iter().enumerate() {
             let base = ptr.load(Ordering::Acquire);
-            if !base.is_null() {
-                // SAFETY: `base` was published by `get_or_alloc` from
-                // `Box::into_raw` of a slice of `1 << bucket` slots, and
-                // `&mut self` means nothing borrows it any more.
-                drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(base, 1 << bucket)) });
+            if base.is_null() {
+                continue;
             }
+            for index in 0..1usize << bucket {
+                // SAFETY: as in `for_each`.
+                let slot = unsafe { &*base.add(index) }.load(Ordering::Acquire);
+                if !slot.is_null() {
+                    // SAFETY: `slot` was published by `get_or_alloc` from
+                    // `Box::into_raw`, and `&mut self` means nothing
+                    // borrows it any more.
+                    drop(unsafe { Box::from_raw(slot) });
+                }
+            }
+            // SAFETY: `base` was published by `get_or_alloc` from
+            // `Box::into_raw` of a slice of `1 << bucket` entries, and
+            // `&mut self` means nothing borrows it any more.
+            drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(base, 1 << bucket)) });
         }
     }
 }
@@ -259,13 +310,19 @@ mod tests {
         let a = table.get_or_alloc(5) as *const Slot<u32>;
         let b = table.get_or_alloc(5) as *const Slot<u32>;
         assert_eq!(a, b);
-        assert!(table.get(3).is_some(), "same bucket as 5");
+        assert!(
+            table.get(3).is_none(),
+            "its own slot only, not its bucket's"
+        );
         assert!(table.get(0).is_none());
+        let c = table.get_or_alloc(3) as *const Slot<u32>;
+        assert_ne!(a, c);
         let mut ids = Vec::new();
         table.for_each(|id, slot| {
             assert!(std::ptr::eq(slot, table.get(id).unwrap()));
             ids.push(id);
         });
-        assert_eq!(ids, [3, 4, 5, 6]);
+        assert_eq!(ids, [3, 5]);
+        assert_eq!(table.get(5).map(|s| s as *const Slot<u32>), Some(a));
     }
 }
