@@ -771,6 +771,10 @@
 //!   cached(thread) = |list(thread)| <= MAX_CACHES
 //!   sweep work <= MAX_CACHES per 8 × MAX_CACHES refusals
 //!   ```
+//! * **Memory per (pool, thread).** A slot is allocated when its own thread
+//!   first takes a cache in the pool (the table's buckets hold pointers), so
+//!   a pool pays one slot per thread that cached in it, and a thread refused
+//!   a cache costs the pool nothing.
 //! * **The reclaimer's rounds.** The registry keeps each pool's next deadline
 //!   in a heap; a round ticks only the pools that are due (O(log P) each),
 //!   and a pool that arms itself sets its deadline to its next pass and wakes

@@ -315,51 +315,57 @@
 //! on pools picked at random among P pools of 256-byte objects (every
 //! default but `reclaim_interval` 100 ms), a probe thread times get + put on
 //! a pool of its own every 200 µs; then the threads exit and, 3 intervals
-//! later, the idle objects and RSS are read. Each P and subject runs in its
-//! own process. The baseline is a `parking_lot::Mutex<Vec<Box<[u8; 256]>>>`
-//! per pool, unbounded (it never gives anything back). EPYC VM, 2 vCPUs,
-//! nothing else running, one run:
+//! later, the idle objects, RSS and live heap are read. Each P and subject
+//! runs in its own process. The baseline is a
+//! `parking_lot::Mutex<Vec<Box<[u8; 256]>>>` per pool, unbounded (it never
+//! gives anything back). EPYC VM, 2 vCPUs, nothing else running; the last of
+//! two runs of the same code, the other's figures after the table:
 //!
-//! | P | subject | ns per get + put | probe p50 / p99 | build + get + drop | idle after (pools above `min_idle`) | RSS built / flow / after | bytes per (pool, thread) | reclaimer CPU |
-//! |---|---|---|---|---|---|---|---|---|
-//! | 100 | tidepool | 53 | 50 / 341 ns | 1.15 µs | 0 (0) | 2.8 / 4.1 / 4.3 MB | 2,058 | 0.00 % |
-//! | 100 | `Mutex<Vec>` | 147 | 60 / 260 ns | 77 ns | 347 | 2.3 / 2.7 / 2.8 MB | 594 | – |
-//! | 1,000 | tidepool | 98 | 100 / 621 ns | 1.00 µs | 0 (0) | 5.2 / 16.8 / 15.5 MB | 1,356 | 2.1 % |
-//! | 1,000 | `Mutex<Vec>` | 111 | 50 / 310 ns | 39 ns | 2,144 | 2.4 / 3.3 / 3.4 MB | 127 | – |
-//! | 5,000 | tidepool | 1,953 | 120 / 751 ns | 0.94 µs | 224 (82) | 15.5 / 39.4 / 39.9 MB | 638 | 7.2 % |
-//! | 5,000 | `Mutex<Vec>` | 118 | 60 / 330 ns | 54 ns | 10,094 | 2.5 / 5.6 / 5.7 MB | 84 | – |
-//! | 20,000 | tidepool | 3,134 | 120 / 501 ns | 1.15 µs | 4,952 (2,328) | 55.0 / 117.4 / 119.1 MB | 420 | 22.6 % |
-//! | 20,000 | `Mutex<Vec>` | 135 | 101 / 441 ns | 73 ns | 23,507 | 3.1 / 10.4 / 10.5 MB | 48 | – |
+//! | P | subject | ns per get + put | probe p50 / p99 | build + get + drop | idle after 3 / 17 intervals (pools above `min_idle`) | RSS built / flow / after | heap built / after | bytes per (pool, thread) | reclaimer CPU |
+//! |---|---|---|---|---|---|---|---|---|---|
+//! | 100 | tidepool | 90 | 100 / 681 ns | 1.04 µs | 0 / 0 (0) | 2.8 / 4.1 / 4.2 MB | 0.3 / 0.6 MB | 1,920 | 0.0 % |
+//! | 100 | `Mutex<Vec>` | 214 | 110 / 461 ns | 74 ns | 361 | 2.4 / 2.8 / 2.8 MB | 0.0 / 0.2 MB | 609 | – |
+//! | 1,000 | tidepool | 158 | 110 / 712 ns | 1.73 µs | 0 / 0 (0) | 5.2 / 16.1 / 16.5 MB | 2.5 / 5.8 MB | 1,480 | 1.7 % |
+//! | 1,000 | `Mutex<Vec>` | 156 | 90 / 460 ns | 45 ns | 2,191 | 2.2 / 3.1 / 3.2 MB | 0.0 / 0.7 MB | 127 | – |
+//! | 5,000 | tidepool | 2,078 | 131 / 821 ns | 1.59 µs | 217 / 0 (78) | 15.7 / 33.5 / 34.1 MB | 12.8 / 19.2 MB | 484 | 5.5 % |
+//! | 5,000 | `Mutex<Vec>` | 254 | 90 / 561 ns | 74 ns | 8,951 | 2.6 / 5.5 / 5.6 MB | 0.2 / 2.6 MB | 78 | – |
+//! | 20,000 | tidepool | 5,354 | 100 / 711 ns | 1.71 µs | 2,721 / 0 (1,261) | 55.0 / 96.7 / 98.2 MB | 51.0 / 70.0 MB | 283 | 17.2 % |
+//! | 20,000 | `Mutex<Vec>` | 437 | 90 / 530 ns | 73 ns | 21,208 | 3.2 / 9.9 / 10.0 MB | 0.8 / 6.6 MB | 45 | – |
 //!
-//! * A second run, same machine, minutes later (`--secs 2`), ns per get +
-//!   put, tidepool / `Mutex<Vec>`: 69 / 204 at 100 pools, 110 / 168 at
-//!   1,000, 2,564 / 361 at 5,000, 5,544 / 335 at 20,000; building a pool
-//!   1.2–1.6 µs. The spread between runs is the VM's.
+//! * The other run, ns per get + put, tidepool / `Mutex<Vec>`: 82 / 228 at
+//!   100 pools, 127 / 135 at 1,000, 1,500 / 133 at 5,000, 3,632 / 149 at
+//!   20,000; building a pool 1.1–1.8 µs; RSS after 4.3 / 16.2 / 34.2 /
+//!   99.6 MB. The spread between runs is the VM's.
+//! * With the default interval (15 s), 20,000 pools: the reclaimer used
+//!   0.18 % of one core over 2 s of flow and 31 s idle (0.21 % in an
+//!   earlier run).
+//! * Before the fixes of `cache/thread.rs`, the scheduler and the slot
+//!   table (same bench, 1 s of flow): get + put 69 / 154 / 115,542 ns at
+//!   100 / 1,000 / 5,000 pools, building a pool 35–49 µs (the CPU count read
+//!   from the cgroup files, a wake-up of the reclaimer, and a round over
+//!   every pool), and 170 MB resident after the threads exit at 20,000
+//!   pools.
+//! * Up to about `MAX_CACHES` pools a thread keeps a cache in each, and a
+//!   get + put stays within 2× of its cost at 100 pools. Past it, most gets
+//!   and puts go through the depot, and each one misses the CPU caches on
+//!   the pool's shared state (2.5 KiB a pool, so 20,000 pools spread over
+//!   50 MB), on the depot's shelf and on its batch: 8–25× the baseline,
+//!   whose pools are 40 bytes each in one array. A compact pool (the fields
+//!   a get touches on one line) and a depot whose lone objects stay on the
+//!   lock's line are what is left to do.
 //! * Idle objects left 3 intervals after the exit are in pools whose
 //!   working-set window grew: they reclaimed objects during the flow and
 //!   had to make them again, so they keep idle ones longer (up to 16
 //!   intervals, `reclaim` module docs). 17 intervals after the exit every
-//!   pool is at `min_idle` (the bench's `idle @17`: 0 at every P in the
-//!   second run).
-//! * With the default interval (15 s), 20,000 pools: the reclaimer used
-//!   0.21 % of one core over 2 s of flow and 31 s idle (0.212 % in the
-//!   second run).
-//! * Before the fixes of `cache/thread.rs` and the scheduler (same bench,
-//!   1 s of flow): get + put 69 / 154 / 115,542 ns at 100 / 1,000 / 5,000
-//!   pools, and building a pool 35–49 µs (the CPU count read from the cgroup
-//!   files, a wake-up of the reclaimer, and a round over every pool).
-//! * Up to about `MAX_CACHES` pools a thread keeps a cache in each, and a
-//!   get + put stays near its single-pool cost. Past it, most gets and puts
-//!   go through the depot, and each one misses the CPU caches on the pool's
-//!   shared state (2.5 KiB a pool, so 20,000 pools spread over 50 MB) and on
-//!   the depot's batches: 15–25× the baseline, whose pools are 40 bytes each
-//!   in one array. A compact pool (the hot fields on one line, the slot
-//!   table's buckets allocated on demand) is what is left to do.
-//! * Bytes per (pool, thread) pair: RSS after the threads exit less RSS with
-//!   the pools built and unused, over P × 8; it counts slot buckets (a
-//!   thread id's slot is 152 bytes on two cache lines, and buckets come in
-//!   powers of two), the batches kept for reuse, and what the allocator
-//!   keeps of freed objects.
+//!   pool is at `min_idle`.
+//! * RSS after the exit against RSS with the pools built: 1.5× at 100
+//!   pools, 3.2× at 1,000, 2.2× at 5,000, 1.8× at 20,000. The live heap
+//!   grows less (2.3×, 1.5×, 1.4×): slots (one per thread that cached in a
+//!   pool, 256 bytes) stay. The rest is the allocator's: the threads'
+//!   freed batches and objects sit in pages that also hold live slots, and
+//!   `malloc_trim` returns almost none of it.
+//! * Bytes per (pool, thread) pair: RSS after the threads exit less RSS
+//!   with the pools built and unused, over P × 8.
 //!
 //! # Limit churn
 //!

@@ -26,6 +26,9 @@
 //!   flow (at its end), and 3 intervals after the threads exit; `per pair`
 //!   is (RSS after − RSS of the unused pools) / (pools × threads that
 //!   used them), the memory a (pool, thread) pair leaves behind;
+//! * `heap MB b/a`: the bytes allocated and not freed (a counting global
+//!   allocator) with the pools built, and after: what RSS holds beyond it
+//!   is the allocator's (freed memory it keeps, pages half in use);
 //! * `reclaimer`: the `tidepool-reclaim` thread's CPU time over the
 //!   child's life, as a share of one core.
 //!
@@ -441,7 +444,7 @@ fn main() -> ExitCode {
         a.threads, a.secs, ms
     );
     println!(
-        "{:>6} {:<9} {:>8} {:>9} {:>9} {:>8} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>10}",
+        "{:>6} {:<9} {:>8} {:>9} {:>9} {:>8} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>13} {:>9} {:>10}",
         "P",
         "subject",
         "ns/op",
@@ -454,6 +457,7 @@ fn main() -> ExitCode {
         "RSS MB",
         "flow MB",
         "after MB",
+        "heap MB b/a",
         "B/pair",
         "reclaimer"
     );
@@ -465,7 +469,7 @@ fn main() -> ExitCode {
             }
             let per_pair = (r["rss_after_kib"] - r["rss_built_kib"]) * 1024.0 / r["pairs"];
             println!(
-                "{:>6} {:<9} {:>8.1} {:>9.0} {:>9.0} {:>8.0} {:>7} {:>9} {:>8} {:>8.1} {:>8.1} {:>8.1} {:>9.0} {:>9.3}%",
+                "{:>6} {:<9} {:>8.1} {:>9.0} {:>9.0} {:>8.0} {:>7} {:>9} {:>8} {:>8.1} {:>8.1} {:>8.1} {:>6.1}/{:<6.1} {:>9.0} {:>9.3}%",
                 p,
                 subject,
                 r["ns_op"],
@@ -478,6 +482,8 @@ fn main() -> ExitCode {
                 r["rss_built_kib"] / 1024.0,
                 r["rss_flow_kib"] / 1024.0,
                 r["rss_after_kib"] / 1024.0,
+                r["heap_built_kib"] / 1024.0,
+                r["heap_after_kib"] / 1024.0,
                 per_pair,
                 r["reclaimer"] * 100.0,
             );
