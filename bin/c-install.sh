@@ -33,13 +33,13 @@ CARGO_C_VERSION=0.10.24
 prefix=/usr/local
 libdir=
 destdir="${DESTDIR:-}"
-profile=release
+cargo_profile=c-release
 for arg in "$@"; do
     case "$arg" in
     --prefix=*) prefix="${arg#*=}" ;;
     --libdir=*) libdir="${arg#*=}" ;;
     --destdir=*) destdir="${arg#*=}" ;;
-    --debug) profile=debug-info ;;
+    --debug) cargo_profile=c-debug-info ;;
     -h | --help)
         sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'
         exit 0
@@ -83,12 +83,7 @@ writable_or_die() {
     fi
 }
 for dir in "$libdir" "$libdir/pkgconfig" "$prefix/include"; do
-    target="${destdir%/}$dir"
-    writable_or_die "$target"
-    if [ -d "$target" ] && [ ! -w "$target" ]; then
-        echo "c-install.sh: cannot install into $target: not writable" >&2
-        exit 1
-    fi
+    writable_or_die "${destdir%/}$dir"
 done
 
 stage="$(mktemp -d)"
@@ -109,14 +104,12 @@ trap cleanup EXIT
 
 # The workspace's `c-release` profile (release, no debug info) or, with
 # --debug, `c-debug-info` (release with DWARF, for abidw).
-cargo_profile=c-release
-[ "$profile" = debug-info ] && cargo_profile=c-debug-info
 cargo cinstall -p tidepool-ffi --profile "$cargo_profile" \
     --prefix "$prefix" --libdir "$libdir" --includedir "$prefix/include" \
     --destdir "$stage" >&2
 # A static library carries the debug info of the standard library's
 # objects: gone too, unless asked for.
-if [ "$profile" = release ]; then
+if [ "$cargo_profile" = c-release ]; then
     find "$stage" -name '*.a' -exec strip --strip-debug {} +
 fi
 

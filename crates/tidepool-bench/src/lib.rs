@@ -41,6 +41,20 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// A `kB` figure of this process's `/proc/self/status` (`"VmRSS:"`,
+/// `"VmHWM:"`, ...); 0 where it cannot be read.
+pub fn status_kib(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 /// Capacity of every pooled buffer.
 pub const BUF_CAP: usize = 4096;
 

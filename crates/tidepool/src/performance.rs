@@ -339,12 +339,6 @@
 //! * With the default interval (15 s), 20,000 pools: the reclaimer used
 //!   0.18 % of one core over 2 s of flow and 31 s idle (0.21 % in an
 //!   earlier run).
-//! * Before the fixes of `cache/thread.rs`, the scheduler and the slot
-//!   table (same bench, 1 s of flow): get + put 69 / 154 / 115,542 ns at
-//!   100 / 1,000 / 5,000 pools, building a pool 35–49 µs (the CPU count read
-//!   from the cgroup files, a wake-up of the reclaimer, and a round over
-//!   every pool), and 170 MB resident after the threads exit at 20,000
-//!   pools.
 //! * Up to about `MAX_CACHES` pools a thread keeps a cache in each, and a
 //!   get + put stays within 2× of its cost at 100 pools. Past it, most gets
 //!   and puts go through the depot, and each one misses the CPU caches on

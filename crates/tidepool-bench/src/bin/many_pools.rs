@@ -45,6 +45,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use tidepool_bench::status_kib;
 
 /// The system allocator, counting the bytes it has out: the heap the
 /// pools and their objects hold, apart from what RSS adds (freed memory
@@ -92,7 +93,7 @@ fn make() -> Obj {
 trait Subject: Send + Sync + 'static {
     fn build(interval: Option<Duration>) -> Self;
     fn round_trip(&self);
-    /// Idle objects held, and whether more than `min_idle` (0) are.
+    /// Idle objects held.
     fn idle(&self) -> u64;
     fn created(&self) -> u64;
     /// Reclaim passes run and thread caches taken back (tidepool only).
@@ -156,18 +157,6 @@ impl Subject for MutexVec {
     fn created(&self) -> u64 {
         self.created.load(Relaxed)
     }
-}
-
-fn status_kib(key: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 /// CPU seconds (user + system) of this process's threads named `name`.

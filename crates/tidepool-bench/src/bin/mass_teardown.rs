@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use tidepool::stack::{GuardedStack, StackPool};
 use tidepool::Manage;
+use tidepool_bench::status_kib;
 
 const STACK: usize = 64 * 1024;
 const TOUCH: usize = 16 * 1024;
@@ -46,18 +47,6 @@ fn touch(stack: &GuardedStack) {
             .sub(TOUCH)
             .write_bytes(1, TOUCH.min(stack.usable_size()))
     }
-}
-
-fn status_kib(key: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 fn vmas() -> u64 {

@@ -256,8 +256,13 @@ impl Watched {
     fn after_sweep(&mut self, mut kept: Vec<Weak<dyn ThreadExit>>) -> bool {
         kept.append(&mut self.pools);
         self.pools = kept;
-        self.sweep_at = (2 * (self.pools.len() + 1)).max(MIN_SWEEP);
+        self.sweep_at = self.next_sweep();
         self.pools.len() < MAX_CACHES
+    }
+
+    /// The length at which a push sweeps next: twice the list now.
+    fn next_sweep(&self) -> usize {
+        (2 * (self.pools.len() + 1)).max(MIN_SWEEP)
     }
 
     fn push(&mut self, pool: Weak<dyn ThreadExit>) {
@@ -271,7 +276,7 @@ impl Watched {
                 self.work.1 += self.pools.len() as u64;
             }
             self.pools.retain(|p| p.strong_count() > 0);
-            self.sweep_at = (2 * (self.pools.len() + 1)).max(MIN_SWEEP);
+            self.sweep_at = self.next_sweep();
         }
         self.pools.push(pool);
     }
