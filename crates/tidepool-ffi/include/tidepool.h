@@ -22,6 +22,8 @@
 #define TIDEPOOL_CONFIG_SIZE_VER1 (offsetof(tidepool_config, purge) + sizeof(tidepool_purge_fn))
 /** The size of the third version of tidepool_config (adds `burst` to `purge_delay_ms`). */
 #define TIDEPOOL_CONFIG_SIZE_VER2 (offsetof(tidepool_config, purge_delay_ms) + sizeof(uint64_t))
+/** The size of the fourth version of tidepool_config (adds `release_step`). */
+#define TIDEPOOL_CONFIG_SIZE_VER3 (offsetof(tidepool_config, release_step) + sizeof(size_t))
 /** The size of the first version of tidepool_stats (up to `adopted`). */
 #define TIDEPOOL_STATS_SIZE_VER0 offsetof(tidepool_stats, mapped)
 /** The size of the second version of tidepool_stats (adds the stack figures). */
@@ -32,6 +34,8 @@
 #define TIDEPOOL_STATS_SIZE_VER3 (offsetof(tidepool_stats, max_idle) + sizeof(uint64_t))
 /** The size of the fifth version of tidepool_stats (adds `destroying`). */
 #define TIDEPOOL_STATS_SIZE_VER4 (offsetof(tidepool_stats, destroying) + sizeof(uint64_t))
+/** The size of the sixth version of tidepool_stats (adds the stack pools' system-call counts). */
+#define TIDEPOOL_STATS_SIZE_VER5 (offsetof(tidepool_stats, munmap_calls) + sizeof(uint64_t))
 
 /**
  * Memory-pressure level: reclaim down to the working set now, then purge
@@ -282,7 +286,7 @@ typedef void (*tidepool_purge_fn)(void *ctx, void *obj);
  * Versions: `TIDEPOOL_CONFIG_SIZE_VER0` ends after `destroy`;
  * `TIDEPOOL_CONFIG_SIZE_VER1` adds `purge`; `TIDEPOOL_CONFIG_SIZE_VER2`
  * adds `burst`, `teardown_threads`, `teardown_chunk`, `maps_per_object`
- * and `purge_delay_ms`. See `tidepool_status`'s `TIDEPOOL_ERR_STRUCT_SIZE`
+ * and `purge_delay_ms`; `TIDEPOOL_CONFIG_SIZE_VER3` adds `release_step`. See `tidepool_status`'s `TIDEPOOL_ERR_STRUCT_SIZE`
  * for sizes that are refused.
  */
 typedef struct tidepool_config {
@@ -390,6 +394,18 @@ typedef struct tidepool_config {
      * kinds; `UINT64_MAX`: none). Since version 2.
      */
     uint64_t purge_delay_ms;
+    /**
+     * Stack pools: the most bytes one system call releases when stacks
+     * are torn down (0: the default, 4 MiB). A slab losing its last
+     * stacks has their pages released this much at a time (`madvise`),
+     * then its emptied range unmapped, so that the `munmap` frees nothing
+     * while it holds the process's address-space lock for write, which
+     * every other thread's `mmap` and `munmap` waits for. `SIZE_MAX`: no
+     * bound, one `munmap` per slab with its pages, the fastest teardown
+     * when no other thread maps memory meanwhile. Others: 0. Since
+     * version 3.
+     */
+    size_t release_step;
 } tidepool_config;
 
 /**
@@ -407,7 +423,9 @@ typedef struct tidepool_config {
  * `TIDEPOOL_STATS_SIZE_VER1` adds the stack figures;
  * `TIDEPOOL_STATS_SIZE_VER2` adds `trimmed`; `TIDEPOOL_STATS_SIZE_VER3`
  * adds `empty_gets`, `idle_cached` and `max_idle`;
- * `TIDEPOOL_STATS_SIZE_VER4` adds `destroying`.
+ * `TIDEPOOL_STATS_SIZE_VER4` adds `destroying`; `TIDEPOOL_STATS_SIZE_VER5`
+ * adds the stack pools' system-call counts (`mmap_calls` to
+ * `munmap_calls`).
  */
 typedef struct tidepool_stats {
     /**
@@ -539,6 +557,32 @@ typedef struct tidepool_stats {
      * runs the queue. Since version 4.
      */
     uint64_t destroying;
+    /**
+     * Stack pools: `mmap` calls made for this pool's stacks since it was
+     * built, one per slab. Since version 5.
+     */
+    uint64_t mmap_calls;
+    /**
+     * Stack pools: `mprotect` calls: with `PROT_NONE` guards, one per
+     * slot opened; with guard markers, one per marker the kernel refused.
+     */
+    uint64_t mprotect_calls;
+    /**
+     * Stack pools: guard-marker `madvise(MADV_GUARD_INSTALL)` calls, one
+     * per slot opened (not in `madvise_calls`).
+     */
+    uint64_t guard_calls;
+    /**
+     * Stack pools: `madvise` calls releasing pages: purges, freed stacks
+     * of slabs that stay, and a torn-down slab's pages released a
+     * `release_step` at a time before its `munmap`.
+     */
+    uint64_t madvise_calls;
+    /**
+     * Stack pools: `munmap` calls, one per slab, when its last stack is
+     * destroyed.
+     */
+    uint64_t munmap_calls;
 } tidepool_stats;
 
 /**

@@ -78,7 +78,7 @@ const OBJ_FLAGS: u64 = TIDEPOOL_OBJ_UNCHECKED | TIDEPOOL_OBJ_ACCEPT_FOREIGN;
 /// Versions: `TIDEPOOL_CONFIG_SIZE_VER0` ends after `destroy`;
 /// `TIDEPOOL_CONFIG_SIZE_VER1` adds `purge`; `TIDEPOOL_CONFIG_SIZE_VER2`
 /// adds `burst`, `teardown_threads`, `teardown_chunk`, `maps_per_object`
-/// and `purge_delay_ms`. See `tidepool_status`'s `TIDEPOOL_ERR_STRUCT_SIZE`
+/// and `purge_delay_ms`; `TIDEPOOL_CONFIG_SIZE_VER3` adds `release_step`. See `tidepool_status`'s `TIDEPOOL_ERR_STRUCT_SIZE`
 /// for sizes that are refused.
 #[allow(non_camel_case_types)]
 #[repr(C)]
@@ -148,6 +148,16 @@ pub struct tidepool_config {
     /// them, in ms (0: the default, 1000 for stacks and none for the other
     /// kinds; `UINT64_MAX`: none). Since version 2.
     pub purge_delay_ms: u64,
+    /// Stack pools: the most bytes one system call releases when stacks
+    /// are torn down (0: the default, 4 MiB). A slab losing its last
+    /// stacks has their pages released this much at a time (`madvise`),
+    /// then its emptied range unmapped, so that the `munmap` frees nothing
+    /// while it holds the process's address-space lock for write, which
+    /// every other thread's `mmap` and `munmap` waits for. `SIZE_MAX`: no
+    /// bound, one `munmap` per slab with its pages, the fastest teardown
+    /// when no other thread maps memory meanwhile. Others: 0. Since
+    /// version 3.
+    pub release_step: usize,
 }
 
 /// The size of the first version of [`tidepool_config`] (up to `destroy`).
@@ -156,11 +166,14 @@ pub(crate) const CONFIG_SIZE_VER0: usize = offset_of!(tidepool_config, purge);
 /// The size of version 1 (up to `purge`).
 pub(crate) const CONFIG_SIZE_VER1: usize = offset_of!(tidepool_config, burst);
 
+/// The size of version 2 (up to `purge_delay_ms`).
+pub(crate) const CONFIG_SIZE_VER2: usize = offset_of!(tidepool_config, release_step);
+
 // SAFETY: `#[repr(C)]`, `size: usize` first, and all-zero bytes are valid for
 // every field (integers, a raw pointer, `Option`s of function pointers).
 unsafe impl SizedStruct for tidepool_config {
     const NAME: &'static str = "tidepool_config";
-    const VERSIONS: &'static [usize] = &[CONFIG_SIZE_VER0, CONFIG_SIZE_VER1];
+    const VERSIONS: &'static [usize] = &[CONFIG_SIZE_VER0, CONFIG_SIZE_VER1, CONFIG_SIZE_VER2];
 }
 
 /// The kind of pool a config is for, to check which fields apply.
@@ -267,6 +280,10 @@ impl tidepool_config {
         unused(
             "keep_resident",
             kind != Kind::Stack && self.keep_resident != 0,
+        )?;
+        unused(
+            "release_step",
+            kind != Kind::Stack && self.release_step != 0,
         )?;
         unused("ctx", kind != Kind::Obj && !self.ctx.is_null())?;
         unused("create", kind != Kind::Obj && self.create.is_some())?;
@@ -419,8 +436,9 @@ mod tests {
     fn versions_end_where_documented() {
         let word = std::mem::size_of::<usize>();
         assert_eq!(CONFIG_SIZE_VER0 + word, CONFIG_SIZE_VER1);
+        assert_eq!(CONFIG_SIZE_VER1 + 4 * word + 8, CONFIG_SIZE_VER2);
         assert_eq!(
-            CONFIG_SIZE_VER1 + 4 * word + 8,
+            CONFIG_SIZE_VER2 + word,
             std::mem::size_of::<tidepool_config>()
         );
     }

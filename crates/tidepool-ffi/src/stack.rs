@@ -130,6 +130,11 @@ mod unix {
             if config.keep_resident != 0 {
                 builder = builder.keep_resident(config.keep_resident);
             }
+            match config.release_step {
+                0 => {}
+                usize::MAX => builder = builder.release_step(0),
+                n => builder = builder.release_step(n),
+            }
             if common.max_live == Some(None) {
                 builder = builder.unbounded();
             }
@@ -260,6 +265,11 @@ mod unix {
                 reclaim_retries: s.reclaim_retries,
                 purge_failures: s.purge_failures,
                 unmap_failures: s.unmap_failures,
+                mmap_calls: s.mmap_calls,
+                mprotect_calls: s.mprotect_calls,
+                guard_calls: s.guard_calls,
+                madvise_calls: s.madvise_calls,
+                munmap_calls: s.munmap_calls,
                 ..tidepool_stats::from_core(&s.pool)
             }
         }

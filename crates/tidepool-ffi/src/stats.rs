@@ -18,7 +18,9 @@ use crate::sized::SizedStruct;
 /// `TIDEPOOL_STATS_SIZE_VER1` adds the stack figures;
 /// `TIDEPOOL_STATS_SIZE_VER2` adds `trimmed`; `TIDEPOOL_STATS_SIZE_VER3`
 /// adds `empty_gets`, `idle_cached` and `max_idle`;
-/// `TIDEPOOL_STATS_SIZE_VER4` adds `destroying`.
+/// `TIDEPOOL_STATS_SIZE_VER4` adds `destroying`; `TIDEPOOL_STATS_SIZE_VER5`
+/// adds the stack pools' system-call counts (`mmap_calls` to
+/// `munmap_calls`).
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -96,6 +98,22 @@ pub struct tidepool_stats {
     /// (`TIDEPOOL_NO_BACKGROUND`) may keep some queued until a later call
     /// runs the queue. Since version 4.
     pub destroying: u64,
+    /// Stack pools: `mmap` calls made for this pool's stacks since it was
+    /// built, one per slab. Since version 5.
+    pub mmap_calls: u64,
+    /// Stack pools: `mprotect` calls: with `PROT_NONE` guards, one per
+    /// slot opened; with guard markers, one per marker the kernel refused.
+    pub mprotect_calls: u64,
+    /// Stack pools: guard-marker `madvise(MADV_GUARD_INSTALL)` calls, one
+    /// per slot opened (not in `madvise_calls`).
+    pub guard_calls: u64,
+    /// Stack pools: `madvise` calls releasing pages: purges, freed stacks
+    /// of slabs that stay, and a torn-down slab's pages released a
+    /// `release_step` at a time before its `munmap`.
+    pub madvise_calls: u64,
+    /// Stack pools: `munmap` calls, one per slab, when its last stack is
+    /// destroyed.
+    pub munmap_calls: u64,
 }
 
 /// The size of the first version of [`tidepool_stats`] (up to `adopted`).
@@ -110,6 +128,9 @@ pub(crate) const STATS_SIZE_VER2: usize = offset_of!(tidepool_stats, empty_gets)
 /// The size of version 3 (up to `max_idle`).
 pub(crate) const STATS_SIZE_VER3: usize = offset_of!(tidepool_stats, destroying);
 
+/// The size of version 4 (up to `destroying`).
+pub(crate) const STATS_SIZE_VER4: usize = offset_of!(tidepool_stats, mmap_calls);
+
 // SAFETY: `#[repr(C)]`, `size: usize` first, integers only.
 unsafe impl SizedStruct for tidepool_stats {
     const NAME: &'static str = "tidepool_stats";
@@ -118,6 +139,7 @@ unsafe impl SizedStruct for tidepool_stats {
         STATS_SIZE_VER1,
         STATS_SIZE_VER2,
         STATS_SIZE_VER3,
+        STATS_SIZE_VER4,
     ];
 }
 

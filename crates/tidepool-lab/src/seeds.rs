@@ -56,7 +56,7 @@ pub const SEEDS: [Seed; 5] = [
         short: "DragonFly pipes",
         subject: "kernel - Remove bottlenecks related to mass pipe closures",
         origin: "DragonFly BSD, Matthew Dillon, August 2017 (5eab490e)",
-        scenarios: &["mass-teardown"],
+        scenarios: &["mass-teardown", "mass-teardown-full"],
     },
 ];
 

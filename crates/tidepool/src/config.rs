@@ -55,6 +55,14 @@ pub const DEFAULT_TEARDOWN_THREADS: usize = usize::MAX;
 /// ([`Builder::teardown_chunk`]).
 pub const DEFAULT_TEARDOWN_CHUNK: usize = 256;
 
+/// Default most bytes one system call releases when stacks or regions are
+/// torn down (`StackPoolBuilder::release_step`): their pages go back
+/// (`madvise`) this many bytes at a time before the emptied range is
+/// unmapped, so that no `munmap` frees pages while it holds the process's
+/// address-space lock for write. A step frees its pages under the lock
+/// for read at most; on Linux 6.16+ under the area's own lock only.
+pub const DEFAULT_RELEASE_STEP: usize = 4 << 20;
+
 /// The largest batch accepted: a batch is moved under the depot lock, and
 /// bigger ones only make thread caches hoard more.
 pub const MAX_BATCH_SIZE: usize = 1 << 16;

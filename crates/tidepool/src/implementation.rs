@@ -476,6 +476,9 @@
 //!                 resident <= pages the last owner touched below keep_resident
 //! ```
 //!
+//! A region's drop releases its accessible part `DEFAULT_RELEASE_STEP`
+//! bytes at a time before its `munmap`, for the same reason as a slab's.
+//!
 //! ## Stacks in slabs (`stack/slab.rs`)
 //!
 //! A stack pool's manager carves its stacks from slabs: one `mmap`
@@ -532,6 +535,17 @@
 //! slot's pages are released (`madvise`, one call per run of adjacent
 //! stacks) before it becomes `ready`, so a destroy gives memory back even
 //! while the slab lives on, and reuse of a `ready` slot costs no syscall.
+//! A slab that loses its last stacks has their pages released the same
+//! way before its `munmap`, so that the `munmap`, which holds the
+//! address-space lock for write, frees no page (the stack module's
+//! "Teardown and the rest of the process"):
+//!
+//! ```text
+//! every release call covers <= release_step bytes      (release_step > 0)
+//! a slab is unmapped only after every slot that was `used` when it left
+//!   the set had its usable part released                (release_step > 0)
+//! release_step == 0: one munmap per slab, pages and all
+//! ```
 //! Every stack holds an `Arc` of its slab set, so the set outlives the pool
 //! while detached stacks live.
 //!

@@ -283,30 +283,73 @@
 //! # Mass teardown
 //!
 //! Seed 004's experiment, `cargo run --release -p tidepool-lab -- run
-//! --scenario mass-teardown`: 64 threads hold 25,000 guarded 64 KiB stacks
-//! (4 KiB of each written), then all release at once and exit, while a
-//! probe thread times, every millisecond, a get + put on another pool and a
-//! 64 KiB stack mapped and unmapped. tidepool's stacks use guard markers;
-//! the two baselines use the seed's `PROT_NONE` guards. EPYC, one full lab
-//! run with both vCPUs free, medians of 3 runs per policy:
+//! --scenario mass-teardown,mass-teardown-full`: 64 threads hold 25,000
+//! guarded 256 KiB stacks (the top 64 KiB of each written, or all of it),
+//! then all release at once and exit, while a probe thread times, every
+//! millisecond, a get + put on another pool and an `mmap` + `munmap` of a
+//! 64 KiB region of its own. Each ratio is a run's p99 during the teardown
+//! over its p99 at rest, the median over 3 runs; EPYC, 2 vCPUs, nothing
+//! else running. `dfly-2017` unmaps whole slabs with their pages
+//! (`release_step(0)`), `dfly-before` one mapping per stack.
 //!
-//! | | teardown wall | map + unmap p99 during teardown | get + put p99 during teardown | VMAs held | `munmap` per 1000 stacks |
-//! |---|---|---|---|---|---|
-//! | at rest | – | – | 1.07 µs (dfly-before) – 1.28 µs (tidepool) | – | – |
-//! | `dfly-before` (own mapping each, every thread at once) | 195 ms | 100 ms | 4.75 µs | 50,383 | 1000 |
-//! | `dfly-2017` (`ncpus` queued permits, slabs of 32) | 28 ms | 4.5 ms | 1.27 µs | 349 | 31.2 |
-//! | **tidepool** (`burst(32)`, destroy queue, FIFO permits) | **28 ms** | **2.1 ms** | **1.02 µs** | **352** | **31.2** |
+//! | top 64 KiB written | teardown wall | others' `mmap` + `munmap` p99, during / rest | others' get + put p99, during / rest | `munmap` / `madvise` per 1000 stacks |
+//! |---|---|---|---|---|
+//! | `dfly-before` (own mapping each, every thread at once) | 492 ms | 5,084× (67 ms) | 1.29× | 1000 / 0 |
+//! | `dfly-2017` (`ncpus` queued permits, slabs of 31) | 159 ms | 762× (11.8 ms) | 1.77× | 32.3 / 18.2 |
+//! | **tidepool** (release step 4 MiB) | **139 ms** (0.87×) | **38×** (0.50 ms; per run 42×, 8.7×, 38×) | **0.76×** | 32.2 / 96.8 |
+//! | tidepool without the step (the code before it) | 146 ms | 671× | 1.60× | 32.2 / – |
 //!
-//! * The rest of the process stalls 47.7× less than with `dfly-before` in
-//!   this run (the lab's worst-stall claim; 7.7× in a second full run), and
-//!   a get + put on another pool stays within 0.80× (1.02×) of its p99 at
-//!   rest (target ≤ 2×).
-//! * Teardown wall time against `dfly-2017` over five runs with both vCPUs
-//!   free: 0.98×, 1.02×, 0.96×, 0.93×, 0.76× (median 0.96×; target ≤ 1.0×);
-//!   0.89–1.55× with five builds running. tidepool's bursts carve up to one
-//!   burst more per holder than it holds (about 6 % more stacks torn down),
-//!   and a slab whose stacks land in two teardown chunks is released in two
-//!   steps.
+//! | all 256 KiB written | teardown wall | others' `mmap` + `munmap` p99, during / rest | others' get + put p99, during / rest |
+//! |---|---|---|---|
+//! | `dfly-before` | 919 ms | 2,523× (103 ms) | 1.75× |
+//! | `dfly-2017` | 514 ms | 1,077× (16.4 ms) | 2.01× |
+//! | **tidepool** | **336 ms** (0.65×) | **12×** (0.16 ms; per run 5.8×, 12×, 27×) | **1.04×** |
+//! | tidepool without the step | 421 ms | 813× | 1.82× |
+//!
+//! * **What the step buys.** An `munmap` of a slab of touched stacks holds
+//!   the address-space lock for write while it frees the pages: 8–16 ms of
+//!   every other thread's `mmap` waiting behind it. Released a step at a
+//!   time first (`madvise`, which on Linux 6.16+ takes the area's lock, not
+//!   the process's), the slab's `munmap` frees nothing and is short: the
+//!   others' p99 drops 20–70 fold, and the teardown is no slower (one
+//!   `madvise` per 4 MiB; a 1 MiB step measured 1.4× slower with 64 KiB
+//!   written, more calls, each flushing the other CPU's TLB).
+//! * **What is left: 12–38×, against a target of 2×.** A profile of the
+//!   probe (`perf record -g`, a C model of the same teardown) puts its
+//!   extra time in `munmap`'s TLB flush, waiting in
+//!   `smp_call_function_many_cond` for the CPU that is freeing pages to
+//!   answer: while another thread of the process zaps pages
+//!   (`mm_tlb_flush_nested`), the kernel makes every `munmap` of the
+//!   process flush the TLBs of all its CPUs, and a CPU freeing pages runs
+//!   with interrupts off in stretches (`free_pcppages_bulk`, the LRU lock).
+//!   On this VM an inter-processor interrupt is a VM exit each way. A step
+//!   of 64 KiB or 16 KiB did not help (more calls, the same stretches);
+//!   one teardown thread instead of two cut the p99 2–4 fold in the C model, but
+//!   made the 64 KiB-written teardown 1.2–1.4× slower than `dfly-2017`; a
+//!   `SCHED_IDLE` runner changed the p99 little and made another pool's
+//!   get + put worse (6–8×) in one variant. Any teardown that frees pages
+//!   in the process while another thread unmaps pays this; only freeing
+//!   less at a time (a slower teardown) lowers it.
+//! * Another pool's get + put: within 0.76–1.04× of its p99 at rest
+//!   (target 1.5×); the runs range 0.61–1.25×.
+//!
+//! The teardowns that need no mass release, `cargo run --release -p
+//! tidepool-bench --bin teardown_paths` (3 runs each, 25,000 idle stacks of
+//! 256 KiB with 64 KiB written; 6,000 idle regions of 4 MiB with 1 MiB
+//! written and kept resident, as the wasmtime memory creator keeps them):
+//!
+//! | teardown | wall | others' `mmap` p99, during / rest | others' get + put p99, during / rest |
+//! |---|---|---|---|
+//! | a `StackPool`'s drop | 184–485 ms | 6.3×, 9.1×, 595× (one run stalled 10 ms; six more: 2.6–12.6×) | 0.69×, 1.11×, 265× (the same run) |
+//! | the same, `release_step(0)` | 164–209 ms | 95×, 34×, 132× | 1.00–1.25× |
+//! | critical pressure | 173–204 ms | 9.6×, 11.7×, 8.7× | 1.90×, 1.04×, 1.92× |
+//! | the same, `release_step(0)` | 154–198 ms | 45×, 57×, 109× | 1.02–1.55× |
+//! | a region pool's drop | 602–718 ms | 2.9×, 2.0×, 6.0× | 0.51–1.30× |
+//!
+//! The step costs the pool's drop and critical pressure 0.95–1.3× in wall
+//! time here. Counts come from the pools' stats: critical pressure made
+//! 2,484 `madvise` and 808 `munmap` calls with the step, 213 and 808
+//! without.
 //!
 //! # Many pools
 //!

@@ -98,10 +98,18 @@ fn a_burst_is_one_mmap_and_one_guard_call_per_stack_in_one_slab() {
 }
 
 fn a_burst_in(mode: GuardMode) {
+    for step in [tidepool::DEFAULT_RELEASE_STEP, 0] {
+        a_burst_with(mode, step);
+    }
+}
+
+fn a_burst_with(mode: GuardMode, step: usize) {
     let pool = StackPool::builder(13 * PAGE)
         .guard_mode(mode)
+        .release_step(step)
         .build()
         .unwrap();
+    assert_eq!(pool.manager().release_step(), step);
     let k = pool.manager().stacks_per_slab();
     assert_eq!(k, MAX_STACKS_PER_SLAB, "56 KiB slots: 32 to a slab");
     let stacks = pool.manager().create_batch(k).unwrap();
@@ -124,7 +132,11 @@ fn a_burst_in(mode: GuardMode) {
     pool.manager().destroy_batch(stacks);
     let s = pool.stats();
     assert_eq!((s.slabs, s.slots, s.munmap_calls), (0, 0, 1));
-    assert_eq!(s.madvise_calls, 0, "a whole slab goes with one munmap");
+    // 32 slots of 14 pages fit one release step: the slab's pages go back
+    // in one call (across its guards), then it is unmapped. Without a
+    // step, the munmap frees them.
+    let released = u64::from(step != 0);
+    assert_eq!(s.madvise_calls, released, "one step, then one munmap");
     assert_eq!(pool.manager().create_batch(0).unwrap().len(), 0);
 }
 
@@ -209,7 +221,9 @@ fn destroy_batch_unmaps_whole_slabs_and_releases_runs_in_the_rest() {
 
     let after = pool.stats();
     assert_eq!(after.munmap_calls, 1, "the upper slab, in one call");
-    assert_eq!(after.madvise_calls, 2, "one per run of adjacent stacks");
+    // One per run of adjacent stacks, and the upper slab's pages in one
+    // step (32 slots of 10 pages fit one) before its munmap.
+    assert_eq!(after.madvise_calls, 3, "one per run, one per step");
     assert_eq!(after.slabs, 1);
     // The freed stacks' slots stay mapped with the slab.
     assert!(runs.into_iter().all(any_mapped));
@@ -457,12 +471,13 @@ fn purge_and_drain_through_the_pool_count_their_calls() {
     assert_eq!(pool.stats().madvise_calls, 4);
     assert_eq!(pool.purge(), 0, "the depot remembers what it purged");
     // Queued as six batches of one, destroyed as one chunk: one
-    // `destroy_batch` with the whole slab, so one `munmap` and no page
-    // release (one at a time, five `madvise`s would come first).
+    // `destroy_batch` with the whole slab, so one `munmap`, after one
+    // release step for the slab's six adjacent stacks (one at a time, six
+    // `madvise`s would come first).
     assert_eq!(pool.drain(), 6);
     let s = pool.stats();
     assert_eq!((s.munmap_calls, s.slabs), (1, 0));
-    assert_eq!(s.madvise_calls, 4, "no release before the unmap");
+    assert_eq!(s.madvise_calls, 5, "one release step before the unmap");
 }
 
 #[test]

@@ -13,7 +13,7 @@
 //! * `dfly-2017`: stacks carved in slabs (`StackManager::create_batch`);
 //!   a releasing thread takes one of `ncpus` permits (a queued, fair lock
 //!   per permit) and tears its stacks down with one `destroy_batch` (one
-//!   `munmap` per slab).
+//!   `munmap` per slab, pages and all: `release_step(0)`).
 //! * `tidepool`: a `StackPool` with `burst(32)`, `max_idle` one batch;
 //!   holders drop their `PooledStack`s and exit; the pool's destroy queue
 //!   (at most `ncpus` runners, one chunk per exiting thread, the
@@ -132,7 +132,15 @@ fn child(policy: &str, n: usize, holders: usize) {
     let per = n.div_ceil(holders);
     let held = Arc::new(Barrier::new(holders + 1));
     let go = Arc::new(Barrier::new(holders + 1));
+    // dfly-2017 unmaps whole slabs with their pages (DragonFly's bulk
+    // removal): no release step.
+    let step = if policy == "dfly-2017" {
+        0
+    } else {
+        tidepool::DEFAULT_RELEASE_STEP
+    };
     let pool = StackPool::builder(STACK)
+        .release_step(step)
         .batch_size(32)
         .burst(32)
         .unbounded()

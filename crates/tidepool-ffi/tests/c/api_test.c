@@ -414,7 +414,8 @@ static void config_versions(void) {
      * bytes, nothing after them. */
     CHECK(TIDEPOOL_CONFIG_SIZE_VER0 < sizeof(tidepool_config));
     CHECK(TIDEPOOL_CONFIG_SIZE_VER1 < TIDEPOOL_CONFIG_SIZE_VER2);
-    CHECK(TIDEPOOL_CONFIG_SIZE_VER2 == sizeof(tidepool_config));
+    CHECK(TIDEPOOL_CONFIG_SIZE_VER2 < TIDEPOOL_CONFIG_SIZE_VER3);
+    CHECK(TIDEPOOL_CONFIG_SIZE_VER3 == sizeof(tidepool_config));
     unsigned char *v0 = malloc(TIDEPOOL_CONFIG_SIZE_VER0);
     CHECK(v0 != NULL);
     full.size = TIDEPOOL_CONFIG_SIZE_VER0;
@@ -478,7 +479,8 @@ static void stats_versions(void) {
     CHECK(TIDEPOOL_STATS_SIZE_VER1 < TIDEPOOL_STATS_SIZE_VER2);
     CHECK(TIDEPOOL_STATS_SIZE_VER2 < TIDEPOOL_STATS_SIZE_VER3);
     CHECK(TIDEPOOL_STATS_SIZE_VER3 < TIDEPOOL_STATS_SIZE_VER4);
-    CHECK(TIDEPOOL_STATS_SIZE_VER4 == sizeof(tidepool_stats));
+    CHECK(TIDEPOOL_STATS_SIZE_VER4 < TIDEPOOL_STATS_SIZE_VER5);
+    CHECK(TIDEPOOL_STATS_SIZE_VER5 == sizeof(tidepool_stats));
     memset(&old, 0xee, sizeof old);
     old.stats.size = TIDEPOOL_STATS_SIZE_VER1;
     OK(tidepool_pool_stats(pool, &old.stats));
@@ -498,6 +500,8 @@ static void stats_versions(void) {
     CHECK(big.stats.size == sizeof(tidepool_stats));
     CHECK(big.stats.mapped == 1 && big.stats.vmas == 2);
     CHECK(big.stats.trimmed == 0);
+    /* One slab mapped for the stack, none unmapped yet. */
+    CHECK(big.stats.mmap_calls == 1 && big.stats.munmap_calls == 0);
     CHECK(big.newer[0] == 0 && big.newer[1] == 0 && big.newer[2] == 0);
 
     tidepool_stats tiny;
@@ -508,6 +512,40 @@ static void stats_versions(void) {
 
     OK(tidepool_stack_put(pool, &st));
     OK(tidepool_pool_destroy(pool));
+}
+
+/* A teardown's system calls, counted per pool: with a release step of one
+ * stack, each stack's pages go back with an madvise of their own before the
+ * emptied slab's munmap; with no step (SIZE_MAX), the munmap frees them. */
+static void teardown_counts(void) {
+    const size_t size = 64 * 1024;
+    const size_t steps[2] = {64 * 1024, SIZE_MAX};
+    for (int i = 0; i < 2; i++) {
+        tidepool_config cfg = stack_config(size);
+        cfg.release_step = steps[i];
+        cfg.flags = TIDEPOOL_NO_BACKGROUND;
+        tidepool_pool *pool = NULL;
+        OK(tidepool_stack_pool_new(&cfg, &pool));
+        tidepool_stack st[4];
+        for (int j = 0; j < 4; j++) {
+            OK(tidepool_stack_get(pool, &st[j]));
+            memset(st[j].base, 1, st[j].size);
+        }
+        for (int j = 0; j < 4; j++)
+            OK(tidepool_stack_put(pool, &st[j]));
+        size_t n = 0;
+        OK(tidepool_pool_drain(pool, &n));
+        CHECK(n == 4);
+        tidepool_stats s;
+        s.size = sizeof s;
+        OK(tidepool_pool_stats(pool, &s));
+        CHECK(s.mmap_calls == 1 && s.munmap_calls == 1);
+        if (steps[i] == SIZE_MAX)
+            CHECK(s.madvise_calls == 0);
+        else
+            CHECK(s.madvise_calls == 4);
+        OK(tidepool_pool_destroy(pool));
+    }
 }
 
 /* --- errors ------------------------------------------------------------------ */
@@ -1211,6 +1249,7 @@ int main(int argc, char **argv) {
         {"maintenance", maintenance},
         {"config_versions", config_versions},
         {"stats_versions", stats_versions},
+        {"teardown_counts", teardown_counts},
         {"errors_null_and_handles", errors_null_and_handles},
         {"errors_config", errors_config},
         {"errors_put", errors_put},

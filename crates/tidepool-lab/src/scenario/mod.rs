@@ -77,6 +77,10 @@ pub enum ScenarioKind {
     #[serde(rename = "mass-teardown")]
     #[value(name = "mass-teardown")]
     MassTeardown,
+    /// Seed 004 with every page of every stack written.
+    #[serde(rename = "mass-teardown-full")]
+    #[value(name = "mass-teardown-full")]
+    MassTeardownFull,
     /// Seeds 001 and 002: objects made on one thread, freed on another, at
     /// a live limit and without one.
     #[serde(rename = "handoff")]
@@ -86,7 +90,7 @@ pub enum ScenarioKind {
 
 impl ScenarioKind {
     /// Every scenario, in report order.
-    pub const ALL: [ScenarioKind; 9] = [
+    pub const ALL: [ScenarioKind; 10] = [
         ScenarioKind::Fio,
         ScenarioKind::FioCrossThread,
         ScenarioKind::FioPressure,
@@ -96,6 +100,7 @@ impl ScenarioKind {
         ScenarioKind::LimitChurn,
         ScenarioKind::Handoff,
         ScenarioKind::MassTeardown,
+        ScenarioKind::MassTeardownFull,
     ];
 
     /// The name on the command line and in reports.
@@ -109,7 +114,8 @@ impl ScenarioKind {
             ScenarioKind::Pressure => "pressure",
             ScenarioKind::LimitChurn => limit_churn::ID,
             ScenarioKind::Handoff => handoff::ID,
-            ScenarioKind::MassTeardown => "mass-teardown",
+            ScenarioKind::MassTeardown => mass_teardown::Touch::Top.id(),
+            ScenarioKind::MassTeardownFull => mass_teardown::Touch::Whole.id(),
         }
     }
 
@@ -138,7 +144,12 @@ impl ScenarioKind {
             ScenarioKind::Pressure => pressure::run(settings, progress),
             ScenarioKind::LimitChurn => limit_churn::run(settings, progress),
             ScenarioKind::Handoff => handoff::run(settings, progress),
-            ScenarioKind::MassTeardown => mass_teardown::run(settings, progress),
+            ScenarioKind::MassTeardown => {
+                mass_teardown::run(settings, progress, mass_teardown::Touch::Top)
+            }
+            ScenarioKind::MassTeardownFull => {
+                mass_teardown::run(settings, progress, mass_teardown::Touch::Whole)
+            }
         };
         report.claims = self.claims(&report, settings);
         report
@@ -157,7 +168,9 @@ impl ScenarioKind {
             ScenarioKind::Pressure => pressure::claims(report),
             ScenarioKind::LimitChurn => limit_churn::claims(report),
             ScenarioKind::Handoff => handoff::claims(report),
-            ScenarioKind::MassTeardown => mass_teardown::claims(report),
+            ScenarioKind::MassTeardown | ScenarioKind::MassTeardownFull => {
+                mass_teardown::claims(report)
+            }
         }
     }
 }

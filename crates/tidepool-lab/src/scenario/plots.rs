@@ -27,7 +27,7 @@ pub fn over_time(metric: Metric, x_label: &str) -> Spec {
         ),
         Metric::Throughput => ("Throughput", "requests completed (per s)"),
         Metric::ProbeGetPut => ("Probe: get + put on another pool", "latency (µs)"),
-        Metric::ProbeMap => ("Probe: map + unmap a 64 KiB stack", "latency (ms)"),
+        Metric::ProbeMap => ("Probe: map + unmap a 64 KiB region", "latency (ms)"),
     };
     Spec {
         title: title.to_owned(),

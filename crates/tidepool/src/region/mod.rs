@@ -200,6 +200,18 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
+        // The accessible pages go back a step at a time first, so that the
+        // `munmap` frees none while it holds the address-space lock for
+        // write (see `DEFAULT_RELEASE_STEP`). A failed step leaves its
+        // pages to the `munmap`.
+        let mut at = 0;
+        while at < self.accessible {
+            let len = crate::DEFAULT_RELEASE_STEP.min(self.accessible - at);
+            // SAFETY: accessible pages of our reservation, whose owner is
+            // gone.
+            let _ = unsafe { os::release_pages(self.page_at(at), len) };
+            at += len;
+        }
         // SAFETY: our own reservation, unmapped once; nothing refers into it
         // (its owner is gone).
         if unsafe { os::unmap(self.start, self.len) }.is_err() {

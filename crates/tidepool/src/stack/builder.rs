@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::os::page_size;
 use crate::stack::{registry, GuardMode, MapBudget, StackManager, StackPool};
-use crate::{Builder, ConfigError, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IDLE};
+use crate::{Builder, ConfigError, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IDLE, DEFAULT_RELEASE_STEP};
 
 /// Builds a [`StackPool`]; from [`StackPool::builder`]. It is the core
 /// [`Builder`] over a [`StackSpec`]: the settings every pool has
@@ -26,6 +26,7 @@ use crate::{Builder, ConfigError, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IDLE};
 /// | `max_idle` | `max_live` (as QEMU caps its global pool), or the budget if `max_live` is off; [`DEFAULT_MAX_IDLE`] without either |
 /// | `batch_size` | [`DEFAULT_BATCH_SIZE`], lowered to `max_idle` or an eighth of `max_live` if smaller; grows with depot traffic up to [`Config::max_batch_size`](crate::Config::max_batch_size) unless set |
 /// | `keep_resident` | 0: a purge releases every page |
+/// | `release_step` | [`DEFAULT_RELEASE_STEP`]: a teardown releases pages a step at a time, then unmaps emptied slabs |
 /// | `purge_delay` | [`DEFAULT_PURGE_DELAY`](crate::DEFAULT_PURGE_DELAY) |
 /// | budget | Linux and Android: read from `/proc/sys/vm/max_map_count` when `build` runs (`MapBudget::from_os`); other systems have no map count, so none unless given ([`map_budget`](Builder::map_budget)) |
 ///
@@ -54,6 +55,7 @@ pub struct StackSpec {
     keep_resident: usize,
     budget: Option<MapBudget>,
     guard_mode: GuardMode,
+    release_step: usize,
 }
 
 impl Builder<StackSpec> {
@@ -63,6 +65,7 @@ impl Builder<StackSpec> {
             keep_resident: 0,
             budget: None,
             guard_mode: GuardMode::Auto,
+            release_step: DEFAULT_RELEASE_STEP,
         });
         builder.config.purge_delay = Some(crate::DEFAULT_PURGE_DELAY);
         builder
@@ -84,6 +87,26 @@ impl Builder<StackSpec> {
     /// stack keeps all of it (a purge then releases nothing).
     pub fn keep_resident(mut self, bytes: usize) -> Self {
         self.manager.keep_resident = bytes;
+        self
+    }
+
+    /// The most bytes one system call releases when stacks are torn down
+    /// (default [`DEFAULT_RELEASE_STEP`], rounded up to whole pages).
+    ///
+    /// A slab that loses its last stacks has their pages released this
+    /// many bytes at a time (`madvise`), and then its emptied range
+    /// unmapped; stacks freed from slabs that stay are released in the
+    /// same steps. An `munmap` of resident memory holds the process's
+    /// address-space lock for write until it has freed every page, and
+    /// every other thread's `mmap`, `munmap` and `mprotect` waits behind
+    /// it; a step holds it for read at most (on Linux 6.16+, only the
+    /// area's own lock), so they wait for one step at most.
+    ///
+    /// `0` removes the bound: a slab is unmapped with its pages, one
+    /// system call per slab, the fastest teardown for a process that has
+    /// no other thread mapping memory meanwhile.
+    pub fn release_step(mut self, bytes: usize) -> Self {
+        self.manager.release_step = bytes;
         self
     }
 
@@ -169,6 +192,7 @@ impl Builder<StackSpec> {
             budget,
             max_live,
             guard_mode == GuardMode::Markers,
+            spec.release_step,
         );
         let mut builder = self.with_manager(manager);
         builder.config.max_live = max_live;

@@ -48,11 +48,15 @@ impl StackManager {
         budget: Option<MapBudget>,
         max_slots: Option<usize>,
         markers: bool,
+        release_step: usize,
     ) -> Self {
         Self {
             keep_resident,
             budget,
-            slabs: Arc::new(Slabs::new(guard_size, usable_size, max_slots, markers)),
+            slabs: Arc::new(
+                Slabs::new(guard_size, usable_size, max_slots, markers)
+                    .with_release_step(release_step),
+            ),
             reclaim_retries: AtomicU64::new(0),
         }
     }
@@ -76,6 +80,13 @@ impl StackManager {
     /// resident (page-rounded, at most `usable_size`).
     pub fn keep_resident(&self) -> usize {
         self.keep_resident
+    }
+
+    /// The most bytes one system call releases when stacks are torn down
+    /// (page-rounded; 0: no bound). See
+    /// [`StackPoolBuilder::release_step`](super::StackPoolBuilder::release_step).
+    pub fn release_step(&self) -> usize {
+        self.slabs.release_step()
     }
 
     /// Stacks a new slab holds: at most

@@ -106,13 +106,14 @@
 //!   the budget counts two per stack. A destroyed stack's slot keeps its
 //!   VMAs until the slab is unmapped ([`StackStats::vmas`]); new stacks
 //!   reuse free slots first, so slots never outgrow `max_live`.
-//! * **Destroying**: a stack's slot is freed, its pages released at once
-//!   (`madvise`) unless its slab goes with it; the slab is unmapped with
-//!   one `munmap`, exactly once, when its last stack goes.
+//! * **Destroying**: a stack's slot is freed and its pages released
+//!   (`madvise`); the slab is unmapped with one `munmap`, exactly once,
+//!   when its last stack goes, after its last stacks' pages were released
+//!   the same way.
 //!   [`Manage::destroy_batch`](crate::Manage::destroy_batch) frees a whole
 //!   batch with one `munmap` per slab it empties and one `madvise` per run
-//!   of adjacent stacks in the others; the `munmap`s, and so the TLB
-//!   shootdowns, drop to one per `k` stacks torn down.
+//!   of adjacent stacks, at most a [release step](#teardown-and-the-rest-of-the-process)
+//!   each; the `munmap`s drop to one per `k` stacks torn down.
 //! * **Reusing a freed slot** costs no syscall (its guard is still in
 //!   place, a marker too: `MADV_DONTNEED` keeps markers; and its pages
 //!   read as zeros on Linux).
@@ -129,6 +130,49 @@
 //! [`StackStats`] counts slabs, slots and every `mmap`, `mprotect`,
 //! guard-marker `madvise`, other `madvise` and `munmap` made for a pool's
 //! stacks.
+//!
+//! # Teardown and the rest of the process
+//!
+//! Freeing memory costs the other threads of a process more than the CPU
+//! time it takes. An `munmap` holds the process's address-space lock for
+//! write while it frees every resident page of the range, and every other
+//! thread's `mmap`, `munmap` and `mprotect` (thread creation, `malloc`
+//! growing its heap, another pool's slab) waits behind it: an 8 MiB slab
+//! of touched stacks is milliseconds of that. So a stack pool tears down in
+//! two moves:
+//!
+//! 1. **Release, a step at a time.** The pages of the stacks going away
+//!    are released with `madvise`, at most
+//!    [`release_step`](crate::Builder::release_step) bytes per call
+//!    (default [`DEFAULT_RELEASE_STEP`](crate::DEFAULT_RELEASE_STEP), 4 MiB).
+//!    A release takes the lock for read only, and on Linux 6.16+ not at
+//!    all (the area's own lock instead), so another thread's `mmap` waits
+//!    for one step at most, or not at all.
+//! 2. **Unmap the emptied slab.** Its `munmap` then frees no page: it
+//!    removes the area and its page tables, and is short.
+//!
+//! Who does the work is the pool's destroy queue: at most
+//! [`teardown_threads`](crate::Builder::teardown_threads) threads at once
+//! (default: the number of CPUs), [`teardown_chunk`](crate::Builder::teardown_chunk)
+//! stacks per turn, a thread that finds every permit taken leaving its work
+//! to the permit holders and the reclaimer. A drop, a thread's exit, a
+//! `drain`, memory pressure and the pool's own drop all go this way; so do
+//! a [`Region`](crate::region::Region)'s pages when it is dropped.
+//!
+//! What a user can set, and what it costs:
+//!
+//! | setting | effect |
+//! |---|---|
+//! | `release_step(0)` | no release step: one `munmap` per slab, pages and all. The fastest teardown, and the one that stalls every other thread's `mmap` longest. For a process that maps nothing else while it tears down (a batch job at exit). |
+//! | a larger `release_step` | fewer calls (each also flushes the TLBs of the other CPUs running the process); a longer wait for others on kernels before 6.16 |
+//! | a smaller `release_step` | on kernels before 6.16, a shorter wait for others' `mmap`; more calls, a slower teardown |
+//! | `teardown_threads(n)` | fewer threads freeing memory at once leave more CPUs to the rest, and fewer CPUs in the kernel freeing pages (a CPU freeing pages answers other threads' TLB-flush requests late) |
+//!
+//! The lab's `mass-teardown` and `mass-teardown-full` scenarios, and the
+//! `teardown_paths` bench (a pool's drop, critical pressure, regions),
+//! measure both sides: the teardown's wall time, and the p99 of another
+//! thread's `mmap` + `munmap` and of its get + put during the teardown
+//! against its p99 at rest (see the [performance page](crate::performance#mass-teardown)).
 //!
 //! # corosensei
 //!

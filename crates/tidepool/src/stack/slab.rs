@@ -260,6 +260,10 @@ pub(crate) struct Slabs {
     usable: usize,
     /// `guard + usable`: a slot.
     stride: usize,
+    /// The most bytes one `madvise` of a free or teardown releases (whole
+    /// pages, at least one; 0: no bound, and a slab is unmapped without
+    /// releasing its pages first). See [`Slabs::with_release_step`].
+    release_step: usize,
     /// Slots a new slab gets, before the budget shrinks it.
     per_slab: usize,
     /// The pool's `max_live`: slots in all slabs stay within it, bar the
@@ -303,6 +307,7 @@ impl Slabs {
             guard,
             usable,
             stride,
+            release_step: crate::DEFAULT_RELEASE_STEP,
             per_slab: stacks_per_slab(stride),
             max_slots,
             markers: AtomicBool::new(markers),
@@ -317,6 +322,23 @@ impl Slabs {
                 release_failures: AtomicU64::new(0),
             },
         }
+    }
+
+    /// Bounds what one system call of a teardown releases to `bytes`
+    /// (rounded up to whole pages; 0: no bound). A slab whose stacks may
+    /// still hold pages then has them released `bytes` at a time
+    /// (`madvise`, which takes the address-space lock for read, or only
+    /// the area's own lock on Linux 6.16+), and only its emptied range is
+    /// unmapped: an `munmap` holds the lock for write while it frees
+    /// every page, and every `mmap`, `munmap` and `mprotect` of the
+    /// process waits behind it.
+    pub(crate) fn with_release_step(mut self, bytes: usize) -> Self {
+        self.release_step = bytes.next_multiple_of(os::page_size());
+        self
+    }
+
+    pub(crate) fn release_step(&self) -> usize {
+        self.release_step
     }
 
     /// Records the pool the stacks are lent from (see the field).
@@ -762,21 +784,34 @@ impl Slabs {
             while MERGE_ACROSS_GUARDS
                 && j < pieces.len()
                 && pieces[j].start == pieces[j - 1].end + self.guard
+                && (self.release_step == 0 || pieces[j].end - pieces[i].start <= self.release_step)
             {
                 j += 1;
             }
             let run = &pieces[i..j];
-            let (start, end) = (run[0].start, run[run.len() - 1].end);
-            // SAFETY: `start` is an offset inside the slab's mapping.
-            let ptr = unsafe { base.add(start) };
-            bump(&self.calls.madvise, 1);
-            // SAFETY: the run covers the usable parts of stacks the caller
-            // holds exclusively (being freed, or `&mut` for a purge) and,
-            // on Linux only, the guards between adjacent ones (PROT_NONE
-            // or markers, holding nothing; MADV_DONTNEED keeps markers);
-            // no reference points into it; stacks carry nothing across
-            // reuse.
-            if unsafe { os::release_pages(ptr, end - start) }.is_err() {
+            let (mut start, end) = (run[0].start, run[run.len() - 1].end);
+            // A stack bigger than the step goes in steps of its own.
+            let step = match self.release_step {
+                0 => end - start,
+                step => step,
+            };
+            let mut failed = false;
+            while start < end {
+                let len = step.min(end - start);
+                // SAFETY: `start` is an offset inside the slab's mapping.
+                let ptr = unsafe { base.add(start) };
+                bump(&self.calls.madvise, 1);
+                // SAFETY: the range lies in the run, which covers the
+                // usable parts of stacks the caller holds exclusively
+                // (being freed, or `&mut` for a purge) and, on Linux only,
+                // the guards between adjacent ones (PROT_NONE or markers,
+                // holding nothing; MADV_DONTNEED keeps markers); no
+                // reference points into it; stacks carry nothing across
+                // reuse.
+                failed |= unsafe { os::release_pages(ptr, len) }.is_err();
+                start += len;
+            }
+            if failed {
                 bump(&self.calls.release_failures, run.len() as u64);
             }
             i = j;
@@ -784,7 +819,25 @@ impl Slabs {
     }
 
     /// Unmaps a slab taken out of the set (one `munmap` for all its slots).
+    /// With a [release step](Self::with_release_step), the stacks that may
+    /// still hold pages (those `used` when it was taken out) have them
+    /// released first, a step at a time, so that the `munmap` frees no
+    /// page.
     fn unmap(&self, slab: Slab) {
+        let resident = slab.used();
+        if self.release_step != 0 && resident != 0 {
+            let pieces: Vec<Piece> = (0..slab.slots)
+                .filter(|slot| resident & (1 << slot) != 0)
+                .map(|slot| {
+                    let top = (slot as usize + 1) * self.stride;
+                    Piece {
+                        start: top - self.usable,
+                        end: top,
+                    }
+                })
+                .collect();
+            self.release(slab.base, &pieces);
+        }
         bump(&self.calls.munmap, 1);
         // SAFETY: the slab was removed from the set with no slot `used`:
         // no stack refers to it, and no slot can be carved from it again;
@@ -983,6 +1036,47 @@ mod tests {
             ..slab(4, 0b0110)
         };
         assert_eq!(s.used(), 0b0100);
+    }
+
+    /// Three stacks of 4 pages (and a guard page each) in one slab, freed
+    /// in a batch: the `madvise` calls made, and the `munmap`s.
+    fn teardown_calls(step_pages: usize, free_first: usize) -> (u64, u64) {
+        let page = os::page_size();
+        let slabs =
+            Arc::new(Slabs::new(page, 4 * page, None, false).with_release_step(step_pages * page));
+        let mut stacks = slabs.carve(3).unwrap();
+        assert_eq!(slabs.counts().slabs, 1);
+        let rest = stacks.split_off(free_first);
+        destroy_stacks(stacks);
+        let first = slabs.counts();
+        destroy_stacks(rest);
+        let c = slabs.counts();
+        assert_eq!((c.slabs, c.munmap), (0, 1));
+        assert_eq!(first.munmap, 0, "a slab with stacks left stays");
+        (first.madvise, c.madvise)
+    }
+
+    #[test]
+    fn a_torn_down_slab_gives_its_pages_back_a_step_at_a_time_before_its_munmap() {
+        // Two calls per stack of 4 pages at a step of 2 pages.
+        assert_eq!(teardown_calls(2, 0), (0, 6));
+        // A step past a stack: adjacent stacks (and the guards between
+        // them, on Linux) go together up to the step.
+        let merged = if MERGE_ACROSS_GUARDS { 1 } else { 3 };
+        assert_eq!(teardown_calls(64, 0), (0, merged));
+        // No step: the munmap frees the pages.
+        assert_eq!(teardown_calls(0, 0), (0, 0));
+    }
+
+    #[test]
+    fn stacks_freed_from_a_slab_that_stays_are_released_in_steps_too() {
+        // Two of three freed (2 calls each), then the last with its slab.
+        assert_eq!(teardown_calls(2, 2), (4, 6));
+        let merged = if MERGE_ACROSS_GUARDS { 1 } else { 2 };
+        assert_eq!(teardown_calls(64, 2), (merged, merged + 1));
+        // No step: one call per run of adjacent stacks in a slab that
+        // stays, none for the slab that goes.
+        assert_eq!(teardown_calls(0, 2), (merged, merged));
     }
 
     #[test]
