@@ -81,11 +81,12 @@ pub fn run(options: &Options, progress: &dyn Progress) -> Report {
         .map_or(0, |d| d.as_secs());
     let machine = Machine::detect();
     let s = &options.settings;
-    let scenarios: Vec<report::ScenarioReport> = options
+    let mut scenarios: Vec<report::ScenarioReport> = options
         .scenarios
         .iter()
         .map(|&kind| kind.run(s, progress))
         .collect();
+    scenario::mass_teardown::fold_variants(&mut scenarios);
     let mut notes = vec![format!(
         "time scaled: every 15 s period (QEMU 2021's resize timer, tidepool's reclaim interval, \
          and with it tidepool's pressure hold) is divided by {}, to {:.0} ms, identically for \
