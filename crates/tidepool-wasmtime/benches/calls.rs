@@ -12,7 +12,13 @@
 //! * `on_demand`: wasmtime's default allocator: a fresh `mmap` + `mprotect`
 //!   per stack and per memory, an `munmap` when the store drops;
 //! * `pooling_allocator`: wasmtime's pooling instance allocator, sized for
-//!   the largest load here (1,024 instances, stacks and memories);
+//!   the largest load here (1,024 instances, stacks and memories), its
+//!   defaults otherwise;
+//! * `pooling_tuned`: the same, as its documentation advises for this
+//!   load: a released memory's first 1 MiB cleared with `memset` and kept
+//!   resident (`linear_memory_keep_resident`, what tidepool's memory
+//!   creator keeps), decommits batched 32 at a time
+//!   (`decommit_batch_size`); copy-on-write images on (its default);
 //! * `bounded_queue`: the stack pool wasmtime users hand-write, a
 //!   `StackCreator` over a `Mutex<Vec>` of at most 100 guarded stacks
 //!   (memories on demand).
@@ -21,7 +27,11 @@
 //! `concurrent_512` (that many in flight; time per batch), for a module
 //! without memory, and the same three with a `memory_` prefix for a module
 //! with a 17-page (1.06 MiB) memory whose call touches 15 pages of it and
-//! recurses 50 deep.
+//! recurses 50 deep. The `zeroing_` groups run the module without memory
+//! with `async_stack_zeroing(true)`, the multi-tenant setting, for
+//! `pooled`, `pooling_allocator` and `pooling_batched` (its decommits
+//! batched 32 at a time), both pools keeping the top 64 KiB of a stack
+//! resident and clearing it with `memset`.
 //!
 //! After the run, the bench prints each group's medians per request and the
 //! ratios to `pooled` (from criterion's `estimates.json`).
@@ -41,9 +51,17 @@ mod linux {
 
     use criterion::{BenchmarkId, Criterion, Throughput};
 
-    use crate::requests::{engine, instance_pre, requests};
+    use crate::requests::{engine, engine_with, instance_pre, requests};
 
-    const SUBJECTS: [&str; 4] = ["pooled", "on_demand", "pooling_allocator", "bounded_queue"];
+    const SUBJECTS: [&str; 5] = [
+        "pooled",
+        "on_demand",
+        "pooling_allocator",
+        "pooling_tuned",
+        "bounded_queue",
+    ];
+    /// The subjects of the `zeroing_` groups.
+    const ZEROING_SUBJECTS: [&str; 3] = ["pooled", "pooling_allocator", "pooling_batched"];
     /// Requests in flight per group.
     const LOADS: [(&str, usize); 3] = [
         ("request", 1),
@@ -70,6 +88,18 @@ mod linux {
                 }
                 g.finish();
             }
+        }
+        for (name, n) in LOADS {
+            let mut g = c.benchmark_group(format!("zeroing_{name}"));
+            g.throughput(Throughput::Elements(n as u64));
+            for subject in ZEROING_SUBJECTS {
+                let pre = instance_pre(&engine_with(subject, false, true), n > 1, false);
+                requests(&pre, n);
+                g.bench_function(BenchmarkId::from_parameter(subject), |b| {
+                    b.iter(|| requests(&pre, n))
+                });
+            }
+            g.finish();
         }
     }
 
@@ -109,11 +139,15 @@ mod linux {
     pub fn summary() {
         let Some(dir) = criterion_dir() else { return };
         println!("\nmedian µs per request (ratio to pooled):");
-        println!("| | {} |", SUBJECTS.join(" | "));
-        println!("|---|{}", "---|".repeat(SUBJECTS.len()));
-        let groups = LOADS
-            .iter()
-            .flat_map(|&(name, n)| [(name.to_owned(), n), (format!("memory_{name}"), n)]);
+        println!("| | {} | pooling_batched |", SUBJECTS.join(" | "));
+        println!("|---|{}", "---|".repeat(SUBJECTS.len() + 1));
+        let groups = LOADS.iter().flat_map(|&(name, n)| {
+            [
+                (name.to_owned(), n),
+                (format!("memory_{name}"), n),
+                (format!("zeroing_{name}"), n),
+            ]
+        });
         for (group, n) in groups {
             let group = group.as_str();
             let per = n as f64;
@@ -122,6 +156,7 @@ mod linux {
             };
             let cells: Vec<String> = SUBJECTS
                 .iter()
+                .chain(["pooling_batched"].iter())
                 .map(|s| match median_ns(&dir, group, s) {
                     Some(ns) => format!("{:.2} ({:.2}×)", ns / per / 1000.0, ns / base),
                     None => "–".to_owned(),

@@ -22,18 +22,24 @@ use crate::{PooledFiberStack, PooledMemoryCreator};
 /// request server takes a warm stack from this thread's cache instead.
 ///
 /// A request is served from the pool when it asks for at most the pool's
-/// stack size and no zeroing. Otherwise it gets a stack mapped for it alone
-/// (fresh pages read as zeros), unmapped when wasmtime drops it, and counted
-/// in [`unpooled`](PooledStackCreator::unpooled):
+/// stack size. Pooled stacks hold whatever their last fiber left, which is
+/// what wasmtime expects when zeroing is off (compiled wasm never reads a
+/// stack slot before writing it). With [`Config::async_stack_zeroing`] on,
+/// which multi-tenant hosts set so that one guest cannot read another's
+/// stack, wasmtime asks for zeroed stacks, and a pooled stack is zeroed
+/// before it is lent, at the cost of what its last fiber touched
+/// ([`PooledStack::zero`](tidepool::stack::PooledStack::zero)): the pages in
+/// its top [`keep_resident`](tidepool::stack::StackManager::keep_resident)
+/// bytes that are in RAM are cleared in place, the rest released with one
+/// `madvise` (wasmtime's pooling allocator does the same with its
+/// `async_stack_keep_resident`).
 ///
-/// * `size` above the pool's
-///   [`usable_size`](tidepool::stack::StackManager::usable_size): wasmtime's
-///   [`Config::async_stack_size`] was set above the pool's size (the pool
-///   makes stacks of one size only);
-/// * `zeroed`: [`Config::async_stack_zeroing`] is on. Pooled stacks hold
-///   whatever their last fiber left, which is what wasmtime expects when
-///   zeroing is off (compiled wasm never reads a stack slot before writing
-///   it), but not what it asks for when it is on.
+/// A request for more than the pool's
+/// [`usable_size`](tidepool::stack::StackManager::usable_size) (wasmtime's
+/// [`Config::async_stack_size`] set above the pool's size: the pool makes
+/// stacks of one size only) gets a stack mapped for it alone (fresh pages
+/// read as zeros), unmapped when wasmtime drops it, and counted in
+/// [`unpooled`](PooledStackCreator::unpooled).
 ///
 /// When the pool cannot lend a stack — it holds `max_live` stacks, or the
 /// kernel refuses a mapping even after every stack pool gave back its idle
@@ -61,12 +67,13 @@ impl PooledStackCreator {
     }
 
     /// Stacks mapped outside the pool because wasmtime asked for more than
-    /// the pool's stack size or for zeroed memory (see the type's docs).
+    /// the pool's stack size (see the type's docs).
     pub fn unpooled(&self) -> u64 {
         self.unpooled.load(Ordering::Relaxed)
     }
 
-    /// A stack for a fiber of `size` bytes, from the pool when it can be.
+    /// A stack for a fiber of `size` bytes, from the pool when it can be,
+    /// every byte zero if `zeroed`.
     ///
     /// # Errors
     ///
@@ -76,10 +83,17 @@ impl PooledStackCreator {
         size: usize,
         zeroed: bool,
     ) -> Result<PooledFiberStack, tidepool::stack::StackError> {
-        if size <= self.pool.manager().usable_size() && !zeroed {
-            return self.pool.get().map(PooledFiberStack::pooled);
+        let manager = self.pool.manager();
+        if size > manager.usable_size() {
+            return self.stack_unpooled_slow(size);
         }
-        self.stack_unpooled_slow(size)
+        let mut stack = self.pool.get()?;
+        if zeroed {
+            // A failed `mincore` or `madvise` (not expected) makes `zero`
+            // clear the whole stack in place: zeroed either way.
+            let _ = stack.zero(manager.keep_resident());
+        }
+        Ok(PooledFiberStack::pooled(stack))
     }
 
     #[cold]
@@ -98,7 +112,8 @@ impl PooledStackCreator {
 // pages, at least `size` usable bytes (the pool's stacks are at least as
 // large as requested; unpooled ones are mapped at `size` rounded up to
 // pages) above a PROT_NONE guard page, owned by wasmtime until dropped and
-// zero-filled when `zeroed` is asked (a fresh anonymous mapping).
+// zero-filled when `zeroed` is asked (a pooled stack by `PooledStack::zero`,
+// an unpooled one as a fresh anonymous mapping).
 unsafe impl StackCreator for PooledStackCreator {
     fn new_stack(&self, size: usize, zeroed: bool) -> wasmtime::Result<Box<dyn StackMemory>> {
         match self.stack(size, zeroed) {

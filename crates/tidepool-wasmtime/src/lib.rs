@@ -60,9 +60,10 @@
 //!   has overflowed its stack") instead of the process silently
 //!   scribbling over its neighbour. Wasm's own recursion is cut off earlier,
 //!   at `max_wasm_stack`, with a [`Trap::StackOverflow`](wasmtime::Trap).
-//! * Requests the pool cannot serve as asked (a larger size, or zeroed
-//!   memory with [`async_stack_zeroing`](wasmtime::Config::async_stack_zeroing))
-//!   get a fresh mapping of their own; see [`PooledStackCreator`].
+//! * With [`async_stack_zeroing`](wasmtime::Config::async_stack_zeroing),
+//!   a pooled stack is zeroed before it is lent, where its last fiber
+//!   touched it; a request larger than the pool's stacks gets a fresh
+//!   mapping of its own. See [`PooledStackCreator`].
 //! * wasmtime's *pooling* instance allocator keeps its own stack slots and
 //!   never calls a stack creator; this crate is for the default on-demand
 //!   allocator.

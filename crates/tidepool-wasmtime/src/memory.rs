@@ -27,7 +27,7 @@ pub struct PooledFiberStack {
 enum Source {
     /// Lent by the pool; dropping it returns it.
     Pooled(PooledStack),
-    /// Mapped for one fiber (another size, or zeroed memory was asked for);
+    /// Mapped for one fiber (a size larger than the pool's);
     /// dropping it unmaps it.
     Unpooled(GuardedStack),
 }

@@ -669,3 +669,61 @@ fn the_stack_builder_passes_the_teardown_bounds_on() {
         .unwrap_err();
     assert_eq!(e.field(), "teardown_chunk");
 }
+
+/// Every usable byte of `stack` is 0.
+fn all_zero(stack: &GuardedStack) -> bool {
+    // SAFETY: the usable part is mapped and readable while `stack` lives.
+    let bytes = unsafe { std::slice::from_raw_parts(stack.bottom().as_ptr(), stack.usable_size()) };
+    bytes.iter().all(|&b| b == 0)
+}
+
+#[test]
+fn a_reused_stack_zeroed_reads_as_zeros_and_keeps_its_touched_top_resident() {
+    let _turn = serial();
+    let pool = StackPool::builder(16 * PAGE)
+        .batch_size(1)
+        .background(false)
+        .build()
+        .unwrap();
+    let first = pool.get().unwrap();
+    let at = first.bottom();
+    // The last user wrote its top 3 pages and one page deep down.
+    let top = first.top().as_ptr();
+    // SAFETY: the usable part is writable and ours.
+    unsafe {
+        top.sub(3 * PAGE).write_bytes(9, 3 * PAGE);
+        first.bottom().as_ptr().add(2 * PAGE).write_bytes(9, PAGE);
+    }
+    drop(first);
+    let mut again = pool.get().unwrap();
+    assert_eq!(again.bottom(), at, "the same stack, reused");
+    // SAFETY: as above (one byte: reading the rest would fault it in).
+    assert_eq!(unsafe { top.sub(1).read() }, 9, "reused as it was left");
+    let before = pool.stats().madvise_calls;
+    again.zero(4 * PAGE).unwrap();
+    // The touched top pages inside the kept 4 were cleared in place and
+    // stay; the deep page was released, with the rest, in one call.
+    assert_eq!(pool.stats().madvise_calls - before, 1);
+    assert_eq!(again.resident_bytes().unwrap(), 3 * PAGE);
+    assert!(all_zero(&again), "every byte reads as zero");
+    // Nothing kept: all released, one call.
+    // SAFETY: as above.
+    unsafe { again.top().as_ptr().sub(PAGE).write_bytes(5, PAGE) };
+    again.zero(0).unwrap();
+    assert_eq!(again.resident_bytes().unwrap(), 0);
+    assert!(all_zero(&again));
+    assert_eq!(pool.stats().madvise_calls - before, 2);
+}
+
+#[test]
+fn a_stack_of_its_own_zeroes_too() {
+    let mut stack = GuardedStack::new(8 * PAGE).unwrap();
+    fill(&stack, 4);
+    stack.zero(usize::MAX).unwrap();
+    assert!(all_zero(&stack));
+    assert_eq!(
+        stack.resident_bytes().unwrap(),
+        8 * PAGE,
+        "all kept, cleared in place"
+    );
+}

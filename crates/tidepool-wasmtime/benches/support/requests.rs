@@ -36,13 +36,38 @@ pub const WAT: &str = r#"
     (i32.add (call $yield (local.get 0)) (i32.const 1))))
 "#;
 
+/// What both pools keep resident of a stack when `async_stack_zeroing` is
+/// on, cleared with `memset`: a fiber's first frames (the rest is released
+/// with `madvise`).
+pub const ZEROING_KEEP_RESIDENT: usize = 64 << 10;
+
 /// An engine for `subject` (see the `calls` bench), with pooled memories
 /// too for `pooled` when `memory`.
 pub fn engine(subject: &str, memory: bool) -> Engine {
+    engine_with(subject, memory, false)
+}
+
+/// [`engine`], with `async_stack_zeroing(zeroing)`. With zeroing, the
+/// pooled stacks and the pooling allocator's keep
+/// [`ZEROING_KEEP_RESIDENT`] bytes resident (wasmtime's
+/// `async_stack_keep_resident`, tidepool's `keep_resident`), and
+/// `pooling_batched` is the pooling allocator with its decommits batched
+/// 32 at a time (`decommit_batch_size`). `pooling_tuned` is the pooling
+/// allocator as its documentation advises for a store per request: a
+/// released memory's first 1 MiB cleared with `memset` and kept resident
+/// (`linear_memory_keep_resident`, what tidepool's memory creator keeps),
+/// decommits batched 32 at a time; copy-on-write images stay on (its
+/// default).
+pub fn engine_with(subject: &str, memory: bool, zeroing: bool) -> Engine {
     let mut config = Config::new();
+    config.async_stack_zeroing(zeroing);
+    let keep = if zeroing { ZEROING_KEEP_RESIDENT } else { 0 };
     match subject {
         "pooled" => {
-            let pool = StackPool::new(STACK_SIZE).expect("valid settings");
+            let pool = StackPool::builder(STACK_SIZE)
+                .keep_resident(keep)
+                .build()
+                .expect("valid settings");
             config.pooled_stacks(pool);
             if memory {
                 let memories = PooledMemoryCreator::new().expect("valid settings");
@@ -50,9 +75,18 @@ pub fn engine(subject: &str, memory: bool) -> Engine {
             }
         }
         "on_demand" => {}
-        "pooling_allocator" => {
+        "pooling_allocator" | "pooling_batched" | "pooling_tuned" => {
             let mut pooling = PoolingAllocationConfig::default();
+            if subject != "pooling_allocator" {
+                pooling.decommit_batch_size(32);
+            }
+            if subject == "pooling_tuned" {
+                // What tidepool's memory creator keeps of an idle region,
+                // cleared in place for the next instance.
+                pooling.linear_memory_keep_resident(tidepool::region::DEFAULT_KEEP_RESIDENT);
+            }
             pooling
+                .async_stack_keep_resident(keep)
                 .total_core_instances(POOLING_SLOTS)
                 .total_stacks(POOLING_SLOTS)
                 .total_memories(if memory { POOLING_SLOTS } else { 0 })

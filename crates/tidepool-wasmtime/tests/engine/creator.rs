@@ -81,10 +81,10 @@ fn larger_requests_get_their_own_mapping() {
     assert_eq!(creator.pool().stats().mapped, 0, "unmapped, not pooled");
 }
 
-/// A pooled stack keeps what its last fiber wrote; a zeroed request gets
-/// zeros all the same.
+/// A pooled stack keeps what its last fiber wrote; a zeroed request reuses
+/// it all the same, and reads zeros.
 #[test]
-fn zeroed_requests_read_zero_after_dirty_reuse() {
+fn zeroed_requests_reuse_a_dirty_stack_and_read_zero() {
     let creator = creator();
     let dirty = creator.new_stack(STACK_SIZE, false).expect("a stack");
     fill(&*dirty, 0xa5);
@@ -93,20 +93,24 @@ fn zeroed_requests_read_zero_after_dirty_reuse() {
 
     let zeroed = creator.new_stack(STACK_SIZE, true).expect("a stack");
     assert_contract(&*zeroed, STACK_SIZE);
+    assert_eq!(zeroed.top(), top, "the dirty pooled stack, reused");
     assert!(bytes(&*zeroed).iter().all(|&b| b == 0), "zero-filled");
-    assert_ne!(zeroed.top(), top, "not the dirty pooled stack");
-    assert_eq!(creator.unpooled(), 1);
+    assert_eq!(creator.unpooled(), 0);
+    fill(&*zeroed, 0x5a);
+    drop(zeroed);
 
     let reused = creator.new_stack(STACK_SIZE, false).expect("a stack");
-    assert_eq!(
-        reused.top(),
-        top,
-        "unzeroed requests reuse the pooled stack"
+    assert_eq!(reused.top(), top);
+    assert!(
+        bytes(&*reused).iter().all(|&b| b == 0x5a),
+        "unzeroed requests get it as it was left"
     );
+    let stats = creator.pool().stats().pool;
+    assert_eq!((stats.created, stats.hits), (1, 2), "one stack, reused");
 }
 
-/// `async_stack_zeroing(true)`: every fiber gets a fresh zeroed mapping, and
-/// the engine still runs.
+/// `async_stack_zeroing(true)`: every fiber gets a pooled stack, zeroed, and
+/// the engine runs.
 #[test]
 fn engine_with_stack_zeroing() {
     let pool = modules::pool();
@@ -125,8 +129,9 @@ fn engine_with_stack_zeroing() {
             yielding_result(x)
         );
     }
-    assert_eq!(creator.unpooled(), 3, "one fresh stack per store");
-    assert_eq!(pool.stats().pool.created, 0);
+    assert_eq!(creator.unpooled(), 0, "every stack from the pool");
+    let stats = pool.stats().pool;
+    assert_eq!((stats.created, stats.hits), (1, 2), "one stack, reused");
 }
 
 /// The pool at `max_live`: the next store's async call fails with the

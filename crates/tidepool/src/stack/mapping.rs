@@ -184,6 +184,97 @@ impl GuardedStack {
         self.limit().as_ptr() as usize..self.bottom().as_ptr() as usize
     }
 
+    /// Makes every usable byte read as zero, as on a fresh stack, at the
+    /// cost of what the last user touched: the pages of the top
+    /// `keep_resident` bytes (rounded down to pages) that are in RAM are
+    /// cleared in place and stay there, so the next fiber's first frames
+    /// fault nothing in; every other page is released (`madvise`), whether
+    /// it is in RAM, swapped out or never touched. One `mincore` and one
+    /// `madvise` for a stack whose touched pages lie at its top, as a
+    /// fiber's do; counted in [`StackStats::madvise_calls`](super::StackStats::madvise_calls).
+    /// (wasmtime's `async_stack_zeroing`, for a stack reused from a pool.)
+    ///
+    /// Off Linux and Android, where released pages may keep their contents
+    /// (`MADV_FREE`), the whole usable part is cleared in place.
+    ///
+    /// ```
+    /// use tidepool::stack::GuardedStack;
+    ///
+    /// let mut stack = GuardedStack::new(64 * 1024)?;
+    /// let top = stack.top().as_ptr();
+    /// // SAFETY: the top bytes are writable and ours.
+    /// unsafe { top.sub(100).write_bytes(7, 100) };
+    /// stack.zero(4096)?;
+    /// // SAFETY: as above.
+    /// assert_eq!(unsafe { top.sub(1).read() }, 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// What `mincore` or `madvise` reported (not expected for a live
+    /// mapping); the stack is then cleared in place, whole.
+    pub fn zero(&mut self, keep_resident: usize) -> io::Result<()> {
+        let result = if cfg!(any(target_os = "linux", target_os = "android")) {
+            self.zero_touched(keep_resident)
+        } else {
+            Ok(())
+        };
+        if result.is_err() || !cfg!(any(target_os = "linux", target_os = "android")) {
+            // SAFETY: the usable part is writable and ours (`&mut self`).
+            unsafe { self.bottom().as_ptr().write_bytes(0, self.usable_size()) };
+        }
+        result
+    }
+
+    /// [`zero`](Self::zero) where released pages read back as zeros.
+    fn zero_touched(&mut self, keep_resident: usize) -> io::Result<()> {
+        let page = os::page_size();
+        let usable = self.usable_size();
+        let keep = (keep_resident / page * page).min(usable);
+        let mut map = Vec::new();
+        if keep > 0 {
+            // SAFETY: the top `keep` bytes of the usable part: mapped.
+            unsafe { os::resident_pages(self.page(usable - keep), keep, &mut map)? };
+        }
+        // Pages from the bottom, in runs: released (not in RAM, or below
+        // the kept top) or cleared (in RAM, in the kept top).
+        let first_kept = (usable - keep) / page;
+        let in_ram = |i: usize| i >= first_kept && map[i - first_kept] & 1 != 0;
+        let pages = usable / page;
+        let (mut i, mut calls) = (0, 0);
+        while i < pages {
+            let resident = in_ram(i);
+            let mut j = i + 1;
+            while j < pages && in_ram(j) == resident {
+                j += 1;
+            }
+            let (at, len) = (self.page(i * page), (j - i) * page);
+            if resident {
+                // SAFETY: pages of the usable part: writable, ours.
+                unsafe { at.as_ptr().write_bytes(0, len) };
+            } else {
+                calls += 1;
+                // SAFETY: private anonymous pages of the usable part, ours
+                // (`&mut self`), whose contents nobody needs.
+                if let Err(e) = unsafe { os::release_pages(at, len) } {
+                    self.slabs.count_releases(calls);
+                    return Err(e);
+                }
+            }
+            i = j;
+        }
+        self.slabs.count_releases(calls);
+        Ok(())
+    }
+
+    /// The address `offset` bytes above the usable part's bottom.
+    fn page(&self, offset: usize) -> NonNull<u8> {
+        debug_assert!(offset <= self.usable_size());
+        // SAFETY: inside the usable part, or one past it.
+        unsafe { self.bottom().add(offset) }
+    }
+
     /// Bytes of the usable part that are in RAM now (`mincore`); a
     /// snapshot, for diagnostics and tests.
     ///

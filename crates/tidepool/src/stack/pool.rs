@@ -460,6 +460,18 @@ impl PooledStack {
         self.into_guard().detach()
     }
 
+    /// Makes every usable byte read as zero, clearing in place what the
+    /// last user touched in the top `keep_resident` bytes and releasing
+    /// the rest (see [`GuardedStack::zero`]): for callers that promise a
+    /// zeroed stack, such as wasmtime's `async_stack_zeroing`.
+    ///
+    /// # Errors
+    ///
+    /// As [`GuardedStack::zero`]: the stack is zeroed all the same.
+    pub fn zero(&mut self, keep_resident: usize) -> std::io::Result<()> {
+        self.stack.zero(keep_resident)
+    }
+
     /// The pool this stack came from (a new handle on it).
     pub fn pool(&self) -> StackPool {
         // SAFETY: the pool counts this stack out while it is borrowed, for

@@ -337,6 +337,12 @@ impl Slabs {
         self
     }
 
+    /// Counts `n` page releases made for one of the set's stacks outside
+    /// the set's own paths ([`GuardedStack::zero`](super::GuardedStack::zero)).
+    pub(crate) fn count_releases(&self, n: u64) {
+        bump(&self.calls.madvise, n);
+    }
+
     pub(crate) fn release_step(&self) -> usize {
         self.release_step
     }
