@@ -207,7 +207,7 @@ impl GuardedStack {
     /// stack.zero(4096)?;
     /// // SAFETY: as above.
     /// assert_eq!(unsafe { top.sub(1).read() }, 0);
-    /// # Ok::<(), std::io::Error>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
     /// # Errors
