@@ -41,6 +41,35 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// Maps a private anonymous region of `len` bytes, writes its first byte
+/// if `touch`, and unmaps it: what another thread of a process does when it
+/// maps memory of its own (the teardown probes). Both calls take the
+/// address-space lock for write.
+// The probe stands for the rest of the process: a plain `mmap` + `munmap`
+// of its own, not tidepool's.
+#[allow(clippy::disallowed_methods)]
+pub fn map_unmap(len: usize, touch: bool) {
+    // SAFETY: a fresh anonymous private mapping at an address the kernel
+    // picks, unmapped whole right after; nothing points into it.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return;
+        }
+        if touch {
+            p.cast::<u8>().write(1);
+        }
+        libc::munmap(std::hint::black_box(p), len);
+    }
+}
+
 /// A `kB` figure of this process's `/proc/self/status` (`"VmRSS:"`,
 /// `"VmHWM:"`, ...); 0 where it cannot be read.
 pub fn status_kib(key: &str) -> u64 {

@@ -489,12 +489,27 @@
 //! drop), `cargo bench -p tidepool-wasmtime --bench calls`, one run on EPYC
 //! with nothing else running (the crate's README has every group):
 //!
-//! | µs per request | pooled (tidepool) | wasmtime on-demand | wasmtime pooling allocator (1,024 slots) | bounded queue of 100 stacks |
-//! |---|---|---|---|---|
-//! | stacks, 64 in flight | 2.40 | 19.13 (7.96×) | 2.64 (1.10×) | 2.50 (1.04×) |
-//! | stacks, 512 in flight | 2.74 | 24.45 (8.94×) | 2.74 (1.00×) | 18.41 (6.73×) |
-//! | with a 1 MiB memory, 64 in flight | 18.04 | 107.62 (5.97×) | 55.73 (3.09×) | 72.22 (4.00×) |
-//! | with a 1 MiB memory, 512 in flight | 25.29 | 108.07 (4.27×) | 69.21 (2.74×) | 102.29 (4.04×) |
+//! | µs per request | pooled (tidepool) | wasmtime on-demand | pooling allocator, defaults (1,024 slots) | pooling allocator, tuned | bounded queue of 100 stacks |
+//! |---|---|---|---|---|---|
+//! | stacks, 64 in flight | 2.06 | 19.36 (9.42×) | 2.30 (1.12×) | 2.26 (1.10×) | 2.52 (1.23×) |
+//! | stacks, 512 in flight | 3.09 | 28.85 (9.35×) | 3.47 (1.13×) | 2.62 (0.85×) | 17.25 (5.59×) |
+//! | with a 1 MiB memory, 64 in flight | 20.69 | 90.72 (4.38×) | 39.51 (1.91×) | 77.02 (3.72×) | 71.34 (3.45×) |
+//! | with a 1 MiB memory, 512 in flight | 26.82 | 77.97 (2.91×) | 45.75 (1.71×) | 71.81 (2.68×) | 74.18 (2.77×) |
+//!
+//! "Tuned" is the pooling allocator as its documentation advises for a
+//! store per request: `linear_memory_keep_resident` of 1 MiB (what
+//! tidepool's memory creator keeps) and decommits batched 32 at a time. For
+//! this module (17 pages, 15 of them touched) it clears the whole kept 1 MiB
+//! with `memset` at every release, where a pooled region clears the 15
+//! touched pages, so it is slower than its defaults here. Modules of one
+//! page, or with data segments mapped copy-on-write, are not measured yet.
+//!
+//! With `async_stack_zeroing(true)`, pooled stacks are zeroed where their
+//! last fiber touched them; three runs, µs per request, pooled against the
+//! pooling allocator: 4.72 / 4.55, 3.59 / 3.37, 4.10 / 3.34 at 1 in flight;
+//! 7.06 / 5.34, 4.34 / 4.37, 4.70 / 5.43 at 64; 9.16 / 11.41, 10.32 / 11.80,
+//! 7.99 / 10.69 at 512. The pooling allocator with decommits batched 32 at
+//! a time: 4.16, 4.36, 3.73; 4.42, 4.00, 3.92; 13.89, 11.07, 9.77.
 //!
 //! Two seconds after a burst of 512, the pooled stacks and memories hold
 //! less resident memory than the bounded queue (2,996 against 3,832 KiB;

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use tidepool::stack::{GuardedStack, StackPool};
 use tidepool::Manage;
-use tidepool_bench::status_kib;
+use tidepool_bench::{map_unmap, status_kib};
 
 const STACK: usize = 64 * 1024;
 const TOUCH: usize = 16 * 1024;
@@ -78,9 +78,6 @@ impl Permits {
 /// What one probe sample saw: (ms since start, get+put µs, mmap+munmap µs).
 type Sample = (f64, f64, f64);
 
-// The probe stands for the rest of the process: a plain `mmap` + `munmap`
-// of its own, not tidepool's.
-#[allow(clippy::disallowed_methods)]
 fn probe(stop: Arc<AtomicBool>, start: Instant) -> Vec<Sample> {
     let pool = StackPool::builder(STACK).background(false).build().unwrap();
     drop(pool.get().unwrap());
@@ -90,21 +87,7 @@ fn probe(stop: Arc<AtomicBool>, start: Instant) -> Vec<Sample> {
         drop(std::hint::black_box(pool.get().unwrap()));
         let get_put = t.elapsed().as_secs_f64() * 1e6;
         let t = Instant::now();
-        // SAFETY: a fresh anonymous private mapping, unmapped right after;
-        // nothing points into it.
-        unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                STACK,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            assert_ne!(p, libc::MAP_FAILED);
-            p.cast::<u8>().write(1);
-            libc::munmap(p, STACK);
-        }
+        map_unmap(STACK, true);
         let mmap = t.elapsed().as_secs_f64() * 1e6;
         samples.push((start.elapsed().as_secs_f64() * 1e3, get_put, mmap));
         std::thread::sleep(Duration::from_millis(1));

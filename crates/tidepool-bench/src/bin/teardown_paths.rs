@@ -34,7 +34,7 @@ use tidepool::pressure::{self, Level};
 use tidepool::region::RegionManager;
 use tidepool::stack::StackPool;
 use tidepool::Pool;
-use tidepool_bench::status_kib;
+use tidepool_bench::{map_unmap, status_kib};
 
 const STACK: usize = 256 * 1024;
 const REGION: usize = 4 << 20;
@@ -44,9 +44,6 @@ const PROBE_MAP: usize = 64 * 1024;
 /// (ms since start, get+put µs, mmap+munmap µs).
 type Sample = (f64, f64, f64);
 
-// The probe stands for the rest of the process: a plain `mmap` + `munmap`
-// of its own, not tidepool's.
-#[allow(clippy::disallowed_methods)]
 fn probe(stop: Arc<AtomicBool>, start: Instant) -> Vec<Sample> {
     let pool = StackPool::builder(64 * 1024)
         .background(false)
@@ -59,21 +56,7 @@ fn probe(stop: Arc<AtomicBool>, start: Instant) -> Vec<Sample> {
         drop(std::hint::black_box(pool.get()));
         let get_put = t.elapsed().as_secs_f64() * 1e6;
         let t = Instant::now();
-        // SAFETY: a fresh anonymous private mapping, unmapped right after;
-        // nothing points into it.
-        unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                PROBE_MAP,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            if p != libc::MAP_FAILED {
-                libc::munmap(std::hint::black_box(p), PROBE_MAP);
-            }
-        }
+        map_unmap(PROBE_MAP, false);
         let map = t.elapsed().as_secs_f64() * 1e6;
         samples.push((start.elapsed().as_secs_f64() * 1e3, get_put, map));
         std::thread::sleep(Duration::from_millis(1));
