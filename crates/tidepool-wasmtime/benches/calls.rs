@@ -31,7 +31,13 @@
 //! with `async_stack_zeroing(true)`, the multi-tenant setting, for
 //! `pooled`, `pooling_allocator` and `pooling_batched` (its decommits
 //! batched 32 at a time), both pools keeping the top 64 KiB of a stack
-//! resident and clearing it with `memset`.
+//! resident and clearing it with `memset`. The `module_` groups run
+//! `pooled`, `pooling_allocator` and `pooling_tuned` on modules whose call
+//! stores one word in its memory and reads the last byte of a data segment:
+//! `page1` (one wasm page, no data), `data512k` (17 pages, a 512 KiB data
+//! segment) and `data8m` (129 pages, an 8 MiB segment; 1 and 64 in flight),
+//! where the pooling allocator maps the segment copy-on-write and a pooled
+//! memory has it copied in at every instantiation.
 //!
 //! After the run, the bench prints each group's medians per request and the
 //! ratios to `pooled` (from criterion's `estimates.json`).
@@ -51,7 +57,9 @@ mod linux {
 
     use criterion::{BenchmarkId, Criterion, Throughput};
 
-    use crate::requests::{engine, engine_with, instance_pre, requests};
+    use crate::requests::{
+        data_wat, engine, engine_with, instance_pre, instance_pre_wat, requests,
+    };
 
     const SUBJECTS: [&str; 5] = [
         "pooled",
@@ -60,6 +68,22 @@ mod linux {
         "pooling_tuned",
         "bounded_queue",
     ];
+    /// Named loads: requests in flight.
+    type Loads = &'static [(&'static str, usize)];
+    /// The memory modules of the `module_` groups: name, wasm pages, data
+    /// segment bytes, loads.
+    const MODULES: [(&str, u32, usize, Loads); 3] = [
+        ("page1", 1, 0, &LOADS),
+        ("data512k", 17, 512 << 10, &LOADS),
+        (
+            "data8m",
+            129,
+            8 << 20,
+            &[("request", 1), ("concurrent_64", 64)],
+        ),
+    ];
+    /// The subjects of the `module_` groups.
+    const MODULE_SUBJECTS: [&str; 3] = ["pooled", "pooling_allocator", "pooling_tuned"];
     /// The subjects of the `zeroing_` groups.
     const ZEROING_SUBJECTS: [&str; 3] = ["pooled", "pooling_allocator", "pooling_batched"];
     /// Requests in flight per group.
@@ -82,6 +106,21 @@ mod linux {
                 for subject in SUBJECTS {
                     let pre = instance_pre(&engine(subject, memory), n > 1, memory);
                     requests(&pre, n); // the first stacks, outside the measurement
+                    g.bench_function(BenchmarkId::from_parameter(subject), |b| {
+                        b.iter(|| requests(&pre, n))
+                    });
+                }
+                g.finish();
+            }
+        }
+        for (module, pages, data, loads) in MODULES {
+            let wat = data_wat(pages, data);
+            for &(name, n) in loads {
+                let mut g = c.benchmark_group(format!("module_{module}_{name}"));
+                g.throughput(Throughput::Elements(n as u64));
+                for subject in MODULE_SUBJECTS {
+                    let pre = instance_pre_wat(&engine(subject, true), n > 1, &wat);
+                    requests(&pre, n);
                     g.bench_function(BenchmarkId::from_parameter(subject), |b| {
                         b.iter(|| requests(&pre, n))
                     });
@@ -146,6 +185,9 @@ mod linux {
                 (name.to_owned(), n),
                 (format!("memory_{name}"), n),
                 (format!("zeroing_{name}"), n),
+                (format!("module_page1_{name}"), n),
+                (format!("module_data512k_{name}"), n),
+                (format!("module_data8m_{name}"), n),
             ]
         });
         for (group, n) in groups {

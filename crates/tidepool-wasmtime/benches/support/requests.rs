@@ -122,8 +122,38 @@ pub const MEMORY_WAT: &str = r#"
     (i32.add (call $yield (call $deep (i32.const 50))) (i32.load (i32.const 69632)))))
 "#;
 
+/// A module whose `run(x)` stores `x` in its memory of `pages` wasm pages
+/// and reads it back, plus the last byte of a data segment of `data` bytes
+/// at address 0 (none if 0), around one call of the host's `yield`.
+// The `calls` bench's only; the `burst_residency` example shares this file.
+#[allow(dead_code)]
+pub fn data_wat(pages: u32, data: usize) -> String {
+    let segment = if data == 0 {
+        String::new()
+    } else {
+        format!("(data (i32.const 0) \"{}\")", "a".repeat(data))
+    };
+    format!(
+        r#"(module
+  (import "host" "yield" (func $yield (param i32) (result i32)))
+  (memory {pages})
+  {segment}
+  (func (export "run") (param i32) (result i32)
+    (i32.store (i32.const {at}) (local.get 0))
+    (i32.add (call $yield (i32.load (i32.const {at})))
+             (i32.load8_u (i32.const {last})))))"#,
+        at = data.next_multiple_of(64),
+        last = data.saturating_sub(1),
+    )
+}
+
 pub fn instance_pre(engine: &Engine, yielding: bool, memory: bool) -> InstancePre<()> {
-    let module = Module::new(engine, if memory { MEMORY_WAT } else { WAT }).expect("valid wat");
+    instance_pre_wat(engine, yielding, if memory { MEMORY_WAT } else { WAT })
+}
+
+/// [`instance_pre`] for the module `wat`.
+pub fn instance_pre_wat(engine: &Engine, yielding: bool, wat: &str) -> InstancePre<()> {
+    let module = Module::new(engine, wat).expect("valid wat");
     let mut linker = Linker::new(engine);
     linker
         .func_wrap_async("host", "yield", move |_caller, (x,): (i32,)| {
