@@ -207,7 +207,8 @@
 //!
 //! ## Depot (`depot/`)
 //!
-//! One list of batches behind one lock, oldest first. Refills take the newest
+//! One list of batches behind one lock, oldest first, and one loose object
+//! (the newest; see "Many pools per thread"). Refills take the newest
 //! batch (hot objects, LIFO); trimming takes the oldest. The depot is the only
 //! place where idle objects are bounded globally:
 //!
@@ -785,6 +786,23 @@
 //!   cached(thread) = |list(thread)| <= MAX_CACHES
 //!   sweep work <= MAX_CACHES per 8 × MAX_CACHES refusals
 //!   ```
+//! * **Cache and TLB misses on the slot-less path.** With thousands of pools
+//!   few of a pool's lines stay in the caches, so a get and a put there cost
+//!   about one miss per line they touch. They touch three lines of the
+//!   pool's shared state (`Shared` and `Depot` are `repr(C)`, hot first; a
+//!   test in `shared/mod.rs` checks it) and the object:
+//!
+//!   ```text
+//!   line 0     the depot's lock, its loose object, objects, cap, marks
+//!   line k     batch size, slot-less gets and returns, waiters' count
+//!   line k+1   the table's id, slot pointers of thread ids 0..=14
+//!   ```
+//!
+//!   A lone object put by a thread with no cache stays in the depot's
+//!   `loose` place, beside the lock, not in a batch's buffer (two more
+//!   allocations, two more misses); every other depot operation first moves
+//!   it onto the newest batch, so the depot's order and marks are as if it
+//!   were there.
 //! * **Memory per (pool, thread).** A slot is allocated when its own thread
 //!   first takes a cache in the pool (the table's buckets hold pointers), so
 //!   a pool pays one slot per thread that cached in it, and a thread refused

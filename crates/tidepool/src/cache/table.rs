@@ -1,14 +1,17 @@
 //! A pool's thread caches, indexed by thread id, found without a lock.
 //!
 //! ```text
-//!  buckets[0] ──► [·]                     ids 0
-//!  buckets[1] ──► [·][·]                  ids 1..=2
-//!  buckets[2] ──► [·][·][·][·]            ids 3..=6
+//!  first:  [·][·] ... [·]                 ids 0..=14, in the table itself
+//!  buckets[4] ──► 16 slot pointers        ids 15..=30
 //!  buckets[k] ──► 2^k slot pointers       ids 2^k-1 ..= 2^(k+1)-2
 //!                  │
 //!                  └──► slot (null until its thread first takes a cache here)
 //! ```
 //!
+//! The ids of buckets 0 to 3 (the first 15 threads) have their pointers in
+//! the table, next to its id: a thread with no cache in the pool (at its
+//! fill of caches, `cache/thread.rs`) finds that out without a load from
+//! another allocation, which counts when a process holds thousands of pools.
 //! Buckets double in size, so the table grows with the highest thread id ever
 //! seen, never moves a slot (a thread's `&Slot` stays valid), and finding a
 //! slot is a leading-zeros count and two pointer loads. A bucket holds
@@ -33,16 +36,27 @@ use crate::sync::process::{AtomicU64, Ordering as ProcessOrdering};
 /// Enough buckets for every id below `usize::MAX`.
 const BUCKETS: usize = usize::BITS as usize;
 
+/// Buckets `0..INLINE_BUCKETS` live in [`SlotTable::first`].
+const INLINE_BUCKETS: usize = 4;
+
+/// The ids whose slot pointers live in [`SlotTable::first`].
+const INLINE: usize = (1 << INLINE_BUCKETS) - 1;
+
 /// One slot, on cache lines of its own.
 type Padded<T> = CachePadded<Slot<T>>;
 
-/// Thread caches of one pool. `buckets[k]` is null or points to `2^k` slot
-/// pointers, each null or a slot allocated by [`get_or_alloc`](Self::get_or_alloc).
+/// Thread caches of one pool. `first[tid]` (`tid < INLINE`) and the entries
+/// of `buckets[k]` (`k >= INLINE_BUCKETS`, null or `2^k` slot pointers) are
+/// each null or a slot allocated by [`get_or_alloc`](Self::get_or_alloc).
+/// `repr(C)`: the id and `first` lead, on the table's first lines.
+#[repr(C)]
 pub(crate) struct SlotTable<T> {
     /// This table's id: unique in the process and never reused, so a
     /// thread that remembers `(id, slot)` ([`thread::remembered`]) can
     /// trust a match for as long as the table lives (slots never move).
     id: u64,
+    first: [AtomicPtr<Padded<T>>; INLINE],
+    /// `buckets[..INLINE_BUCKETS]` stay null.
     buckets: [AtomicPtr<AtomicPtr<Padded<T>>>; BUCKETS],
     /// One past the highest bucket ever published: walks stop there instead
     /// of loading all 64 pointers.
@@ -65,6 +79,7 @@ impl<T> SlotTable<T> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Self {
             id: NEXT_ID.fetch_add(1, ProcessOrdering::Relaxed),
+            first: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             buckets: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             high: AtomicUsize::new(0),
             _owns: PhantomData,
@@ -82,6 +97,9 @@ impl<T> SlotTable<T> {
     /// The entry of `tid` in its bucket, if the bucket exists.
     #[inline(always)]
     fn entry(&self, tid: usize) -> Option<&AtomicPtr<Padded<T>>> {
+        if tid < INLINE {
+            return Some(&self.first[tid]);
+        }
         let (bucket, index) = locate(tid);
         // Pairs with the `AcqRel` publication in `get_or_alloc`: the
         // bucket's entries are initialised before we read them.
@@ -158,7 +176,7 @@ impl<T> SlotTable<T> {
             return slot;
         }
         let (bucket, _) = locate(tid);
-        if self.buckets[bucket].load(Ordering::Acquire).is_null() {
+        if tid >= INLINE && self.buckets[bucket].load(Ordering::Acquire).is_null() {
             let fresh: Box<[AtomicPtr<Padded<T>>]> = (0..1usize << bucket)
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect();
@@ -193,6 +211,14 @@ impl<T> SlotTable<T> {
 
     /// Every slot that exists, with the id it belongs to.
     pub(crate) fn for_each<'a>(&'a self, mut f: impl FnMut(usize, &'a Slot<T>)) {
+        for (tid, entry) in self.first.iter().enumerate() {
+            let slot = entry.load(Ordering::Acquire);
+            if !slot.is_null() {
+                // SAFETY: a non-null entry is a live slot (see `slot_ptr`),
+                // as long as `self`.
+                f(tid, unsafe { &**slot });
+            }
+        }
         let high = self.high.load(Ordering::Acquire);
         for (bucket, ptr) in self.buckets[..high].iter().enumerate() {
             let base = ptr.load(Ordering::Acquire);
@@ -215,6 +241,14 @@ impl<T> SlotTable<T> {
 
     /// Every slot, with exclusive access.
     pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(&mut Slot<T>)) {
+        for entry in &self.first {
+            let slot = entry.load(Ordering::Acquire);
+            if !slot.is_null() {
+                // SAFETY: as in `for_each`, plus `&mut self` means no other
+                // reference to any slot exists.
+                f(unsafe { &mut **slot });
+            }
+        }
         let high = self.high.load(Ordering::Acquire);
         for (bucket, ptr) in self.buckets[..high].iter().enumerate() {
             let base = ptr.load(Ordering::Acquire);
@@ -236,6 +270,15 @@ impl<T> SlotTable<T> {
 
 impl<T> Drop for SlotTable<T> {
     fn drop(&mut self) {
+        for entry in &self.first {
+            let slot = entry.load(Ordering::Acquire);
+            if !slot.is_null() {
+                // SAFETY: `slot` was published by `get_or_alloc` from
+                // `Box::into_raw`, and `&mut self` means nothing borrows it
+                // any more.
+                drop(unsafe { Box::from_raw(slot) });
+            }
+        }
         let high = self.high.load(Ordering::Acquire);
         for (bucket, ptr) in self.buckets[..high].iter().enumerate() {
             let base = ptr.load(Ordering::Acquire);
@@ -324,5 +367,30 @@ mod tests {
         });
         assert_eq!(ids, [3, 5]);
         assert_eq!(table.get(5).map(|s| s as *const Slot<u32>), Some(a));
+    }
+
+    #[test]
+    fn ids_past_the_inline_ones_live_in_buckets_and_every_walk_sees_both() {
+        let mut table = SlotTable::<u32>::new();
+        let ids = [0, INLINE - 1, INLINE, 40, 3];
+        for id in ids {
+            let _ = table.get_or_alloc(id);
+        }
+        assert!(table.buckets[..INLINE_BUCKETS]
+            .iter()
+            .all(|b| b.load(Ordering::Relaxed).is_null()));
+        assert!(!table.buckets[INLINE_BUCKETS]
+            .load(Ordering::Relaxed)
+            .is_null());
+        let mut seen = Vec::new();
+        table.for_each(|id, slot| {
+            assert!(std::ptr::eq(slot, table.get(id).unwrap()));
+            seen.push(id);
+        });
+        assert_eq!(seen, [0, 3, INLINE - 1, INLINE, 40]);
+        let mut n = 0;
+        table.for_each_mut(|_| n += 1);
+        assert_eq!(n, ids.len());
+        assert!(table.get(1).is_none() && table.get(41).is_none());
     }
 }

@@ -11,7 +11,15 @@
 //!  full:   [ batch ][ batch ][ batch ][ batch ]  <- donate / refill (LIFO)
 //!     ^ reclaim and purge take from here: these sat idle longest
 //!  empty:  [ ][ ][ ]   emptied batches, reused so exchanges do not allocate
+//!  loose:  [·]          the newest object, put by a thread with no cache
 //! ```
+//!
+//! A thread with no cache (exiting, or at its fill of caches) puts and takes
+//! one object at a time. The newest such object sits in `loose`, next to the
+//! lock, so a pool that such threads use one object at a time is served
+//! without reaching a batch's buffer: with thousands of pools, those are
+//! cache and TLB misses. Every other operation first moves it onto the
+//! newest batch (`spill_loose`), so it is, for them, the newest object.
 //!
 //! The hard cap: `objects <= cap`, where `cap` is `max_idle` (or `min_idle`
 //! while a critical-pressure hold lasts). A donation that would pass it is
@@ -39,8 +47,11 @@ use crate::sync::Mutex;
 /// low-water marks the depot keeps.
 pub(crate) const MAX_WINDOW: usize = 16;
 
-/// The shared, bounded store of idle batches.
+/// The shared, bounded store of idle batches. `repr(C)`: its lock and first
+/// line of [`Shelves`] lead, where [`Shared`](crate::shared::Shared) puts the
+/// depot first.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Depot<T> {
     shelves: Mutex<Shelves<T>>,
     /// The batch size the pool starts with: room given to new and kept
@@ -77,28 +88,34 @@ impl<S> std::ops::DerefMut for Locked<'_, S> {
 }
 
 #[derive(Debug)]
+/// `repr(C)`, in this order: the lock, the loose object and what a
+/// one-object take or put updates share the depot's first line.
+#[repr(C)]
 struct Shelves<T> {
-    /// Batches of 1..=`batch_size` idle objects, oldest first; purged ones
-    /// (oldest of all) at the front.
-    full: Vec<Shelf<T>>,
-    /// Emptied batches with room for `batch_size` objects, for reuse.
-    /// `empty.len() <= max_idle / batch_size`.
-    empty: Vec<Vec<T>>,
-    /// `objects == sum(full[i].items.len()) <= cap`.
+    /// The newest idle object, when a thread with no cache put it last
+    /// (counted in `objects`, never purged).
+    loose: Option<T>,
+    /// `objects == sum(full[i].items.len()) + loose.is_some() <= cap`.
     objects: usize,
-    /// `purged == sum(full[i].items.len() where full[i].purged) <= objects`.
-    purged: usize,
+    /// `max_idle`, or `min_idle` while a critical-pressure hold lasts.
+    cap: usize,
     /// Objects taken out to be purged and not yet restored: still idle, so
     /// they count toward the low-water marks.
     in_purge: usize,
-    /// `max_idle`, or `min_idle` while a critical-pressure hold lasts.
-    cap: usize,
     /// The fewest objects held since the last [`Depot::take_unused_since_mark`].
     lw_mark: usize,
     /// The fewest objects held since the current reclaim interval began.
     lw_cur: usize,
     /// The fewest objects held since the last purge tick (`purge_delay`).
     lw_purge: usize,
+    /// `purged == sum(full[i].items.len() where full[i].purged) <= objects`.
+    purged: usize,
+    /// Batches of 1..=`batch_size` idle objects, oldest first; purged ones
+    /// (oldest of all) at the front.
+    full: Vec<Shelf<T>>,
+    /// Emptied batches with room for `batch_size` objects, for reuse.
+    /// `empty.len() <= max_idle / batch_size`.
+    empty: Vec<Vec<T>>,
     /// The fewest held during each earlier interval, the latest first, less
     /// what was reclaimed since: `lw_past[0]` is the previous interval's.
     lw_past: [usize; MAX_WINDOW - 1],
@@ -138,6 +155,7 @@ impl<T> Depot<T> {
     pub(crate) fn new(batch_size: usize, max_idle: usize) -> Self {
         Self {
             shelves: Mutex::new(Shelves {
+                loose: None,
                 full: Vec::new(),
                 empty: Vec::new(),
                 objects: 0,
@@ -180,7 +198,7 @@ impl<T> Depot<T> {
         &self,
         to: impl FnOnce(usize) -> Result<usize, E>,
     ) -> Result<Vec<Vec<T>>, E> {
-        let mut shelves = self.lock();
+        let mut shelves = self.lock_spilled();
         let old = self.max_idle();
         let new = to(old)?;
         self.max_idle.store(new, Ordering::Relaxed);
@@ -208,9 +226,17 @@ impl<T> Depot<T> {
         }
     }
 
+    /// The depot's lock, with the loose object moved onto the newest batch:
+    /// for every operation but the one-object ones.
+    fn lock_spilled(&self) -> Locked<'_, Shelves<T>> {
+        let mut shelves = self.lock();
+        shelves.spill_loose(self.batch_size);
+        shelves
+    }
+
     /// Takes the newest full batch (hot objects, LIFO), if any.
     pub(crate) fn take_full(&self) -> Option<Vec<T>> {
-        let mut shelves = self.lock();
+        let mut shelves = self.lock_spilled();
         let full = shelves.full.pop()?;
         shelves.remove(full.items.len(), full.purged);
         shelves.note_demand();
@@ -253,7 +279,7 @@ impl<T> Depot<T> {
 
     fn shelve(&self, batch: Vec<T>, idle: bool) -> Result<Vec<T>, Vec<T>> {
         debug_assert!(!batch.is_empty() && batch.len() <= self.max_batch);
-        let mut shelves = self.lock();
+        let mut shelves = self.lock_spilled();
         let n = batch.len();
         if shelves.objects + n > shelves.cap {
             return Err(batch);
@@ -281,46 +307,41 @@ impl<T> Depot<T> {
         Ok(shelves.empty.pop().unwrap_or_default())
     }
 
-    /// Takes one object: for threads with no cache (exiting ones).
+    /// Takes one object, the newest: for threads with no cache (exiting,
+    /// or at their fill of caches).
     pub(crate) fn take_one(&self) -> Option<T> {
         let mut shelves = self.lock();
-        let newest = shelves.full.last_mut()?;
-        let item = newest.items.pop().expect("full batches are never empty");
-        let purged = newest.purged;
-        if newest.items.is_empty() {
-            let empty = shelves.full.pop().expect("just seen").items;
-            if shelves.empty.len() < self.max_empties() {
-                shelves.empty.push(empty);
+        let (item, purged) = match shelves.loose.take() {
+            Some(item) => (item, false),
+            None => {
+                let newest = shelves.full.last_mut()?;
+                let item = newest.items.pop().expect("full batches are never empty");
+                let purged = newest.purged;
+                if newest.items.is_empty() {
+                    let empty = shelves.full.pop().expect("just seen").items;
+                    if shelves.empty.len() < self.max_empties() {
+                        shelves.empty.push(empty);
+                    }
+                }
+                (item, purged)
             }
-        }
+        };
         shelves.remove(1, purged);
         shelves.note_demand();
         Some(item)
     }
 
     /// Stores one object unless the depot is at its cap: for threads with no
-    /// cache.
+    /// cache. It becomes the loose one; the one it displaces goes onto the
+    /// newest batch.
     pub(crate) fn put_one(&self, item: T) -> Result<(), T> {
         let mut shelves = self.lock();
         if shelves.objects >= shelves.cap {
             return Err(item);
         }
         shelves.objects += 1;
-        match shelves.full.last_mut() {
-            Some(newest) if newest.items.len() < self.batch_size && !newest.purged => {
-                newest.items.push(item)
-            }
-            _ => {
-                let mut items = shelves
-                    .empty
-                    .pop()
-                    .unwrap_or_else(|| Vec::with_capacity(self.batch_size));
-                items.push(item);
-                shelves.full.push(Shelf {
-                    items,
-                    purged: false,
-                });
-            }
+        if let Some(older) = shelves.loose.replace(item) {
+            shelves.push_newest(older, self.batch_size);
         }
         Ok(())
     }
@@ -329,7 +350,7 @@ impl<T> Depot<T> {
     /// low-water mark), oldest first, and starts a new period. The
     /// caller destroys what is returned.
     pub(crate) fn take_unused_since_mark(&self, floor: usize) -> Vec<Vec<T>> {
-        let mut shelves = self.lock();
+        let mut shelves = self.lock_spilled();
         let limit = shelves.lw_mark.min(shelves.objects.saturating_sub(floor));
         let taken = shelves.take_oldest(limit, |_| true);
         shelves.forget_reclaimed(taken.iter().map(Vec::len).sum());
@@ -344,7 +365,7 @@ impl<T> Depot<T> {
     pub(crate) fn tick(&self, intervals: u64, floor: usize, window: usize) -> Tick<T> {
         debug_assert!(intervals >= 1);
         let window = window.clamp(2, MAX_WINDOW);
-        let mut shelves = self.lock();
+        let mut shelves = self.lock_spilled();
         // Every depot visit checks for a due tick, so when more than one
         // interval has passed, nothing used the depot after the first of
         // them: `lw_cur` (the low water since the last tick) is then a safe
@@ -383,7 +404,7 @@ impl<T> Depot<T> {
     /// and hand back with [`restore_purged`](Depot::restore_purged), and
     /// starts a new period.
     pub(crate) fn purge_tick(&self) -> Vec<Vec<T>> {
-        let mut shelves = self.lock();
+        let mut shelves = self.lock_spilled();
         // Purged batches are the oldest, so the oldest `lw_purge` objects
         // are the purged ones plus these.
         let unpurged = shelves
@@ -399,7 +420,7 @@ impl<T> Depot<T> {
     /// Takes what sat unused through this interval and the last, down to
     /// `floor` objects, without ending the interval (medium pressure).
     pub(crate) fn reclaim_unused(&self, floor: usize) -> Vec<Vec<T>> {
-        let mut shelves = self.lock();
+        let mut shelves = self.lock_spilled();
         let limit = shelves.unused().min(shelves.objects.saturating_sub(floor));
         let taken = shelves.take_oldest(limit, |_| true);
         shelves.forget_reclaimed(taken.iter().map(Vec::len).sum());
@@ -409,7 +430,7 @@ impl<T> Depot<T> {
     /// Takes everything above `floor` objects (critical pressure; `floor`
     /// 0 drains).
     pub(crate) fn take_down_to(&self, floor: usize) -> Vec<Vec<T>> {
-        let mut shelves = self.lock();
+        let mut shelves = self.lock_spilled();
         let limit = shelves.objects.saturating_sub(floor);
         let taken = shelves.take_oldest(limit, |_| true);
         shelves.forget_reclaimed(taken.iter().map(Vec::len).sum());
@@ -426,7 +447,7 @@ impl<T> Depot<T> {
     /// the caller can purge them outside the lock and hand them back with
     /// [`restore_purged`](Depot::restore_purged).
     pub(crate) fn take_unpurged(&self, limit: usize) -> Vec<Vec<T>> {
-        let mut shelves = self.lock();
+        let mut shelves = self.lock_spilled();
         let taken = shelves.take_oldest(limit, |shelf| !shelf.purged);
         shelves.in_purge += taken.iter().map(Vec::len).sum::<usize>();
         taken
@@ -476,6 +497,34 @@ impl<T> Depot<T> {
 }
 
 impl<T> Shelves<T> {
+    /// Moves the loose object onto the newest batch (see the module docs).
+    fn spill_loose(&mut self, batch_size: usize) {
+        if let Some(item) = self.loose.take() {
+            self.push_newest(item, batch_size);
+        }
+    }
+
+    /// Puts one object, already counted, on top of the newest batch, or on
+    /// a batch of its own if that one is full or purged.
+    fn push_newest(&mut self, item: T, batch_size: usize) {
+        match self.full.last_mut() {
+            Some(newest) if newest.items.len() < batch_size && !newest.purged => {
+                newest.items.push(item)
+            }
+            _ => {
+                let mut items = self
+                    .empty
+                    .pop()
+                    .unwrap_or_else(|| Vec::with_capacity(batch_size));
+                items.push(item);
+                self.full.push(Shelf {
+                    items,
+                    purged: false,
+                });
+            }
+        }
+    }
+
     /// Accounts for `n` objects leaving.
     fn remove(&mut self, n: usize, purged: bool) {
         self.objects -= n;
@@ -806,6 +855,62 @@ mod tests {
             depot.take_unused_since_mark(0),
             vec![batch(0..2), batch(2..4)]
         );
+    }
+
+    #[test]
+    fn a_lone_object_stays_by_the_lock_and_is_the_newest() {
+        let depot = Depot::new(3, 8);
+        depot.put_one(1).unwrap();
+        {
+            let shelves = depot.lock();
+            assert_eq!(shelves.loose, Some(1));
+            assert!(shelves.full.is_empty(), "no batch for a lone object");
+            // The lock and what a one-object take or put reads and writes
+            // share the depot's first line.
+            let base = &depot as *const Depot<u32> as usize;
+            let end = &shelves.lw_purge as *const usize as usize + size_of::<usize>();
+            assert!(end - base <= 64, "{}", end - base);
+        }
+        assert_eq!(depot.take_one(), Some(1));
+        assert_eq!(depot.take_one(), None);
+        // The newest stays loose; the one it displaces goes onto a batch.
+        depot.put_one(1).unwrap();
+        depot.put_one(2).unwrap();
+        assert_eq!(depot.lock().loose, Some(2));
+        assert_eq!(depot.counts().idle, 2);
+        // A donation is newer than the loose object: a refill takes the
+        // loose one with it, on top of the older batch, and the donation
+        // first.
+        depot.donate(batch(10..12)).unwrap();
+        assert_eq!(depot.take_full(), Some(batch(10..12)));
+        assert_eq!(depot.take_full(), Some(vec![1, 2]));
+        assert_eq!(depot.counts().idle, 0);
+    }
+
+    #[test]
+    fn a_loose_object_is_counted_by_the_marks_and_reclaimed_last() {
+        let depot = Depot::new(2, 8);
+        depot.donate(batch(0..2)).unwrap();
+        depot.put_one(7).unwrap();
+        // Interval 1 started empty; through intervals 2 and 3 nothing is
+        // used.
+        for _ in 0..2 {
+            let t = depot.tick(1, 0, 2);
+            assert!(t.reclaim.is_empty());
+            assert!(depot.restore_purged(t.purge).is_empty());
+        }
+        let t = depot.tick(1, 0, 2);
+        assert_eq!(t.reclaim, vec![batch(0..2), vec![7]], "oldest first");
+        assert_eq!(depot.counts().idle, 0);
+        // A floor keeps the newest: the loose one.
+        depot.donate(batch(0..2)).unwrap();
+        depot.put_one(7).unwrap();
+        assert_eq!(lens(&depot.take_down_to(1)), 2);
+        assert_eq!(depot.take_one(), Some(7));
+        // The cap counts it.
+        depot.set_cap(1);
+        depot.put_one(8).unwrap();
+        assert_eq!(depot.put_one(9), Err(9));
     }
 
     #[test]

@@ -77,26 +77,44 @@ struct Claimed<'a, T> {
 
 /// Everything a pool's threads share. [`Pool`](crate::Pool) is an `Arc` of
 /// this; thread caches point back at it weakly for the thread-exit hand-off.
+///
+/// `repr(C)`, hot first: what a get and a put by a thread with no cache
+/// here touch (the depot's lock and counts, the batch size, the waiters'
+/// count, the slot-less counts, the table's id and first slot pointers)
+/// lead, on three neighbouring lines. A process with thousands of pools
+/// then misses in the caches and the TLB as little as the pools allow.
+#[repr(C)]
 pub(crate) struct Shared<M: Manage> {
-    /// Dropped by hand (and contained) in `Drop`: its `Drop` is user code.
-    manager: ManuallyDrop<M>,
-    pub(crate) config: Config,
-    pub(crate) slots: SlotTable<M::Item>,
     pub(crate) depot: Depot<M::Item>,
-    /// Batches the pool decided to destroy, run in chunks by a bounded
-    /// number of threads (`teardown.rs`).
-    pub(crate) teardown: Teardown<M::Item>,
-    /// Slow-path counters, on their own cache lines: they change only when
-    /// objects are created or destroyed, never on a cache hit.
-    counters: CachePadded<Counters>,
-    /// Reclaim intervals, pressure holds and their counts (`pass.rs`).
-    pub(crate) reclaim: CachePadded<ReclaimShared>,
     /// The batch size now: `config.burst <= batch <= config.max_batch`
     /// (below `config.batch_size` only under `max_live`, see `pass.rs`),
     /// changed only under the reclaim lock (`pass.rs`, `adapt_batch`: at a
     /// reclaim pass, or when depot traffic ends a window early) and read
     /// on every put, so it sits with the read-mostly fields.
     batch: AtomicUsize,
+    /// `config.background`, kept here too: a put by a thread with no cache
+    /// reads it, and `config` is on another line.
+    background: bool,
+    /// Gets and returns by threads with no cache here (`get_slotless`,
+    /// `put_slotless`, exiting threads): ends and starts of
+    /// [`live_bound`](Self::live_bound) like the slots' counts.
+    slotless: Slotless,
+    /// `get_timeout` callers waiting at `max_live` (`waiters.rs`); its
+    /// count is read on every put, and written only when one comes or goes,
+    /// so it sits with the read-mostly fields.
+    waiters: Waiters<M::Item>,
+    pub(crate) slots: SlotTable<M::Item>,
+    /// Slow-path counters, on their own cache lines: they change only when
+    /// objects are created or destroyed, never on a cache hit.
+    counters: CachePadded<Counters>,
+    pub(crate) config: Config,
+    /// Dropped by hand (and contained) in `Drop`: its `Drop` is user code.
+    manager: ManuallyDrop<M>,
+    /// Batches the pool decided to destroy, run in chunks by a bounded
+    /// number of threads (`teardown.rs`).
+    pub(crate) teardown: Teardown<M::Item>,
+    /// Reclaim intervals, pressure holds and their counts (`pass.rs`).
+    pub(crate) reclaim: CachePadded<ReclaimShared>,
     /// How owned guards keep this alive past the handle (`shared/lifetime.rs`);
     /// read on every owned guard's end, so on a line of its own.
     pub(crate) life: CachePadded<Life>,
@@ -104,9 +122,13 @@ pub(crate) struct Shared<M: Manage> {
     panics: PanicRecord,
     /// The `max_live` budget (`places.rs`); `None` without a limit.
     places: Option<Places>,
-    /// `get_timeout` callers waiting at `max_live` (`waiters.rs`); its
-    /// count is read on every put, and written only when one comes or goes.
-    waiters: CachePadded<Waiters<M::Item>>,
+}
+
+/// Gets and returns that passed no thread cache.
+#[derive(Default)]
+struct Slotless {
+    gets: SharedCounter,
+    returns: SharedCounter,
 }
 
 /// Pool-wide counts. Per-thread `gets`/`returns`/`created`/`destroyed`
@@ -132,8 +154,6 @@ struct Counters {
     /// `recycle`, dropped while panicking).
     discarded: SharedCounter,
     /// Gets and returns by threads without a cache (exiting threads).
-    slotless_gets: SharedCounter,
-    slotless_returns: SharedCounter,
     /// Objects handed to waiters (each a get), and the part of them given
     /// straight from a guard's drop (each a return too).
     waiter_gets: SharedCounter,
@@ -158,8 +178,10 @@ impl<M: Manage> Shared<M> {
             )),
             life: CachePadded::default(),
             batch: AtomicUsize::new(config.batch_size),
+            background: config.background,
+            slotless: Slotless::default(),
             panics: PanicRecord::new::<M>(),
-            waiters: CachePadded::new(Waiters::new()),
+            waiters: Waiters::new(),
             places: config
                 .max_live
                 .map(|limit| Places::new(limit, Places::chunk_for(limit, config.batch_size))),
@@ -421,7 +443,7 @@ impl<M: Manage> Shared<M> {
             let Some(Claimed { slot, refused, .. }) = Self::claim_local(this) else {
                 if !CREATE {
                     return Ok(this.depot.take_one().inspect(|_| {
-                        this.counters.slotless_gets.add(1);
+                        this.slotless.gets.add(1);
                     }));
                 }
                 return this.get_slotless().map(Some);
@@ -514,7 +536,7 @@ impl<M: Manage> Shared<M> {
                 Err(e) => return Err(e),
             }
         };
-        self.counters.slotless_gets.add(1);
+        self.slotless.gets.add(1);
         Ok(item)
     }
 
@@ -635,7 +657,7 @@ impl<M: Manage> Shared<M> {
             Some(slot) => slot.count_adopted(),
             None => {
                 self.counters.created.add(1);
-                self.counters.slotless_gets.add(1);
+                self.slotless.gets.add(1);
             }
         }
         self.counters.adopted.add(1);
@@ -713,11 +735,11 @@ impl<M: Manage> Shared<M> {
         // are ends of the giver's guard and starts of the waiter's.
         let mut ends = c.discarded.read()
             + c.detached.read()
-            + c.slotless_returns.read()
+            + self.slotless.returns.read()
             + c.waiter_returns.read();
         self.slots.for_each(|_, slot| ends += slot.counts().1);
         fence(Ordering::Acquire);
-        let mut starts = c.slotless_gets.read() + c.waiter_gets.read();
+        let mut starts = self.slotless.gets.read() + c.waiter_gets.read();
         self.slots.for_each(|_, slot| starts += slot.counts().0);
         // More ends than starts would be a counting bug: then keep the pool
         // (a leak) rather than free it under a guard.
@@ -732,8 +754,8 @@ impl<M: Manage> Shared<M> {
         // concurrent destroy cannot make a difference negative.
         let detached = c.detached.read();
         let discarded = c.discarded.read();
-        let mut returns = c.slotless_returns.read() + c.waiter_returns.read();
-        let mut gets = c.slotless_gets.read() + c.waiter_gets.read();
+        let mut returns = self.slotless.returns.read() + c.waiter_returns.read();
+        let mut gets = self.slotless.gets.read() + c.waiter_gets.read();
         self.slots.for_each(|_, slot| {
             let (g, r) = slot.counts();
             gets += g;
@@ -944,4 +966,46 @@ fn teardown_limit(config: &Config) -> usize {
     #[cfg(loom)]
     let cpus = usize::MAX;
     config.teardown_threads.min(cpus)
+}
+#[cfg(all(test, not(loom)))]
+mod layout_tests {
+    use std::mem::offset_of;
+
+    use super::*;
+
+    /// A get and a put by a thread with no cache here (with thousands of
+    /// pools, most of them) touch three lines of the pool: the depot's
+    /// first, the read-mostly one (batch size, slot-less counts, waiters'
+    /// count) and the table's id with the first threads' slot pointers.
+    /// Each line is a likely cache and TLB miss when the pools outnumber
+    /// the caches.
+    #[test]
+    fn a_slotless_get_and_put_touch_three_lines_of_the_pool() {
+        type S = Shared<fn() -> Box<[u8; 256]>>;
+        let line = |offset: usize| offset / 64;
+        assert_eq!(offset_of!(S, depot), 0, "the depot's hot line leads");
+        let read_mostly = [
+            offset_of!(S, batch),
+            offset_of!(S, background),
+            offset_of!(S, slotless),
+            offset_of!(S, slotless) + size_of::<Slotless>() - 1,
+            // `Waiters` is `repr(C)` with its count first.
+            offset_of!(S, waiters),
+        ];
+        assert!(
+            read_mostly.iter().all(|&o| line(o) == line(read_mostly[0])),
+            "{read_mostly:?}"
+        );
+        assert!(line(read_mostly[0]) > 0, "apart from the depot's lock");
+        // `SlotTable` is `repr(C)`: its id, then the inline slot pointers.
+        let id = offset_of!(S, slots);
+        assert_eq!(
+            line(id),
+            line(id + 7 * size_of::<usize>()),
+            "the id and the first threads' slots share a line"
+        );
+        assert!(line(id) <= line(read_mostly[0]) + 2, "neighbours");
+        // Alignment keeps the lines where the offsets say.
+        assert_eq!(std::mem::align_of::<S>() % 64, 0);
+    }
 }

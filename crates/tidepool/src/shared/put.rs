@@ -244,9 +244,16 @@ impl<M: Manage> Shared<M> {
             None => Site::ThreadExit,
         };
         if let Some(item) = this.recycle(item, site) {
-            if let Some(item) = this.hand_to_waiter(item) {
-                Self::put_slow(this, item, site);
+            // As in `put_other`: a waiter that queues after this look is
+            // served by `put_slow` (it looks again after caching or
+            // shelving the object).
+            if this.waiters.any() {
+                if let Some(item) = this.hand_to_waiter(item) {
+                    Self::put_slow(this, item, site);
+                }
+                return;
             }
+            Self::put_slow(this, item, site);
         }
     }
 
@@ -346,11 +353,11 @@ impl<M: Manage> Shared<M> {
     /// it runs here.
     #[cold]
     fn put_slotless(&self, item: M::Item, site: Site) {
-        self.counters.slotless_returns.add(1);
+        self.slotless.returns.add(1);
         if let Err(item) = self.shelve(item) {
             self.tear_down(vec![vec![item]], 1, site);
         }
-        if !self.config.background {
+        if !self.background {
             self.upkeep(false);
         }
     }

@@ -48,6 +48,8 @@ pub(crate) enum Handoff<T> {
 
 /// The waiting `get_timeout` callers of one pool.
 #[derive(Debug)]
+/// `repr(C)`: the count, read on every put, leads.
+#[repr(C)]
 pub(crate) struct Waiters<T> {
     /// Waiters queued and not yet served: read without the lock on the put
     /// and destroy paths; written under it.
