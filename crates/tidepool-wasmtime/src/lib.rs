@@ -71,8 +71,13 @@
 //! Linux only for now, where it is tested (wasmtime's signal handling and
 //! the overflow test are platform-specific); elsewhere the crate is empty.
 //! [`tidepool::stack`] itself builds on every Unix.
-//! wasmtime's types change with each major version: this release implements
-//! the traits of wasmtime 48.
+//!
+//! wasmtime's traits can change with any major version; this release
+//! implements those of wasmtime 48, 49 and 50, which are the same in the
+//! three (as are the `Config` methods it calls). wasmtime 48 needs Rust
+//! 1.95, 49 Rust 1.96 and 50 Rust 1.97. The workspace's `Cargo.lock` holds
+//! 48; `bin/wasmtime-versions.sh` tests the crate against 48 and against 50
+//! (on Rust 1.97.0).
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(clippy::undocumented_unsafe_blocks)]
