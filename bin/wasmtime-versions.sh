@@ -5,10 +5,11 @@
 #   wasmtime 48 (the committed Cargo.lock's) on the default toolchain:
 #       cargo test -p tidepool-wasmtime --all-features --locked, in place
 #       (its clippy is CI's workspace clippy step);
-#   wasmtime 50 on Rust 1.97.0 (wasmtime 50's minimum):
-#       cargo test and cargo clippy -D warnings of the crate, in a copy of
-#       the work tree (target/wasmtime-versions/src, built in
-#       target/wasmtime-versions/build) whose own Cargo.lock is moved to 50.
+#   wasmtime 49 and 50 on Rust 1.97.0 (50's minimum; 49 needs 1.96):
+#       cargo test of the crate against each, and cargo clippy -D warnings
+#       against 50, in a copy of the work tree (target/wasmtime-versions/src,
+#       built in target/wasmtime-versions/build) whose own Cargo.lock is
+#       moved to each in turn.
 #
 # The committed Cargo.lock and the work tree are left as they were (checked
 # at the end). Each run prints the wasmtime version it built and fails if it
@@ -19,10 +20,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The lock's major version; the newest release (exact: the copy's lock is
-# moved to it) and the toolchain it needs.
+# The lock's major version; the later releases tested (exact: the copy's
+# lock is moved to each), the newest last, and the toolchain they build on.
 LOCKED_MAJOR=48
-NEWEST=50.0.1
+LATER=(49.0.5 50.0.1)
+NEWEST=${LATER[-1]}
 NEWEST_TOOLCHAIN=1.97.0
 
 root=$(pwd)
@@ -58,7 +60,7 @@ cargo test -p tidepool-wasmtime --all-features --locked
 echo "wasmtime-versions: wasmtime $LOCKED_MAJOR done in $SECONDS s"
 
 start=$SECONDS
-echo "== wasmtime $NEWEST, Rust $NEWEST_TOOLCHAIN"
+echo "== wasmtime ${LATER[*]}, Rust $NEWEST_TOOLCHAIN"
 if ! rustup run "$NEWEST_TOOLCHAIN" rustc --version >/dev/null 2>&1; then
     rustup toolchain install "$NEWEST_TOOLCHAIN" --profile minimal --component clippy
 elif ! rustup run "$NEWEST_TOOLCHAIN" cargo clippy --version >/dev/null 2>&1; then
@@ -76,13 +78,15 @@ git ls-files -z --cached --others --exclude-standard |
 (
     cd "$src"
     export CARGO_TARGET_DIR="$scratch/build"
-    cargo "+$NEWEST_TOOLCHAIN" update -p wasmtime --precise "$NEWEST"
-    check_version "$NEWEST" "+$NEWEST_TOOLCHAIN"
-    cargo "+$NEWEST_TOOLCHAIN" test -p tidepool-wasmtime --all-features --locked
+    for version in "${LATER[@]}"; do
+        cargo "+$NEWEST_TOOLCHAIN" update -p wasmtime --precise "$version"
+        check_version "$version" "+$NEWEST_TOOLCHAIN"
+        cargo "+$NEWEST_TOOLCHAIN" test -p tidepool-wasmtime --all-features --locked
+    done
     cargo "+$NEWEST_TOOLCHAIN" clippy -p tidepool-wasmtime --all-targets --all-features --locked \
         -- -D warnings
 )
-echo "wasmtime-versions: wasmtime $NEWEST done in $((SECONDS - start)) s"
+echo "wasmtime-versions: wasmtime ${LATER[*]} done in $((SECONDS - start)) s"
 
 if [ "$(git hash-object Cargo.lock)" != "$lock_before" ] ||
     [ "$(git status --porcelain)" != "$status_before" ]; then
@@ -90,4 +94,4 @@ if [ "$(git hash-object Cargo.lock)" != "$lock_before" ] ||
     git status --short >&2
     exit 1
 fi
-echo "wasmtime-versions: wasmtime $LOCKED_MAJOR and $NEWEST pass"
+echo "wasmtime-versions: wasmtime $LOCKED_MAJOR ${LATER[*]} pass"

@@ -76,8 +76,8 @@
 //! implements those of wasmtime 48, 49 and 50, which are the same in the
 //! three (as are the `Config` methods it calls). wasmtime 48 needs Rust
 //! 1.95, 49 Rust 1.96 and 50 Rust 1.97. The workspace's `Cargo.lock` holds
-//! 48; `bin/wasmtime-versions.sh` tests the crate against 48 and against 50
-//! (on Rust 1.97.0).
+//! 48; `bin/wasmtime-versions.sh` tests the crate against 48, and against
+//! 49 and 50 on Rust 1.97.0.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(clippy::undocumented_unsafe_blocks)]
