@@ -104,24 +104,26 @@ pub(crate) struct Shared<M: Manage> {
     /// so it sits with the read-mostly fields.
     waiters: Waiters<M::Item>,
     pub(crate) slots: SlotTable<M::Item>,
-    /// Slow-path counters, on their own cache lines: they change only when
-    /// objects are created or destroyed, never on a cache hit.
-    counters: CachePadded<Counters>,
     pub(crate) config: Config,
     /// Dropped by hand (and contained) in `Drop`: its `Drop` is user code.
     manager: ManuallyDrop<M>,
     /// Batches the pool decided to destroy, run in chunks by a bounded
     /// number of threads (`teardown.rs`).
     pub(crate) teardown: Teardown<M::Item>,
+    /// Panics caught from the manager's callbacks.
+    panics: PanicRecord,
+    /// The `max_live` budget (`places.rs`); `None` without a limit.
+    places: Option<Places>,
+    // The cache-padded ones last: padding in the middle would grow the
+    // pool.
+    /// Slow-path counters, on their own cache lines: they change only when
+    /// objects are created or destroyed, never on a cache hit.
+    counters: CachePadded<Counters>,
     /// Reclaim intervals, pressure holds and their counts (`pass.rs`).
     pub(crate) reclaim: CachePadded<ReclaimShared>,
     /// How owned guards keep this alive past the handle (`shared/lifetime.rs`);
     /// read on every owned guard's end, so on a line of its own.
     pub(crate) life: CachePadded<Life>,
-    /// Panics caught from the manager's callbacks.
-    panics: PanicRecord,
-    /// The `max_live` budget (`places.rs`); `None` without a limit.
-    places: Option<Places>,
 }
 
 /// Gets and returns that passed no thread cache.
