@@ -361,44 +361,56 @@
 //! later, the idle objects, RSS and live heap are read. Each P and subject
 //! runs in its own process. The baseline is a
 //! `parking_lot::Mutex<Vec<Box<[u8; 256]>>>` per pool, unbounded (it never
-//! gives anything back). EPYC VM, 2 vCPUs, nothing else running; the last of
-//! two runs of the same code, the other's figures after the table:
+//! gives anything back). EPYC VM, 2 vCPUs, nothing else running (load
+//! average 1.1 before the run); one of two runs of the same code, the
+//! other's figures after the table:
 //!
 //! | P | subject | ns per get + put | probe p50 / p99 | build + get + drop | idle after 3 / 17 intervals (pools above `min_idle`) | RSS built / flow / after | heap built / after | bytes per (pool, thread) | reclaimer CPU |
 //! |---|---|---|---|---|---|---|---|---|---|
-//! | 100 | tidepool | 90 | 100 / 681 ns | 1.04 µs | 0 / 0 (0) | 2.8 / 4.1 / 4.2 MB | 0.3 / 0.6 MB | 1,920 | 0.0 % |
-//! | 100 | `Mutex<Vec>` | 214 | 110 / 461 ns | 74 ns | 361 | 2.4 / 2.8 / 2.8 MB | 0.0 / 0.2 MB | 609 | – |
-//! | 1,000 | tidepool | 158 | 110 / 712 ns | 1.73 µs | 0 / 0 (0) | 5.2 / 16.1 / 16.5 MB | 2.5 / 5.8 MB | 1,480 | 1.7 % |
-//! | 1,000 | `Mutex<Vec>` | 156 | 90 / 460 ns | 45 ns | 2,191 | 2.2 / 3.1 / 3.2 MB | 0.0 / 0.7 MB | 127 | – |
-//! | 5,000 | tidepool | 2,078 | 131 / 821 ns | 1.59 µs | 217 / 0 (78) | 15.7 / 33.5 / 34.1 MB | 12.8 / 19.2 MB | 484 | 5.5 % |
-//! | 5,000 | `Mutex<Vec>` | 254 | 90 / 561 ns | 74 ns | 8,951 | 2.6 / 5.5 / 5.6 MB | 0.2 / 2.6 MB | 78 | – |
-//! | 20,000 | tidepool | 5,354 | 100 / 711 ns | 1.71 µs | 2,721 / 0 (1,261) | 55.0 / 96.7 / 98.2 MB | 51.0 / 70.0 MB | 283 | 17.2 % |
-//! | 20,000 | `Mutex<Vec>` | 437 | 90 / 530 ns | 73 ns | 21,208 | 3.2 / 9.9 / 10.0 MB | 0.8 / 6.6 MB | 45 | – |
+//! | 100 | tidepool | 57 | 110 / 511 ns | 1.44 µs | 0 / 0 (0) | 2.7 / 4.0 / 4.2 MB | 0.3 / 0.6 MB | 1,981 | 0.0 % |
+//! | 100 | `Mutex<Vec>` | 145 | 60 / 290 ns | 75 ns | 326 | 2.3 / 2.7 / 2.8 MB | 0.0 / 0.2 MB | 584 | – |
+//! | 1,000 | tidepool | 89 | 90 / 531 ns | 1.54 µs | 0 / 0 (0) | 5.3 / 16.1 / 16.5 MB | 2.6 / 5.9 MB | 1,470 | 2.5 % |
+//! | 1,000 | `Mutex<Vec>` | 108 | 60 / 201 ns | 46 ns | 2,151 | 2.3 / 3.2 / 3.3 MB | 0.0 / 0.7 MB | 127 | – |
+//! | 5,000 | tidepool | 428 | 170 / 421 ns | 0.96 µs | 1,264 / 0 (480) | 16.2 / 34.0 / 34.5 MB | 13.4 / 20.0 MB | 480 | 4.0 % |
+//! | 5,000 | `Mutex<Vec>` | 112 | 80 / 201 ns | 42 ns | 10,123 | 2.4 / 5.6 / 5.8 MB | 0.2 / 2.9 MB | 87 | – |
+//! | 20,000 | tidepool | 1,471 | 80 / 471 ns | 0.90 µs | 2,183 / 0 (998) | 57.5 / 97.3 / 98.2 MB | 53.5 / 72.5 MB | 267 | 16.2 % |
+//! | 20,000 | `Mutex<Vec>` | 118 | 71 / 231 ns | 44 ns | 24,796 | 3.0 / 10.6 / 10.8 MB | 0.8 / 7.5 MB | 51 | – |
 //!
-//! * The other run, ns per get + put, tidepool / `Mutex<Vec>`: 82 / 228 at
-//!   100 pools, 127 / 135 at 1,000, 1,500 / 133 at 5,000, 3,632 / 149 at
-//!   20,000; building a pool 1.1–1.8 µs; RSS after 4.3 / 16.2 / 34.2 /
-//!   99.6 MB. The spread between runs is the VM's.
+//! * The other run, ns per get + put, tidepool / `Mutex<Vec>`: 57 / 162 at
+//!   100 pools, 94 / 134 at 1,000, 1,352 / 379 at 5,000, 2,281 / 132 at
+//!   20,000; building a pool 1.16–1.54 µs; RSS after 4.3 / 16.5 / 34.2 /
+//!   98.0 MB. The spread between runs is the VM's: the baseline gave 118
+//!   and 437 ns at 20,000 pools in runs minutes apart.
 //! * With the default interval (15 s), 20,000 pools: the reclaimer used
-//!   0.18 % of one core over 2 s of flow and 31 s idle (0.21 % in an
-//!   earlier run).
+//!   0.12 % of one core over 2 s of flow and 31 s idle (0.27 % in another
+//!   run).
 //! * Up to about `MAX_CACHES` pools a thread keeps a cache in each, and a
 //!   get + put stays within 2× of its cost at 100 pools. Past it, most gets
-//!   and puts go through the depot, and each one misses the CPU caches on
-//!   the pool's shared state (2.5 KiB a pool, so 20,000 pools spread over
-//!   50 MB), on the depot's shelf and on its batch: 8–25× the baseline,
-//!   whose pools are 40 bytes each in one array. A compact pool (the fields
-//!   a get touches on one line) and a depot whose lone objects stay on the
-//!   lock's line are what is left to do.
+//!   and puts go through the depot (the slot-less path). Each touches three
+//!   lines of the pool (`implementation`, many pools per thread) and the
+//!   object. Under `valgrind --tool=cachegrind --LL=4194304,16,64`, one
+//!   thread, 20,000 pools, a slot-less get + put costs 611 instructions, 5.9
+//!   L1 misses and 2.2 misses of the 4 MiB cache (787, 14.1 and 8.8 with
+//!   the depot's shelf and batch and the pool's fields spread over
+//!   2.5 KiB). Paired runs against that layout, alternating, 3 each, median
+//!   speed-up: 1.58× (one thread) and 1.53× (8 threads) at 5,000 pools,
+//!   1.38× and 1.75× at 20,000.
+//! * What is left is the TLB. `perf annotate` puts the time at the first
+//!   load from the pool (its table's id) and at the object: each pool's
+//!   shared state is an allocation of its own, so 20,000 pools put their hot
+//!   lines on 20,000 pages, past the TLB's reach, where the baseline's
+//!   40-byte pools sit in one array of 200 pages. One thread, 20,000 pools:
+//!   242–360 ns against the baseline's 23 ns. Packing every pool's hot lines
+//!   densely, apart from the rest of its state, is the next step.
 //! * Idle objects left 3 intervals after the exit are in pools whose
 //!   working-set window grew: they reclaimed objects during the flow and
 //!   had to make them again, so they keep idle ones longer (up to 16
 //!   intervals, `reclaim` module docs). 17 intervals after the exit every
 //!   pool is at `min_idle`.
-//! * RSS after the exit against RSS with the pools built: 1.5× at 100
-//!   pools, 3.2× at 1,000, 2.2× at 5,000, 1.8× at 20,000. The live heap
-//!   grows less (2.3×, 1.5×, 1.4×): slots (one per thread that cached in a
-//!   pool, 256 bytes) stay. The rest is the allocator's: the threads'
+//! * RSS after the exit against RSS with the pools built: 1.6× at 100
+//!   pools, 3.1× at 1,000, 2.1× at 5,000, 1.7× at 20,000. The live heap
+//!   grows less (2×, 2.3×, 1.5×, 1.4×): slots (one per thread that cached
+//!   in a pool, 256 bytes) stay. The rest is the allocator's: the threads'
 //!   freed batches and objects sit in pages that also hold live slots, and
 //!   `malloc_trim` returns almost none of it.
 //! * Bytes per (pool, thread) pair: RSS after the threads exit less RSS
