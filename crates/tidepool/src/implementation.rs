@@ -94,8 +94,9 @@
 //!
 //! Finding the slot: every thread gets a small id (recycled smallest first),
 //! kept in a constant-initialised thread-local; a pool keeps pointers to its
-//! slots in buckets of doubling size indexed by id (`SlotTable`), one
-//! leading-zeros count and two pointer loads away, and allocates a slot when
+//! slots in buckets of doubling size indexed by id (`SlotTable`; the first
+//! 15 ids' pointers in the table itself), one pointer load away (two,
+//! and a leading-zeros count, for higher ids), and allocates a slot when
 //! its thread first takes a cache there. The same thread-local remembers the
 //! slot it last found, with the id of its table (a process-wide counter,
 //! never reused, so a match can only be that very table, whose slots never
@@ -789,20 +790,29 @@
 //! * **Cache and TLB misses on the slot-less path.** With thousands of pools
 //!   few of a pool's lines stay in the caches, so a get and a put there cost
 //!   about one miss per line they touch. They touch three lines of the
-//!   pool's shared state (`Shared` and `Depot` are `repr(C)`, hot first; a
-//!   test in `shared/mod.rs` checks it) and the object:
+//!   pool's shared state, four for thread ids 7 to 14 (`Shared` and `Depot`
+//!   are `repr(C)`, hot first; a test in `shared/mod.rs` checks it), and
+//!   the object:
 //!
 //!   ```text
 //!   line 0     the depot's lock, its loose object, objects, cap, marks
-//!   line k     batch size, slot-less gets and returns, waiters' count
-//!   line k+1   the table's id, slot pointers of thread ids 0..=14
+//!   line 4     batch size, slot-less gets and returns, waiters' count
+//!   line 6     the table's id, slot pointers of thread ids 0..=6
+//!   line 7     slot pointers of thread ids 7..=14
 //!   ```
+//!
+//!   Line 4 is read on every put, cached or not, and written by slot-less
+//!   gets and puts: with many pools, a cached put there may miss because a
+//!   thread with no cache in the pool just counted one. Slot-less gets and
+//!   puts are rare with few pools (exiting threads), and with many pools
+//!   the cached put would mostly miss anyway.
 //!
 //!   A lone object put by a thread with no cache stays in the depot's
 //!   `loose` place, beside the lock, not in a batch's buffer (two more
-//!   allocations, two more misses); every other depot operation first moves
-//!   it onto the newest batch, so the depot's order and marks are as if it
-//!   were there.
+//!   allocations, two more misses), when an `Option` of it fits in a word
+//!   (`depot/loose.rs`: a `Box`, an `Arc`; a big object by value is not
+//!   carried inline); every other depot operation first moves it onto the
+//!   newest batch, so the depot's order and marks are as if it were there.
 //! * **Memory per (pool, thread).** A slot is allocated when its own thread
 //!   first takes a cache in the pool (the table's buckets hold pointers), so
 //!   a pool pays one slot per thread that cached in it, and a thread refused

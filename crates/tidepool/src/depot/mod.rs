@@ -38,10 +38,13 @@
 //! (`shared/pass.rs`): then it spans the distance from the reclaim to the
 //! new demand, so a load whose need recurs every few intervals keeps it.
 
+mod loose;
+
 use std::mem;
 
 use crate::sync::atomic::{AtomicUsize, Ordering};
 use crate::sync::Mutex;
+use loose::Loose;
 
 /// The longest working-set window, in reclaim intervals, and the number of
 /// low-water marks the depot keeps.
@@ -93,9 +96,9 @@ impl<S> std::ops::DerefMut for Locked<'_, S> {
 #[repr(C)]
 struct Shelves<T> {
     /// The newest idle object, when a thread with no cache put it last
-    /// (counted in `objects`, never purged).
-    loose: Option<T>,
-    /// `objects == sum(full[i].items.len()) + loose.is_some() <= cap`.
+    /// and it fits in a word (counted in `objects`, never purged).
+    loose: Loose<T>,
+    /// `objects == sum(full[i].items.len()) + (loose holds one) <= cap`.
     objects: usize,
     /// `max_idle`, or `min_idle` while a critical-pressure hold lasts.
     cap: usize,
@@ -155,7 +158,7 @@ impl<T> Depot<T> {
     pub(crate) fn new(batch_size: usize, max_idle: usize) -> Self {
         Self {
             shelves: Mutex::new(Shelves {
-                loose: None,
+                loose: Loose::new(),
                 full: Vec::new(),
                 empty: Vec::new(),
                 objects: 0,
@@ -332,16 +335,19 @@ impl<T> Depot<T> {
     }
 
     /// Stores one object unless the depot is at its cap: for threads with no
-    /// cache. It becomes the loose one; the one it displaces goes onto the
-    /// newest batch.
+    /// cache. It becomes the loose one (if it fits there); the one it
+    /// displaces goes onto the newest batch.
     pub(crate) fn put_one(&self, item: T) -> Result<(), T> {
         let mut shelves = self.lock();
         if shelves.objects >= shelves.cap {
             return Err(item);
         }
         shelves.objects += 1;
-        if let Some(older) = shelves.loose.replace(item) {
-            shelves.push_newest(older, self.batch_size);
+        match shelves.loose.replace(item) {
+            Ok(None) => {}
+            Ok(Some(older)) => shelves.push_newest(older, self.batch_size),
+            // Too big to hold beside the lock: on a batch.
+            Err(item) => shelves.push_newest(item, self.batch_size),
         }
         Ok(())
     }
@@ -862,8 +868,8 @@ mod tests {
         let depot = Depot::new(3, 8);
         depot.put_one(1).unwrap();
         {
-            let shelves = depot.lock();
-            assert_eq!(shelves.loose, Some(1));
+            let mut shelves = depot.lock();
+            assert!(shelves.loose.is_some());
             assert!(shelves.full.is_empty(), "no batch for a lone object");
             // The lock and what a one-object take or put reads and writes
             // share the depot's first line.
@@ -876,7 +882,12 @@ mod tests {
         // The newest stays loose; the one it displaces goes onto a batch.
         depot.put_one(1).unwrap();
         depot.put_one(2).unwrap();
-        assert_eq!(depot.lock().loose, Some(2));
+        {
+            let mut shelves = depot.lock();
+            assert!(shelves.loose.is_some());
+            assert_eq!(shelves.full.len(), 1);
+            assert_eq!(shelves.full[0].items, [1]);
+        }
         assert_eq!(depot.counts().idle, 2);
         // A donation is newer than the loose object: a refill takes the
         // loose one with it, on top of the older batch, and the donation
@@ -911,6 +922,17 @@ mod tests {
         depot.set_cap(1);
         depot.put_one(8).unwrap();
         assert_eq!(depot.put_one(9), Err(9));
+    }
+
+    #[test]
+    fn an_object_too_big_for_the_loose_place_goes_on_a_batch() {
+        let depot = Depot::<[u64; 4]>::new(2, 8);
+        depot.put_one([1; 4]).unwrap();
+        depot.put_one([2; 4]).unwrap();
+        assert_eq!(depot.lock().full.len(), 1);
+        assert_eq!(depot.take_one(), Some([2; 4]), "LIFO");
+        assert_eq!(depot.counts().idle, 1);
+        assert_eq!(depot.take_down_to(0), vec![vec![[1; 4]]]);
     }
 
     #[test]

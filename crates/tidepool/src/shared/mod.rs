@@ -81,7 +81,8 @@ struct Claimed<'a, T> {
 /// `repr(C)`, hot first: what a get and a put by a thread with no cache
 /// here touch (the depot's lock and counts, the batch size, the waiters'
 /// count, the slot-less counts, the table's id and first slot pointers)
-/// lead, on three neighbouring lines. A process with thousands of pools
+/// lead, on three lines (four for thread ids 7 to 14; `implementation`,
+/// many pools per thread). A process with thousands of pools
 /// then misses in the caches and the TLB as little as the pools allow.
 #[repr(C)]
 pub(crate) struct Shared<M: Manage> {
@@ -90,7 +91,7 @@ pub(crate) struct Shared<M: Manage> {
     /// (below `config.batch_size` only under `max_live`, see `pass.rs`),
     /// changed only under the reclaim lock (`pass.rs`, `adapt_batch`: at a
     /// reclaim pass, or when depot traffic ends a window early) and read
-    /// on every put, so it sits with the read-mostly fields.
+    /// on every put.
     batch: AtomicUsize,
     /// `config.background`, kept here too: a put by a thread with no cache
     /// reads it, and `config` is on another line.
@@ -100,8 +101,7 @@ pub(crate) struct Shared<M: Manage> {
     /// [`live_bound`](Self::live_bound) like the slots' counts.
     slotless: Slotless,
     /// `get_timeout` callers waiting at `max_live` (`waiters.rs`); its
-    /// count is read on every put, and written only when one comes or goes,
-    /// so it sits with the read-mostly fields.
+    /// count is read on every put, and written only when one comes or goes.
     waiters: Waiters<M::Item>,
     pub(crate) slots: SlotTable<M::Item>,
     pub(crate) config: Config,
@@ -134,8 +134,8 @@ struct Slotless {
 }
 
 /// Pool-wide counts. Per-thread `gets`/`returns`/`created`/`destroyed`
-/// live in the slots; these are the slot-less threads' share (exiting
-/// threads, the reclaimer) and the slow-path counts.
+/// live in the slots, the slot-less threads' gets and returns in
+/// [`Slotless`]; these are the slow-path counts.
 ///
 /// Invariants, exact whenever no thread is inside the pool (each count
 /// summed over every slot plus this):
@@ -155,7 +155,6 @@ struct Counters {
     /// Guards that ended by destroying their object (discard, refused by
     /// `recycle`, dropped while panicking).
     discarded: SharedCounter,
-    /// Gets and returns by threads without a cache (exiting threads).
     /// Objects handed to waiters (each a get), and the part of them given
     /// straight from a guard's drop (each a return too).
     waiter_gets: SharedCounter,

@@ -245,8 +245,8 @@ impl<M: Manage> Shared<M> {
         };
         if let Some(item) = this.recycle(item, site) {
             // As in `put_other`: a waiter that queues after this look is
-            // served by `put_slow` (it looks again after caching or
-            // shelving the object).
+            // served by `put_slow`, which looks again after a fresh claim
+            // of this thread's cache or after shelving the object.
             if this.waiters.any() {
                 if let Some(item) = this.hand_to_waiter(item) {
                     Self::put_slow(this, item, site);
