@@ -211,91 +211,69 @@ impl<T> SlotTable<T> {
         self.get(tid).expect("slot was just published")
     }
 
+    /// Every entry, inline and in the published buckets, with its id, in id
+    /// order.
+    fn entries(&self) -> impl Iterator<Item = (usize, &AtomicPtr<Padded<T>>)> + '_ {
+        let high = self.high.load(Ordering::Acquire);
+        let bucketed = self.buckets[..high]
+            .iter()
+            .enumerate()
+            .flat_map(|(bucket, ptr)| {
+                let base = ptr.load(Ordering::Acquire);
+                let len = if base.is_null() { 0 } else { 1usize << bucket };
+                let first_id = (1usize << bucket) - 1;
+                (0..len).map(move |index| {
+                    // SAFETY: as in `entry`: a published bucket holds
+                    // `1 << bucket` initialised entries, freed only in
+                    // `Drop`, so they live as long as `&self`.
+                    (first_id + index, unsafe { &*base.add(index) })
+                })
+            });
+        self.first.iter().enumerate().chain(bucketed)
+    }
+
+    /// Every slot that exists, with its id: the raw pointers the
+    /// allocations gave (see `slot_ptr`).
+    fn slot_ptrs(&self) -> impl Iterator<Item = (usize, *mut Padded<T>)> + '_ {
+        self.entries().filter_map(|(tid, entry)| {
+            let slot = entry.load(Ordering::Acquire);
+            (!slot.is_null()).then_some((tid, slot))
+        })
+    }
+
     /// Every slot that exists, with the id it belongs to.
     pub(crate) fn for_each<'a>(&'a self, mut f: impl FnMut(usize, &'a Slot<T>)) {
-        for (tid, entry) in self.first.iter().enumerate() {
-            let slot = entry.load(Ordering::Acquire);
-            if !slot.is_null() {
-                // SAFETY: a non-null entry is a live slot (see `slot_ptr`),
-                // as long as `self`.
-                f(tid, unsafe { &**slot });
-            }
-        }
-        let high = self.high.load(Ordering::Acquire);
-        for (bucket, ptr) in self.buckets[..high].iter().enumerate() {
-            let base = ptr.load(Ordering::Acquire);
-            if base.is_null() {
-                continue;
-            }
-            let first_id = (1usize << bucket) - 1;
-            for index in 0..1usize << bucket {
-                // SAFETY: as in `entry` and `slot_ptr`: a published bucket
-                // holds `1 << bucket` initialised entries, and a non-null
-                // entry a live slot; both live as long as `self`.
-                let slot = unsafe { &*base.add(index) }.load(Ordering::Acquire);
-                if !slot.is_null() {
-                    // SAFETY: as above.
-                    f(first_id + index, unsafe { &**slot });
-                }
-            }
+        for (tid, slot) in self.slot_ptrs() {
+            // SAFETY: a non-null entry is a live slot (see `slot_ptr`), as
+            // long as `self`.
+            f(tid, unsafe { &**slot });
         }
     }
 
     /// Every slot, with exclusive access.
     pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(&mut Slot<T>)) {
-        for entry in &self.first {
-            let slot = entry.load(Ordering::Acquire);
-            if !slot.is_null() {
-                // SAFETY: as in `for_each`, plus `&mut self` means no other
-                // reference to any slot exists.
-                f(unsafe { &mut **slot });
-            }
-        }
-        let high = self.high.load(Ordering::Acquire);
-        for (bucket, ptr) in self.buckets[..high].iter().enumerate() {
-            let base = ptr.load(Ordering::Acquire);
-            if base.is_null() {
-                continue;
-            }
-            for index in 0..1usize << bucket {
-                // SAFETY: as in `for_each`, plus `&mut self` means no other
-                // reference to any slot exists.
-                let slot = unsafe { &*base.add(index) }.load(Ordering::Acquire);
-                if !slot.is_null() {
-                    // SAFETY: as above.
-                    f(unsafe { &mut **slot });
-                }
-            }
+        for (_, slot) in self.slot_ptrs() {
+            // SAFETY: as in `for_each`, plus `&mut self` means no other
+            // reference to any slot exists (slots are allocations of their
+            // own, apart from the table the walk reads).
+            f(unsafe { &mut **slot });
         }
     }
 }
 
 impl<T> Drop for SlotTable<T> {
     fn drop(&mut self) {
-        for entry in &self.first {
-            let slot = entry.load(Ordering::Acquire);
-            if !slot.is_null() {
-                // SAFETY: `slot` was published by `get_or_alloc` from
-                // `Box::into_raw`, and `&mut self` means nothing borrows it
-                // any more.
-                drop(unsafe { Box::from_raw(slot) });
-            }
+        for (_, slot) in self.slot_ptrs() {
+            // SAFETY: `slot` was published by `get_or_alloc` from
+            // `Box::into_raw`, and `&mut self` means nothing borrows it any
+            // more; the walk reads the buckets, freed only below.
+            drop(unsafe { Box::from_raw(slot) });
         }
         let high = self.high.load(Ordering::Acquire);
         for (bucket, ptr) in self.buckets[..high].iter().enumerate() {
             let base = ptr.load(Ordering::Acquire);
             if base.is_null() {
                 continue;
-            }
-            for index in 0..1usize << bucket {
-                // SAFETY: as in `for_each`.
-                let slot = unsafe { &*base.add(index) }.load(Ordering::Acquire);
-                if !slot.is_null() {
-                    // SAFETY: `slot` was published by `get_or_alloc` from
-                    // `Box::into_raw`, and `&mut self` means nothing
-                    // borrows it any more.
-                    drop(unsafe { Box::from_raw(slot) });
-                }
             }
             // SAFETY: `base` was published by `get_or_alloc` from
             // `Box::into_raw` of a slice of `1 << bucket` entries, and

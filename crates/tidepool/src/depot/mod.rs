@@ -343,11 +343,10 @@ impl<T> Depot<T> {
             return Err(item);
         }
         shelves.objects += 1;
-        match shelves.loose.replace(item) {
-            Ok(None) => {}
-            Ok(Some(older)) => shelves.push_newest(older, self.batch_size),
-            // Too big to hold beside the lock: on a batch.
-            Err(item) => shelves.push_newest(item, self.batch_size),
+        // The one displaced, or `item` itself if it is too big to hold
+        // beside the lock: on a batch.
+        if let Ok(Some(item)) | Err(item) = shelves.loose.replace(item) {
+            shelves.push_newest(item, self.batch_size);
         }
         Ok(())
     }
