@@ -473,9 +473,14 @@
 //! memory's first touches fault nothing in. Linux and Android only, where
 //! released private pages read back as zeros.
 //!
+//! A kept part of at most 16 pages is cleared whole with `memset` instead:
+//! that costs less than the `mincore` (a system call that also takes and
+//! frees a kernel page), and leaves the part in RAM whole.
+//!
 //! ```text
 //! after a reset:  accessible <= keep_resident, every accessible byte 0,
 //!                 resident <= pages the last owner touched below keep_resident
+//!                          (kept <= 16 pages: resident == kept)
 //! ```
 //!
 //! A region's drop releases its accessible part `DEFAULT_RELEASE_STEP`
@@ -550,6 +555,22 @@
 //! ```
 //! Every stack holds an `Arc` of its slab set, so the set outlives the pool
 //! while detached stacks live.
+//!
+//! Zeroing a stack for its next user (`GuardedStack::zero`, wasmtime's
+//! `async_stack_zeroing`) keeps the pages its users touch in the top
+//! `keep_resident` bytes and releases the rest. Which pages were touched
+//! is asked of the kernel once in `EXACT_EVERY` (32) zeroings of the set's
+//! stacks (`stack/zero_depth.rs`); those record the deepest touched page,
+//! and the others clear that many pages from the top with `memset` and
+//! release everything below in one `madvise`, no `mincore`:
+//!
+//! ```text
+//! after a zeroing:  every usable byte 0
+//! depth d:          0 before the first exact zeroing; then the most pages
+//!                   from the top any exact one found in RAM (only grows)
+//! exact (n % 32 == 0):  resident pages of the kept top cleared, others released
+//! otherwise:            top min(d, keep) pages cleared, the rest released, 1 call
+//! ```
 //!
 //! # Limits (`shared/at_limit.rs`)
 //!

@@ -680,7 +680,7 @@ fn all_zero(stack: &GuardedStack) -> bool {
 #[test]
 fn a_reused_stack_zeroed_reads_as_zeros_and_keeps_its_touched_top_resident() {
     let _turn = serial();
-    let pool = StackPool::builder(16 * PAGE)
+    let pool = StackPool::builder(64 * PAGE)
         .batch_size(1)
         .background(false)
         .build()
@@ -700,8 +700,9 @@ fn a_reused_stack_zeroed_reads_as_zeros_and_keeps_its_touched_top_resident() {
     // SAFETY: as above (one byte: reading the rest would fault it in).
     assert_eq!(unsafe { top.sub(1).read() }, 9, "reused as it was left");
     let before = pool.stats().madvise_calls;
-    again.zero(4 * PAGE).unwrap();
-    // The touched top pages inside the kept 4 were cleared in place and
+    // A kept top past 16 pages is cleared where it was touched.
+    again.zero(32 * PAGE).unwrap();
+    // The touched top pages inside the kept 32 were cleared in place and
     // stay; the deep page was released, with the rest, in one call.
     assert_eq!(pool.stats().madvise_calls - before, 1);
     assert_eq!(again.resident_bytes().unwrap(), 3 * PAGE);
@@ -713,6 +714,57 @@ fn a_reused_stack_zeroed_reads_as_zeros_and_keeps_its_touched_top_resident() {
     assert_eq!(again.resident_bytes().unwrap(), 0);
     assert!(all_zero(&again));
     assert_eq!(pool.stats().madvise_calls - before, 2);
+}
+
+/// Writes page `n` counted from the top (1: the top page) of `stack`.
+fn touch_from_top(stack: &GuardedStack, n: usize) {
+    // SAFETY: a page of the usable part, writable and ours.
+    unsafe { stack.top().as_ptr().sub(n * PAGE).write_bytes(9, PAGE) };
+}
+
+#[test]
+fn between_exact_zeroings_the_recorded_depth_is_cleared_and_the_rest_released_in_one_call() {
+    let _turn = serial();
+    let pool = StackPool::builder(64 * PAGE)
+        .batch_size(1)
+        .background(false)
+        .build()
+        .unwrap();
+    let mut stack = pool.get().unwrap();
+    let calls = || pool.stats().madvise_calls;
+    // The pool's first zeroing is exact: 3 touched pages found, kept.
+    for n in 1..=3 {
+        touch_from_top(&stack, n);
+    }
+    stack.zero(32 * PAGE).unwrap();
+    assert_eq!(stack.resident_bytes().unwrap(), 3 * PAGE);
+    // The next ones clear the top 3 pages and release the rest in one
+    // call: a page touched deeper in the kept top, and one at the bottom,
+    // are released, not kept.
+    let before = calls();
+    touch_from_top(&stack, 1);
+    touch_from_top(&stack, 10);
+    touch_from_top(&stack, 60);
+    stack.zero(32 * PAGE).unwrap();
+    assert_eq!(calls() - before, 1);
+    assert_eq!(stack.resident_bytes().unwrap(), 3 * PAGE);
+    assert!(all_zero(&stack), "every byte reads as zero");
+    // Up to the next exact one (the 33rd), each is one call.
+    for _ in 3..=32 {
+        touch_from_top(&stack, 2);
+        stack.zero(32 * PAGE).unwrap();
+    }
+    assert_eq!(calls() - before, 31);
+    assert_eq!(stack.resident_bytes().unwrap(), 3 * PAGE);
+    // The 33rd is exact: it keeps the pages in RAM (the 3 cleared, page 6
+    // touched) and records page 6; from then on 6 are cleared and kept.
+    touch_from_top(&stack, 6);
+    stack.zero(32 * PAGE).unwrap();
+    assert_eq!(stack.resident_bytes().unwrap(), 4 * PAGE);
+    touch_from_top(&stack, 5);
+    stack.zero(32 * PAGE).unwrap();
+    assert_eq!(stack.resident_bytes().unwrap(), 6 * PAGE);
+    assert!(all_zero(&stack));
 }
 
 #[test]

@@ -139,6 +139,9 @@ impl Region {
     /// bytes (rounded down to pages) stay accessible and their resident
     /// pages are cleared in place; the rest is released and made
     /// inaccessible, so `accessible()` is at most `keep_resident` after.
+    /// A kept part of up to 16 pages is cleared whole with `memset`
+    /// (cheaper than asking the kernel which of its pages are in RAM), and
+    /// is then in RAM whole.
     ///
     /// # Errors
     ///
@@ -153,6 +156,13 @@ impl Region {
             self.accessible = keep;
         }
         if keep == 0 {
+            return Ok(());
+        }
+        if keep / page <= CLEAR_WHOLE_MAX_PAGES {
+            // SAFETY: the accessible part: mapped read-write and ours alone
+            // (the owner gave the region back).
+            unsafe { self.start.as_ptr().write_bytes(0, keep) };
+            self.kept = keep;
             return Ok(());
         }
         let mut map = Vec::new();
@@ -230,6 +240,13 @@ impl fmt::Debug for Region {
     }
 }
 
+/// The most pages of a kept part that [`Region::reset`] clears whole with
+/// `memset`, rather than where `mincore` finds them in RAM: that system
+/// call also takes and frees a page in the kernel, which costs about as
+/// much as writing this many pages. A part this small is then in RAM
+/// whole, which is what keeping it means.
+const CLEAR_WHOLE_MAX_PAGES: usize = 16;
+
 /// The OS page size: regions are reserved, opened and reset in whole
 /// pages of it.
 pub fn page_size() -> usize {
@@ -264,20 +281,40 @@ mod tests {
     #[cfg_attr(miri, ignore = "mincore(2) is not emulated")]
     fn reset_zeroes_in_place_up_to_the_bound_and_releases_the_rest() {
         let page = os::page_size();
-        let mut region = Region::reserve(64 * page).unwrap();
-        region.set_accessible(16 * page).unwrap();
-        touch(&region, [0, 3, 15]);
+        let kept = 2 * CLEAR_WHOLE_MAX_PAGES;
+        let mut region = Region::reserve(4 * kept * page).unwrap();
+        region.set_accessible(2 * kept * page).unwrap();
+        touch(&region, [0, 3, 2 * kept - 1]);
         assert_eq!(region.resident_bytes().unwrap(), 3 * page);
-        region.reset(8 * page).unwrap();
-        assert_eq!(region.accessible(), 8 * page);
-        // Pages 0 and 3 kept (cleared in place), page 15 released. (Checked
-        // before reading: a read maps the zero page, which counts as
-        // resident.)
+        region.reset(kept * page).unwrap();
+        assert_eq!(region.accessible(), kept * page);
+        // Pages 0 and 3 kept (cleared in place), the last page released.
+        // (Checked before reading: a read maps the zero page, which counts
+        // as resident.)
         assert_eq!(region.resident_bytes().unwrap(), 2 * page);
         assert_eq!(region.kept_resident(), 2 * page);
         assert!(all_zero(&region));
         // Grown again: the released pages read as zeros.
-        region.set_accessible(16 * page).unwrap();
+        region.set_accessible(2 * kept * page).unwrap();
+        assert!(all_zero(&region));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "mincore(2) is not emulated")]
+    fn a_small_kept_part_is_cleared_whole_and_stays_in_ram_whole() {
+        let page = os::page_size();
+        let kept = CLEAR_WHOLE_MAX_PAGES;
+        let mut region = Region::reserve(4 * kept * page).unwrap();
+        region.set_accessible(2 * kept * page).unwrap();
+        touch(&region, [0, 3, 2 * kept - 1]);
+        region.reset(kept * page).unwrap();
+        assert_eq!(region.accessible(), kept * page);
+        // Every kept page is in RAM now (written with zeros), the one past
+        // them released.
+        assert_eq!(region.resident_bytes().unwrap(), kept * page);
+        assert_eq!(region.kept_resident(), kept * page);
+        assert!(all_zero(&region));
+        region.set_accessible(2 * kept * page).unwrap();
         assert!(all_zero(&region));
     }
 

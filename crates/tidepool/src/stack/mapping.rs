@@ -185,13 +185,21 @@ impl GuardedStack {
     }
 
     /// Makes every usable byte read as zero, as on a fresh stack, at the
-    /// cost of what the last user touched: the pages of the top
-    /// `keep_resident` bytes (rounded down to pages) that are in RAM are
-    /// cleared in place and stay there, so the next fiber's first frames
-    /// fault nothing in; every other page is released (`madvise`), whether
-    /// it is in RAM, swapped out or never touched. One `mincore` and one
-    /// `madvise` for a stack whose touched pages lie at its top, as a
-    /// fiber's do; counted in [`StackStats::madvise_calls`](super::StackStats::madvise_calls).
+    /// cost of what its users touch: of the top `keep_resident` bytes
+    /// (rounded down to pages), the pages they touch are cleared in place
+    /// and stay in RAM, so the next fiber's first frames fault nothing in;
+    /// every other page is released (`madvise`), whether it is in RAM,
+    /// swapped out or never touched.
+    ///
+    /// Which pages were touched is asked of the kernel (`mincore`) once in
+    /// 32 zeroings of a pool's stacks: those clear the pages in RAM and
+    /// record how deep the deepest was. The others clear that many pages
+    /// from the top with `memset` and release all below in one `madvise`,
+    /// which costs less than the `mincore`; a page touched deeper is
+    /// released, not cleared (zero either way, faulted in again when next
+    /// touched). The depth only grows, up to `keep_resident`. The
+    /// `madvise` calls are counted in
+    /// [`StackStats::madvise_calls`](super::StackStats::madvise_calls).
     /// (wasmtime's `async_stack_zeroing`, for a stack reused from a pool.)
     ///
     /// Off Linux and Android, where released pages may keep their contents
@@ -232,11 +240,19 @@ impl GuardedStack {
         let page = os::page_size();
         let usable = self.usable_size();
         let keep = (keep_resident / page * page).min(usable);
-        let mut map = Vec::new();
-        if keep > 0 {
-            // SAFETY: the top `keep` bytes of the usable part: mapped.
-            unsafe { os::resident_pages(self.page(usable - keep), keep, &mut map)? };
+        if keep == 0 {
+            return self.zero_top(0);
         }
+        if let Some(pages) = self.slabs.zero_depth().plan(keep / page) {
+            return self.zero_top(pages * page);
+        }
+        let mut map = Vec::new();
+        // SAFETY: the top `keep` bytes of the usable part: mapped.
+        unsafe { os::resident_pages(self.page(usable - keep), keep, &mut map)? };
+        let deepest = map.iter().position(|&b| b & 1 != 0);
+        self.slabs
+            .zero_depth()
+            .record(deepest.map_or(0, |i| map.len() - i));
         // Pages from the bottom, in runs: released (not in RAM, or below
         // the kept top) or cleared (in RAM, in the kept top).
         let first_kept = (usable - keep) / page;
@@ -265,6 +281,23 @@ impl GuardedStack {
             i = j;
         }
         self.slabs.count_releases(calls);
+        Ok(())
+    }
+
+    /// [`zero`](Self::zero) without asking which pages are in RAM: the top
+    /// `keep` bytes cleared whole, everything below them released in one
+    /// call.
+    fn zero_top(&mut self, keep: usize) -> io::Result<()> {
+        let usable = self.usable_size();
+        if keep < usable {
+            // SAFETY: private anonymous pages of the usable part, ours
+            // (`&mut self`), whose contents nobody needs.
+            let released = unsafe { os::release_pages(self.page(0), usable - keep) };
+            self.slabs.count_releases(1);
+            released?;
+        }
+        // SAFETY: the top `keep` bytes of the usable part: writable, ours.
+        unsafe { self.page(usable - keep).as_ptr().write_bytes(0, keep) };
         Ok(())
     }
 

@@ -76,6 +76,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::os::{self, MapFailure, MapStep};
+use crate::stack::zero_depth::ZeroDepth;
 use crate::stack::{GuardedStack, StackError};
 use crate::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use crate::sync::Mutex;
@@ -281,6 +282,8 @@ pub(crate) struct Slabs {
     pool: AtomicPtr<()>,
     state: Mutex<State>,
     calls: Calls,
+    /// How deep the set's zeroed stacks were touched.
+    zero_depth: ZeroDepth,
 }
 
 /// A stretch of a slab to `madvise`: `[start, end)` as offsets from the
@@ -321,6 +324,7 @@ impl Slabs {
                 munmap: AtomicU64::new(0),
                 release_failures: AtomicU64::new(0),
             },
+            zero_depth: ZeroDepth::new(),
         }
     }
 
@@ -341,6 +345,11 @@ impl Slabs {
     /// the set's own paths ([`GuardedStack::zero`](super::GuardedStack::zero)).
     pub(crate) fn count_releases(&self, n: u64) {
         bump(&self.calls.madvise, n);
+    }
+
+    /// How deep the set's zeroed stacks were touched (see [`ZeroDepth`]).
+    pub(crate) fn zero_depth(&self) -> &ZeroDepth {
+        &self.zero_depth
     }
 
     pub(crate) fn release_step(&self) -> usize {
