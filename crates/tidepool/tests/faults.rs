@@ -63,14 +63,16 @@ fn stack_workload(mode: GuardMode) -> Result<(), String> {
 /// Regions: reserve, open, write, reset (mincore, release, close), purge,
 /// unmap.
 fn region_workload() -> Result<(), String> {
-    let pool = Pool::builder(RegionManager::new(1 << 20).keep_resident(16 * 1024))
+    // A kept part past the pages `Region::reset` clears whole with
+    // `memset`, so that the reset asks `mincore` and releases the rest.
+    let pool = Pool::builder(RegionManager::new(1 << 20).keep_resident(128 * 1024))
         .batch_size(2)
         .background(false)
         .build()
         .map_err(|e| e.to_string())?;
     for round in 0..4 {
         let Ok(mut region) = pool.get() else { continue };
-        if region.set_accessible(64 * 1024).is_ok() {
+        if region.set_accessible(256 * 1024).is_ok() {
             // SAFETY: the first bytes of the accessible part.
             unsafe { region.as_ptr().add(round * 4096).write(7) };
         }
