@@ -208,6 +208,79 @@ pub trait GetDrop: Send + Sync + 'static {
     fn get_drop(&self);
 }
 
+/// Makes one boxed 256-byte object (a pointer: what the depot keeps
+/// beside its lock for a thread with no cache).
+pub type BoxFn = fn() -> Box<[u8; 256]>;
+
+fn new_box() -> Box<[u8; 256]> {
+    Box::new([0; 256])
+}
+
+/// Get + drop in pools where this thread keeps no cache (the slot-less
+/// path: through the depot, one lock): the thread takes a cache in each
+/// of the first [`Slotless::CACHED`] pools (a thread's most), then gets
+/// and drops in the [`Slotless::PAST`] pools after them in turn. Built on
+/// the thread that measures (instruction budget `slotless_get_drop`;
+/// `many_pools` times the same path among thousands of pools).
+pub struct Slotless {
+    pools: Vec<tidepool::Pool<BoxFn>>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl Slotless {
+    /// The caches one thread keeps (`tidepool`'s `MAX_CACHES`).
+    pub const CACHED: usize = 1024;
+    /// The pools past them that the operations cycle through.
+    pub const PAST: usize = 64;
+
+    /// The pools, each used once by this thread, with a reclaim interval
+    /// long enough that no cache is taken back while it measures.
+    ///
+    /// # Panics
+    ///
+    /// If a pool past the first [`CACHED`](Self::CACHED) keeps a cache
+    /// for this thread (the limit changed: the path measured would not be
+    /// the slot-less one).
+    pub fn new() -> Self {
+        let pools: Vec<_> = (0..Self::CACHED + Self::PAST)
+            .map(|_| {
+                tidepool::Pool::builder(new_box as BoxFn)
+                    .reclaim_interval(std::time::Duration::from_secs(3600))
+                    .build()
+                    .expect("valid settings")
+            })
+            .collect();
+        for pool in &pools {
+            drop(pool.get().expect("infallible manager"));
+        }
+        for pool in &pools[Self::CACHED..] {
+            let s = pool.stats();
+            assert_eq!(s.idle_cached(), 0, "a cache past the thread's fill");
+        }
+        Self {
+            pools,
+            next: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Default for Slotless {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GetDrop for Slotless {
+    #[inline]
+    fn get_drop(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let i = self.next.load(Relaxed);
+        self.next.store((i + 1) % Self::PAST, Relaxed);
+        let pool = &self.pools[Self::CACHED + i];
+        drop(black_box(pool.get().expect("infallible manager")));
+    }
+}
+
 impl GetDrop for Tidepool {
     #[inline]
     fn get_drop(&self) {

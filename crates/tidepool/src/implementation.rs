@@ -799,34 +799,44 @@
 //! * **Per-thread caches the thread never comes back to in time.** A thread
 //!   keeps at most `MAX_CACHES` caches across all pools; in the others it
 //!   gets and puts through the depot (one lock, the slot-less path, which
-//!   allocates no slot). Once it has been refused `8 × MAX_CACHES` caches, it
-//!   asks each listed pool whether its cache is still claimed and gives up
-//!   those the reclaimer took back for sitting idle, so the caches go to the
-//!   pools it keeps using:
+//!   allocates no slot). Once it has been refused `64 × MAX_CACHES` caches
+//!   (`REFUSALS_PER_SWEEP`), it asks each listed pool whether its cache is
+//!   still claimed and gives up those the reclaimer took back for sitting
+//!   idle, so the caches go to the pools it keeps using. The refusals in
+//!   between never reach the list: the thread counts them down in its hot
+//!   thread-local (`refuse_cheaply`, armed when the list fills and after
+//!   each sweep that leaves it full), and remembers the table in which it
+//!   last found no slot of its own (`absent`; only a thread allocates its
+//!   own slots, and it forgets this when it does), so the put after a
+//!   slot-less get looks nothing up again:
 //!
 //!   ```text
 //!   cached(thread) = |list(thread)| <= MAX_CACHES
-//!   sweep work <= MAX_CACHES per 8 × MAX_CACHES refusals
+//!   sweep work <= MAX_CACHES per 64 × MAX_CACHES refusals
+//!   refusals_left(thread) > 0  ⇒  |list(thread)| == MAX_CACHES
+//!   absent(thread) == table.id ⇒  table has no slot for thread
 //!   ```
 //! * **Cache and TLB misses on the slot-less path.** With thousands of pools
 //!   few of a pool's lines stay in the caches, so a get and a put there cost
-//!   about one miss per line they touch. They touch three lines of the
-//!   pool's shared state, four for thread ids 7 to 14 (`Shared` and `Depot`
-//!   are `repr(C)`, hot first; a test in `shared/mod.rs` checks it), and
-//!   the object:
+//!   about one miss per line they touch. They touch four lines of the
+//!   pool's shared state, five for thread ids 7 to 14 (`Shared` and `Depot`
+//!   are `repr(C)`, hot first; tests in `shared/mod.rs` and `depot/mod.rs`
+//!   check it), and the object:
 //!
 //!   ```text
-//!   line 0     the depot's lock, its loose object, objects, cap, marks
-//!   line 4     batch size, slot-less gets and returns, waiters' count
-//!   line 6     the table's id, slot pointers of thread ids 0..=6
+//!   line 0     the depot's lock, its loose object, objects, cap, marks   get, put
+//!   line 1     the depot's lone gets and returns                         get, put
+//!   line 4     batch size, background, waiters' count (read only)        put
+//!   line 6     the table's id, slot pointers of thread ids 0..=6         get, put
 //!   line 7     slot pointers of thread ids 7..=14
 //!   ```
 //!
-//!   Line 4 is read on every put, cached or not, and written by slot-less
-//!   gets and puts: with many pools, a cached put there may miss because a
-//!   thread with no cache in the pool just counted one. Slot-less gets and
-//!   puts are rare with few pools (exiting threads), and with many pools
-//!   the cached put would mostly miss anyway.
+//!   The depot counts the slot-less gets and returns itself, under the lock
+//!   they take anyway (`Depot::take_lone`, `put_lone`): no atomic of their
+//!   own, and line 4, which every cached put reads, is written by no
+//!   slot-less get or put. `live_bound` reads the returns among the ends
+//!   and the gets after its fence, each under the lock, which orders them
+//!   as the fence orders the atomics.
 //!
 //!   A lone object put by a thread with no cache stays in the depot's
 //!   `loose` place, beside the lock, not in a batch's buffer (two more

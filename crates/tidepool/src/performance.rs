@@ -362,46 +362,57 @@
 //! runs in its own process. The baseline is a
 //! `parking_lot::Mutex<Vec<Box<[u8; 256]>>>` per pool, unbounded (it never
 //! gives anything back). EPYC VM, 2 vCPUs, nothing else running (load
-//! average 1.1 before the run); one of two runs of the same code, the
+//! average 0.9 before the run); one of two runs of the same code, the
 //! other's figures after the table:
 //!
 //! | P | subject | ns per get + put | probe p50 / p99 | build + get + drop | idle after 3 / 17 intervals (pools above `min_idle`) | RSS built / flow / after | heap built / after | bytes per (pool, thread) | reclaimer CPU |
 //! |---|---|---|---|---|---|---|---|---|---|
-//! | 100 | tidepool | 57 | 110 / 511 ns | 1.44 µs | 0 / 0 (0) | 2.7 / 4.0 / 4.2 MB | 0.3 / 0.6 MB | 1,981 | 0.0 % |
-//! | 100 | `Mutex<Vec>` | 145 | 60 / 290 ns | 75 ns | 326 | 2.3 / 2.7 / 2.8 MB | 0.0 / 0.2 MB | 584 | – |
-//! | 1,000 | tidepool | 89 | 90 / 531 ns | 1.54 µs | 0 / 0 (0) | 5.3 / 16.1 / 16.5 MB | 2.6 / 5.9 MB | 1,470 | 2.5 % |
-//! | 1,000 | `Mutex<Vec>` | 108 | 60 / 201 ns | 46 ns | 2,151 | 2.3 / 3.2 / 3.3 MB | 0.0 / 0.7 MB | 127 | – |
-//! | 5,000 | tidepool | 428 | 170 / 421 ns | 0.96 µs | 1,264 / 0 (480) | 16.2 / 34.0 / 34.5 MB | 13.4 / 20.0 MB | 480 | 4.0 % |
-//! | 5,000 | `Mutex<Vec>` | 112 | 80 / 201 ns | 42 ns | 10,123 | 2.4 / 5.6 / 5.8 MB | 0.2 / 2.9 MB | 87 | – |
-//! | 20,000 | tidepool | 1,471 | 80 / 471 ns | 0.90 µs | 2,183 / 0 (998) | 57.5 / 97.3 / 98.2 MB | 53.5 / 72.5 MB | 267 | 16.2 % |
-//! | 20,000 | `Mutex<Vec>` | 118 | 71 / 231 ns | 44 ns | 24,796 | 3.0 / 10.6 / 10.8 MB | 0.8 / 7.5 MB | 51 | – |
+//! | 100 | tidepool | 64 | 70 / 551 ns | 1.07 µs | 0 / 0 (0) | 2.8 / 4.1 / 4.3 MB | 0.3 / 0.6 MB | 1,997 | 0.0 % |
+//! | 100 | `Mutex<Vec>` | 158 | 60 / 390 ns | 76 ns | 346 | 2.4 / 2.8 / 3.0 MB | 0.0 / 0.2 MB | 753 | – |
+//! | 1,000 | tidepool | 116 | 100 / 771 ns | 1.27 µs | 0 / 0 (0) | 5.3 / 16.2 / 16.6 MB | 2.6 / 5.8 MB | 1,477 | 2.1 % |
+//! | 1,000 | `Mutex<Vec>` | 132 | 100 / 411 ns | 75 ns | 2,139 | 2.3 / 3.2 / 3.4 MB | 0.0 / 0.7 MB | 142 | – |
+//! | 5,000 | tidepool | 535 | 140 / 781 ns | 1.48 µs | 483 / 0 (193) | 16.3 / 33.8 / 34.3 MB | 13.4 / 19.7 MB | 471 | 7.3 % |
+//! | 5,000 | `Mutex<Vec>` | 160 | 131 / 681 ns | 174 ns | 9,627 | 2.5 / 5.5 / 5.7 MB | 0.2 / 2.8 MB | 84 | – |
+//! | 20,000 | tidepool | 1,491 | 120 / 601 ns | 1.56 µs | 1,154 / 0 (408) | 57.5 / 92.0 / 92.3 MB | 53.5 / 69.0 MB | 228 | 18.3 % |
+//! | 20,000 | `Mutex<Vec>` | 147 | 80 / 470 ns | 75 ns | 22,583 | 3.0 / 10.1 / 10.3 MB | 0.8 / 7.0 MB | 48 | – |
 //!
-//! * The other run, ns per get + put, tidepool / `Mutex<Vec>`: 57 / 162 at
-//!   100 pools, 94 / 134 at 1,000, 1,352 / 379 at 5,000, 2,281 / 132 at
-//!   20,000; building a pool 1.16–1.54 µs; RSS after 4.3 / 16.5 / 34.2 /
-//!   98.0 MB. The spread between runs is the VM's: the baseline gave 118
-//!   and 437 ns at 20,000 pools in runs minutes apart.
+//! * The other run, ns per get + put, tidepool / `Mutex<Vec>`: 73 / 164 at
+//!   100 pools, 139 / 152 at 1,000, 573 / 171 at 5,000, 2,216 / 549 at
+//!   20,000; building a pool 1.20–1.62 µs; RSS after 4.2 / 16.6 / 34.2 /
+//!   92.5 MB. The spread between runs is the VM's: the baseline gave 147
+//!   and 549 ns at 20,000 pools in runs minutes apart, so the paired runs
+//!   below say more than either table.
 //! * With the default interval (15 s), 20,000 pools: the reclaimer used
-//!   0.12 % of one core over 2 s of flow and 31 s idle (0.27 % in another
-//!   run).
+//!   0.18 % of one core over 2 s of flow and 31 s idle (0.12 % and 0.27 % in
+//!   earlier runs).
 //! * Up to about `MAX_CACHES` pools a thread keeps a cache in each, and a
 //!   get + put stays within 2× of its cost at 100 pools. Past it, most gets
-//!   and puts go through the depot (the slot-less path). Each touches three
-//!   lines of the pool (`implementation`, many pools per thread) and the
-//!   object. Under `valgrind --tool=cachegrind --LL=4194304,16,64`, one
-//!   thread, 20,000 pools, a slot-less get + put costs 611 instructions, 5.9
-//!   L1 misses and 2.2 misses of the 4 MiB cache (787, 14.1 and 8.8 with
-//!   the depot's shelf and batch and the pool's fields spread over
-//!   2.5 KiB). Paired runs against that layout, alternating, 3 each, median
-//!   speed-up: 1.58× (one thread) and 1.53× (8 threads) at 5,000 pools,
-//!   1.38× and 1.75× at 20,000.
-//! * What is left is the TLB. `perf annotate` puts the time at the first
-//!   load from the pool (its table's id) and at the object: each pool's
-//!   shared state is an allocation of its own, so 20,000 pools put their hot
-//!   lines on 20,000 pages, past the TLB's reach, where the baseline's
-//!   40-byte pools sit in one array of 200 pages. One thread, 20,000 pools:
-//!   242–360 ns against the baseline's 23 ns. Packing every pool's hot lines
-//!   densely, apart from the rest of its state, is the next step.
+//!   and puts go through the depot (the slot-less path). A thread at its
+//!   fill refuses new caches with a thread-local countdown, remembers the
+//!   table where it found no slot, and the depot counts its gets and
+//!   returns under its lock (`implementation`, many pools per thread): a
+//!   slot-less get + drop of a boxed object is 306 instructions
+//!   (`bin/budget.sh`, `slotless_get_drop`), 653 with every refusal asking
+//!   the thread's list. It touches four lines of the pool and the object.
+//! * Paired runs against that code (`many_pools --child tidepool P 100
+//!   --secs 1 --builds 0 --threads T`, the previous commit built apart,
+//!   alternating, 5 each; ns per get + put, medians): one thread, 5,000
+//!   pools, 112 → 66 (1.71×); one thread, 20,000 pools, 710 → 359
+//!   (1.98×); 8 threads, 5,000 pools, 1,229 → 786 (1.56×); 8 threads,
+//!   20,000 pools, 2,334 → 1,803 (1.29×), where the `Mutex<Vec>` took
+//!   167–259 ns in the same minutes.
+//! * What is left is memory, not instructions. `perf annotate` (8 threads,
+//!   20,000 pools) puts 70 % of the inlined get's samples at its first load
+//!   from the pool (the table's id) and most of the slot-less put's at the
+//!   depot's unlock, which waits for the object's store to drain. Under
+//!   `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` with transparent huge pages on
+//!   `madvise`, one thread at 20,000 pools took 176–283 ns against 232–435
+//!   ns without, so the TLB is about a third of it; the rest is the four
+//!   lines of each pool that miss the 2 MiB L2 (20,000 × 4 lines, 5 MB),
+//!   where the baseline's 40-byte headers sit in one 800 KB array and
+//!   miss it on the object and its buffer only. A get + put at the
+//!   baseline's cost needs a pool whose slot-less path touches one or two
+//!   lines, packed densely apart from the rest of its state.
 //! * Idle objects left 3 intervals after the exit are in pools whose
 //!   working-set window grew: they reclaimed objects during the flow and
 //!   had to make them again, so they keep idle ones longer (up to 16

@@ -10,7 +10,8 @@
 //! `core_owned_get_drop`, `stack_get_drop`, and `stack_get_drop_apart`,
 //! whose get and drop are each behind a call that is not inlined; and
 //! `stack_get_put`, `stack_get_put_apart`, which give the stack back with
-//! `StackPool::put`; see `GetDrop`).
+//! `StackPool::put`; and `slotless_get_drop`, in pools where the thread
+//! keeps no cache; see `GetDrop`).
 //!
 //! `roundtrip SUBJECT N THREADS`: a quick wall-clock check instead: THREADS
 //! threads each do N round trips on one shared subject, five times over
@@ -50,6 +51,7 @@ const GET_DROPS: &[&str] = &[
     "stack_get_put_apart",
     "c_obj_get_put",
     "c_obj_get_put_checked",
+    "slotless_get_drop",
 ];
 
 /// The region callgrind counts: `n` calls of `op`, inlined into the loop.
@@ -163,6 +165,7 @@ fn main() -> ExitCode {
         "stack_get_put_apart" => run_get_drop(tidepool_bench::StacksPutApart::default(), n, mode),
         "c_obj_get_put" => run_get_drop(tidepool_bench::CObjects::new(false), n, mode),
         "c_obj_get_put_checked" => run_get_drop(tidepool_bench::CObjects::new(true), n, mode),
+        "slotless_get_drop" => run_get_drop(tidepool_bench::Slotless::new(), n, mode),
         other => Err(format!(
             "unknown subject {other}; subjects: {} {}",
             ROUND_TRIPS.join(" "),

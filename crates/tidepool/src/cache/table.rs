@@ -158,12 +158,23 @@ impl<T> SlotTable<T> {
         None
     }
 
+    /// Whether the calling thread's last lookup in this table found no
+    /// slot, which then still holds (see [`thread::absent`]): one
+    /// thread-local load, where [`local`](Self::local) would look again.
+    #[inline(always)]
+    pub(crate) fn known_absent(&self) -> bool {
+        thread::absent() == self.id
+    }
+
     #[cold]
     #[inline(never)]
     fn local_slow(&self) -> Option<&Slot<T>> {
         // The raw pointer, not one made from a `&Slot`: it is used again in
         // later calls, after other borrows of the slot came and went.
-        let slot = self.slot_ptr(thread::current_tid()?)?;
+        let Some(slot) = self.slot_ptr(thread::current_tid()?) else {
+            thread::note_absent(self.id);
+            return None;
+        };
         // Never null: `slot_ptr` returns only non-null slot pointers.
         thread::remember(self.id, NonNull::new(slot.cast_mut().cast())?);
         // SAFETY: as in `get`.
@@ -177,6 +188,7 @@ impl<T> SlotTable<T> {
         if let Some(slot) = self.get(tid) {
             return slot;
         }
+        thread::forget_absent();
         let (bucket, _) = locate(tid);
         if tid >= INLINE && self.buckets[bucket].load(Ordering::Acquire).is_null() {
             let fresh: Box<[AtomicPtr<Padded<T>>]> = (0..1usize << bucket)

@@ -59,6 +59,17 @@ struct Hot {
     /// then tests only the table id (a null test as well cost the guard's
     /// drop its inlining).
     slot: Cell<NonNull<()>>,
+    /// New caches this thread, at its fill of them, refuses before it
+    /// sweeps its list again ([`refuse_cheaply`]): nonzero only while the
+    /// list is full. Here, not in [`Watched`], so that a refusal is a
+    /// load and a store on a line the thread already has.
+    refusals_left: Cell<usize>,
+    /// The table (by id, 0 for none) in which this thread last looked for
+    /// its slot and found none: a thread with no cache in a pool then
+    /// skips the lookups its cold paths would repeat. Only a thread
+    /// allocates its own slots, and it forgets this when it does
+    /// ([`forget_absent`]), so a match means the slot is still absent.
+    absent: Cell<u64>,
 }
 
 impl Hot {
@@ -67,6 +78,8 @@ impl Hot {
             tid: Cell::new(NO_TID),
             table: Cell::new(0),
             slot: Cell::new(NonNull::dangling()),
+            refusals_left: Cell::new(0),
+            absent: Cell::new(0),
         }
     }
 }
@@ -114,6 +127,50 @@ pub(crate) fn remember(table: u64, slot: NonNull<()>) {
     });
 }
 
+/// The table in which this thread last found it has no slot (0: none).
+#[inline(always)]
+pub(crate) fn absent() -> u64 {
+    HOT.try_with(|hot| hot.absent.get()).unwrap_or(0)
+}
+
+/// Notes that this thread has no slot in the table `table`.
+#[inline]
+pub(crate) fn note_absent(table: u64) {
+    let _ = HOT.try_with(|hot| {
+        if hot.tid.get() != NO_TID {
+            hot.absent.set(table);
+        }
+    });
+}
+
+/// This thread is about to allocate a slot: what [`absent`] said may no
+/// longer hold.
+#[inline]
+pub(crate) fn forget_absent() {
+    let _ = HOT.try_with(|hot| hot.absent.set(0));
+}
+
+/// Whether this thread, at its fill of caches, refuses one more without
+/// asking its list: `true` (and counted) on all but every
+/// [`REFUSALS_PER_SWEEP`]th call while the list is full; `false` when
+/// [`watch`] must decide (room, or a sweep due). A thread with no cache in
+/// a pool asks this before anything else, so its get or put goes to the
+/// depot at the cost of one thread-local load and store.
+#[inline]
+pub(crate) fn refuse_cheaply() -> bool {
+    HOT.try_with(|hot| {
+        let left = hot.refusals_left.get();
+        hot.refusals_left.set(left.saturating_sub(1));
+        left > 0
+    })
+    .unwrap_or(false)
+}
+
+/// Arms [`refuse_cheaply`] for the refusals until the next full sweep.
+fn refuse_next(n: usize) {
+    let _ = HOT.try_with(|hot| hot.refusals_left.set(n));
+}
+
 /// This thread's id, registering the thread if needed. `None` while the
 /// thread's thread-locals are being destroyed.
 #[cold]
@@ -159,7 +216,9 @@ pub(crate) const MAX_CACHES: usize = 1024;
 /// The caller asks once per cache: a slot remembers that its thread is
 /// watching ([`LocalSlot::is_watched`](super::LocalSlot::is_watched)), so
 /// a thread that re-claims its cache after the reclaimer took it back does
-/// not come here again. Each call is O(1), amortized (see [`Watched`]).
+/// not come here again. A thread at its fill asks [`refuse_cheaply`] first,
+/// and comes here only when a sweep is due. Each call is O(1), amortized
+/// (see [`Watched`]).
 #[cold]
 pub(crate) fn watch(pool: impl FnOnce() -> Weak<dyn ThreadExit>) -> bool {
     let Ok((tid, admit)) = GUARD.try_with(|guard| (guard.tid, guard.pools.borrow_mut().admit()))
@@ -168,7 +227,6 @@ pub(crate) fn watch(pool: impl FnOnce() -> Weak<dyn ThreadExit>) -> bool {
     };
     match admit {
         Admit::Yes => {}
-        Admit::No => return false,
         Admit::AfterSweep(list) => {
             // Outside the borrow: `still_cached` runs no user code, but the
             // last reference to a pool may be dropped here (its drop is).
@@ -184,6 +242,7 @@ pub(crate) fn watch(pool: impl FnOnce() -> Weak<dyn ThreadExit>) -> bool {
                 .try_with(|guard| guard.pools.borrow_mut().after_sweep(kept))
                 .unwrap_or(false);
             if !room {
+                refuse_next(REFUSALS_PER_SWEEP);
                 return false;
             }
         }
@@ -196,7 +255,6 @@ pub(crate) fn watch(pool: impl FnOnce() -> Weak<dyn ThreadExit>) -> bool {
 /// What [`Watched::admit`] decided.
 enum Admit {
     Yes,
-    No,
     /// Full, and due for a sweep: the list, taken out.
     AfterSweep(Vec<Weak<dyn ThreadExit>>),
 }
@@ -214,36 +272,41 @@ enum Admit {
 /// * a thread at [`MAX_CACHES`] asks each pool whether its cache is still
 ///   claimed ([`ThreadExit::still_cached`]) once it has been refused
 ///   [`REFUSALS_PER_SWEEP`] new caches, and forgets those that are not.
+///   The refusals in between are counted down in the thread's hot
+///   thread-local ([`refuse_cheaply`]), armed when the list fills and
+///   after each sweep that leaves it full; they never come here.
 #[derive(Default)]
 struct Watched {
     pools: Vec<Weak<dyn ThreadExit>>,
     /// The length at which the next push sweeps.
     sweep_at: usize,
-    /// Caches refused since the last full sweep.
-    refused: usize,
-    /// Entries pushed and visited by sweeps, for the tests' work counts.
+    /// Entries pushed and visited by sweeps, and calls to
+    /// [`admit`](Self::admit), for the tests' work counts.
     #[cfg(test)]
-    work: (u64, u64),
+    work: (u64, u64, u64),
 }
 
 /// The smallest list that is swept.
 const MIN_SWEEP: usize = 16;
 
 /// Refusals between two sweeps of a full list: each visits up to
-/// [`MAX_CACHES`] pools (an atomic increment on each), so this many
-/// refusals keep that below one visit in eight.
-const REFUSALS_PER_SWEEP: usize = 8 * MAX_CACHES;
+/// [`MAX_CACHES`] pools (an atomic increment and a likely cache miss on
+/// each), so this many refusals keep that to one visit in 64. Caches come
+/// back to the reclaimer only after a whole reclaim interval idle, so a
+/// sweep sooner would mostly find none.
+pub(crate) const REFUSALS_PER_SWEEP: usize = 64 * MAX_CACHES;
 
 impl Watched {
+    /// Room for one more, or (full: the cheap refusals are spent) a
+    /// sweep.
     fn admit(&mut self) -> Admit {
+        #[cfg(test)]
+        {
+            self.work.2 += 1;
+        }
         if self.pools.len() < MAX_CACHES {
             return Admit::Yes;
         }
-        self.refused += 1;
-        if self.refused < REFUSALS_PER_SWEEP {
-            return Admit::No;
-        }
-        self.refused = 0;
         #[cfg(test)]
         {
             self.work.1 += self.pools.len() as u64;
@@ -279,6 +342,9 @@ impl Watched {
             self.sweep_at = self.next_sweep();
         }
         self.pools.push(pool);
+        if self.pools.len() == MAX_CACHES {
+            refuse_next(REFUSALS_PER_SWEEP);
+        }
     }
 }
 
@@ -291,6 +357,14 @@ pub(crate) fn watch_work() -> (u64, u64, usize) {
             let w = guard.pools.borrow();
             (w.work.0, w.work.1, w.pools.len())
         })
+        .unwrap_or_default()
+}
+
+/// How many times this thread has asked its list for a new cache.
+#[cfg(test)]
+pub(crate) fn watch_calls() -> u64 {
+    GUARD
+        .try_with(|guard| guard.pools.borrow().work.2)
         .unwrap_or_default()
 }
 
@@ -325,6 +399,8 @@ impl ThreadGuard {
             hot.tid.set(NO_TID);
             hot.table.set(0);
             hot.slot.set(NonNull::dangling());
+            hot.refusals_left.set(0);
+            hot.absent.set(0);
         });
         let pools = std::mem::take(&mut self.pools.borrow_mut().pools);
         for pool in pools {

@@ -111,6 +111,12 @@ struct Shelves<T> {
     lw_cur: usize,
     /// The fewest objects held since the last purge tick (`purge_delay`).
     lw_purge: usize,
+    /// Gets and returns by threads with no cache in the pool
+    /// ([`Depot::take_lone`], [`Depot::put_lone`]): counted here, under the
+    /// lock those take anyway, so that they need no atomic of their own and
+    /// write no line of the pool that cached threads read.
+    lone_gets: u64,
+    lone_returns: u64,
     /// `purged == sum(full[i].items.len() where full[i].purged) <= objects`.
     purged: usize,
     /// Batches of 1..=`batch_size` idle objects, oldest first; purged ones
@@ -152,6 +158,9 @@ pub(crate) struct DepotCounts {
     pub(crate) exchanges: u64,
     /// Idle objects that sat unused through the last two intervals so far.
     pub(crate) idle_unused: usize,
+    /// What [`Depot::lone_counts`] says.
+    pub(crate) lone_gets: u64,
+    pub(crate) lone_returns: u64,
 }
 
 impl<T> Depot<T> {
@@ -168,6 +177,8 @@ impl<T> Depot<T> {
                 lw_mark: 0,
                 lw_cur: 0,
                 lw_purge: 0,
+                lone_gets: 0,
+                lone_returns: 0,
                 lw_past: [0; MAX_WINDOW - 1],
                 exchanges: 0,
             }),
@@ -310,9 +321,34 @@ impl<T> Depot<T> {
         Ok(shelves.empty.pop().unwrap_or_default())
     }
 
+    /// [`take_one`](Self::take_one) for a get by a thread with no cache
+    /// in the pool: counted in [`lone_counts`](Self::lone_counts).
+    pub(crate) fn take_lone(&self) -> Option<T> {
+        self.take_one_counted::<true>()
+    }
+
+    /// [`put_one`](Self::put_one) for a return by a thread with no cache
+    /// in the pool: counted in [`lone_counts`](Self::lone_counts), refused
+    /// or not (a refused object is still given back, then destroyed).
+    pub(crate) fn put_lone(&self, item: T) -> Result<(), T> {
+        self.put_one_counted::<true>(item)
+    }
+
+    /// The gets and returns counted by [`take_lone`](Self::take_lone) and
+    /// [`put_lone`](Self::put_lone) so far: `(gets, returns)`.
+    pub(crate) fn lone_counts(&self) -> (u64, u64) {
+        let shelves = self.lock();
+        (shelves.lone_gets, shelves.lone_returns)
+    }
+
     /// Takes one object, the newest: for threads with no cache (exiting,
     /// or at their fill of caches).
     pub(crate) fn take_one(&self) -> Option<T> {
+        self.take_one_counted::<false>()
+    }
+
+    #[inline(always)]
+    fn take_one_counted<const COUNT: bool>(&self) -> Option<T> {
         let mut shelves = self.lock();
         let (item, purged) = match shelves.loose.take() {
             Some(item) => (item, false),
@@ -331,6 +367,9 @@ impl<T> Depot<T> {
         };
         shelves.remove(1, purged);
         shelves.note_demand();
+        if COUNT {
+            shelves.lone_gets += 1;
+        }
         Some(item)
     }
 
@@ -338,7 +377,15 @@ impl<T> Depot<T> {
     /// cache. It becomes the loose one (if it fits there); the one it
     /// displaces goes onto the newest batch.
     pub(crate) fn put_one(&self, item: T) -> Result<(), T> {
+        self.put_one_counted::<false>(item)
+    }
+
+    #[inline(always)]
+    fn put_one_counted<const COUNT: bool>(&self, item: T) -> Result<(), T> {
         let mut shelves = self.lock();
+        if COUNT {
+            shelves.lone_returns += 1;
+        }
         if shelves.objects >= shelves.cap {
             return Err(item);
         }
@@ -497,6 +544,8 @@ impl<T> Depot<T> {
             purged: shelves.purged,
             exchanges: shelves.exchanges,
             idle_unused: shelves.unused(),
+            lone_gets: shelves.lone_gets,
+            lone_returns: shelves.lone_returns,
         }
     }
 }
@@ -875,6 +924,9 @@ mod tests {
             let base = &depot as *const Depot<u32> as usize;
             let end = &shelves.lw_purge as *const usize as usize + size_of::<usize>();
             assert!(end - base <= 64, "{}", end - base);
+            // The lone counts a slot-less get or put adds to: the next line.
+            let counts = &shelves.lone_returns as *const u64 as usize + size_of::<u64>();
+            assert!(counts - base <= 128, "{}", counts - base);
         }
         assert_eq!(depot.take_one(), Some(1));
         assert_eq!(depot.take_one(), None);
@@ -895,6 +947,27 @@ mod tests {
         assert_eq!(depot.take_full(), Some(batch(10..12)));
         assert_eq!(depot.take_full(), Some(vec![1, 2]));
         assert_eq!(depot.counts().idle, 0);
+    }
+
+    /// Slot-less gets and returns are counted by the depot, under its
+    /// lock: a return refused at the cap counts too (the object was given
+    /// back), a take that found nothing does not, and the uncounted
+    /// one-object paths (recycling at `max_live`, purges) leave the counts
+    /// alone.
+    #[test]
+    fn lone_gets_and_returns_are_counted_under_the_lock() {
+        let depot = Depot::new(2, 2);
+        assert_eq!(depot.take_lone(), None);
+        depot.put_lone(1).unwrap();
+        depot.put_lone(2).unwrap();
+        assert_eq!(depot.put_lone(3), Err(3), "at the cap");
+        assert_eq!(depot.lone_counts(), (0, 3));
+        assert_eq!(depot.take_lone(), Some(2));
+        assert_eq!(depot.lone_counts(), (1, 3));
+        depot.put_one(4).unwrap();
+        assert_eq!(depot.take_one(), Some(4));
+        assert_eq!(depot.lone_counts(), (1, 3), "uncounted paths");
+        assert_eq!(depot.counts().idle, 1);
     }
 
     #[test]

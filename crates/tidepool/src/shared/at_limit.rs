@@ -181,10 +181,25 @@ impl<M: Manage> Shared<M> {
     pub(crate) fn shelve(&self, item: M::Item) -> Result<(), M::Item> {
         probe!(Shelve);
         self.depot.put_one(item)?;
+        self.after_shelving();
+        Ok(())
+    }
+
+    /// [`shelve`](Self::shelve) for a return by a thread with no cache
+    /// here, counted by the depot as one (refused or not).
+    pub(crate) fn shelve_lone(&self, item: M::Item) -> Result<(), M::Item> {
+        probe!(Shelve);
+        self.depot.put_lone(item)?;
+        self.after_shelving();
+        Ok(())
+    }
+
+    /// An object was just shelved: serve whoever waits for it.
+    #[inline(always)]
+    fn after_shelving(&self) {
         if self.waiters_after_freeing() {
             self.serve_waiters_from_depot();
         }
-        Ok(())
     }
 
     /// Whether anyone waits, asked by a path that has just made an object

@@ -79,11 +79,12 @@ struct Claimed<'a, T> {
 /// this; thread caches point back at it weakly for the thread-exit hand-off.
 ///
 /// `repr(C)`, hot first: what a get and a put by a thread with no cache
-/// here touch (the depot's lock and counts, the batch size, the waiters'
-/// count, the slot-less counts, the table's id and first slot pointers)
-/// lead, on three lines (four for thread ids 7 to 14; `implementation`,
-/// many pools per thread). A process with thousands of pools
-/// then misses in the caches and the TLB as little as the pools allow.
+/// here touch (the depot's lock, loose object and counts, the batch size
+/// and the waiters' count, the table's id and first slot pointers) lead,
+/// on four lines (five for thread ids 7 to 14; `implementation`, many
+/// pools per thread), and of those they write only the depot's. A process
+/// with thousands of pools then misses in the caches and the TLB as
+/// little as the pools allow.
 #[repr(C)]
 pub(crate) struct Shared<M: Manage> {
     pub(crate) depot: Depot<M::Item>,
@@ -96,14 +97,15 @@ pub(crate) struct Shared<M: Manage> {
     /// `config.background`, kept here too: a put by a thread with no cache
     /// reads it, and `config` is on another line.
     background: bool,
-    /// Gets and returns by threads with no cache here (`get_slotless`,
-    /// `put_slotless`, exiting threads): ends and starts of
-    /// [`live_bound`](Self::live_bound) like the slots' counts.
-    slotless: Slotless,
     /// `get_timeout` callers waiting at `max_live` (`waiters.rs`); its
     /// count is read on every put, and written only when one comes or goes.
     waiters: Waiters<M::Item>,
     pub(crate) slots: SlotTable<M::Item>,
+    /// Gets by threads with no cache here that had to create (or adopted):
+    /// starts of [`live_bound`](Self::live_bound) like the slots' counts.
+    /// Those the depot served, and every return by such a thread, the
+    /// depot counts under its lock ([`Depot::lone_counts`]).
+    slotless: Slotless,
     pub(crate) config: Config,
     /// Dropped by hand (and contained) in `Drop`: its `Drop` is user code.
     manager: ManuallyDrop<M>,
@@ -126,11 +128,10 @@ pub(crate) struct Shared<M: Manage> {
     pub(crate) life: CachePadded<Life>,
 }
 
-/// Gets and returns that passed no thread cache.
+/// Gets that passed no thread cache and no depot.
 #[derive(Default)]
 struct Slotless {
     gets: SharedCounter,
-    returns: SharedCounter,
 }
 
 /// Pool-wide counts. Per-thread `gets`/`returns`/`created`/`destroyed`
@@ -279,7 +280,7 @@ impl<M: Manage> Shared<M> {
         // or put takes the slot-less path at once, touching nothing of the
         // pool but the depot, and no slot is allocated for it.
         let admitted = found.as_ref().is_some_and(|local| local.is_watched())
-            || thread::watch(|| Arc::downgrade(this) as Weak<Self>);
+            || (!thread::refuse_cheaply() && thread::watch(|| Arc::downgrade(this) as Weak<Self>));
         if !admitted {
             return None;
         }
@@ -429,12 +430,24 @@ impl<M: Manage> Shared<M> {
     /// get would create.
     #[inline(always)]
     fn refill<const CREATE: bool>(this: &Arc<Self>) -> Result<Option<M::Item>, Error<M::Error>> {
+        // No cache here (as the get that came here just found), and this
+        // thread at its fill of them: straight to the depot, as the claim
+        // below would decide.
+        if this.slots.known_absent() && thread::refuse_cheaply() {
+            return this.get_unclaimed::<CREATE>();
+        }
         // Once a batch: the spare has objects (the swap `pop` does), found
         // without the claim below.
-        if let Some(slot) = this.local() {
-            if let Some(item) = slot.pop() {
-                return Ok(Some(item));
+        match this.local() {
+            Some(slot) => {
+                if let Some(item) = slot.pop() {
+                    return Ok(Some(item));
+                }
             }
+            // No cache here, and this thread at its fill of them: straight
+            // to the depot, as the claim below would decide.
+            None if thread::refuse_cheaply() => return this.get_unclaimed::<CREATE>(),
+            None => {}
         }
         let batch_size = this.batch();
         // Times round the recycle-before-failing loop (`at_limit.rs`).
@@ -442,12 +455,7 @@ impl<M: Manage> Shared<M> {
         let mut window_due = false;
         let item = loop {
             let Some(Claimed { slot, refused, .. }) = Self::claim_local(this) else {
-                if !CREATE {
-                    return Ok(this.depot.take_one().inspect(|_| {
-                        this.slotless.gets.add(1);
-                    }));
-                }
-                return this.get_slotless().map(Some);
+                return this.get_unclaimed::<CREATE>();
             };
             // Nothing in hand yet: a panic here may reach the caller.
             this.destroy_batches(refused, Site::Caller);
@@ -520,12 +528,23 @@ impl<M: Manage> Shared<M> {
         Ok(Some(this.upkeep_holding(item, window_due)))
     }
 
+    /// A get with no cache to use: the depot's newest object, or
+    /// (`CREATE`) a new one; without `CREATE`, `None` where a get would
+    /// create.
+    #[inline(always)]
+    fn get_unclaimed<const CREATE: bool>(&self) -> Result<Option<M::Item>, Error<M::Error>> {
+        if !CREATE {
+            return Ok(self.depot.take_lone());
+        }
+        self.get_slotless().map(Some)
+    }
+
     #[cold]
     fn get_slotless(&self) -> Result<M::Item, Error<M::Error>> {
         let mut rounds = 0;
         let item = loop {
-            if let Some(item) = self.depot.take_one() {
-                break item;
+            if let Some(item) = self.depot.take_lone() {
+                return Ok(item);
             }
             match self.create() {
                 Ok(item) => break item,
@@ -734,13 +753,17 @@ impl<M: Manage> Shared<M> {
         let c = &*self.counters;
         // Objects handed straight to a waiter at `max_live` (`at_limit.rs`)
         // are ends of the giver's guard and starts of the waiter's.
+        // The depot's lone counts under its lock, once among the ends and
+        // once after the fence among the starts (the lock orders them as
+        // the fence does the atomics).
         let mut ends = c.discarded.read()
             + c.detached.read()
-            + self.slotless.returns.read()
+            + self.depot.lone_counts().1
             + c.waiter_returns.read();
         self.slots.for_each(|_, slot| ends += slot.counts().1);
         fence(Ordering::Acquire);
-        let mut starts = self.slotless.gets.read() + c.waiter_gets.read();
+        let mut starts =
+            self.slotless.gets.read() + self.depot.lone_counts().0 + c.waiter_gets.read();
         self.slots.for_each(|_, slot| starts += slot.counts().0);
         // More ends than starts would be a counting bug: then keep the pool
         // (a leak) rather than free it under a guard.
@@ -755,8 +778,10 @@ impl<M: Manage> Shared<M> {
         // concurrent destroy cannot make a difference negative.
         let detached = c.detached.read();
         let discarded = c.discarded.read();
-        let mut returns = self.slotless.returns.read() + c.waiter_returns.read();
-        let mut gets = self.slotless.gets.read() + c.waiter_gets.read();
+        // With the depot's own counts, in one look under its lock.
+        let depot = self.depot.counts();
+        let mut returns = depot.lone_returns + c.waiter_returns.read();
+        let mut gets = self.slotless.gets.read() + depot.lone_gets + c.waiter_gets.read();
         self.slots.for_each(|_, slot| {
             let (g, r) = slot.counts();
             gets += g;
@@ -767,7 +792,6 @@ impl<M: Manage> Shared<M> {
         let mut misses = c.misses.read();
         self.slots.for_each(|_, slot| misses += slot.misses());
         let empty_gets = c.empty_gets.read();
-        let depot = self.depot.counts();
         let live = gets.saturating_sub(returns + discarded + detached);
         let existing = created.saturating_sub(destroyed + detached);
         let destroying = self.teardown.destroying() as u64;
@@ -975,21 +999,20 @@ mod layout_tests {
     use super::*;
 
     /// A get and a put by a thread with no cache here (with thousands of
-    /// pools, most of them) touch three lines of the pool: the depot's
-    /// first, the read-mostly one (batch size, slot-less counts, waiters'
-    /// count) and the table's id with the first threads' slot pointers.
-    /// Each line is a likely cache and TLB miss when the pools outnumber
-    /// the caches.
+    /// pools, most of them) touch four lines of the pool: the depot's
+    /// first two (its lock and loose object; its lone counts, see
+    /// `depot::tests`), the read-mostly one (batch size, waiters' count),
+    /// which they only read, and the table's id with the first threads'
+    /// slot pointers. Each line is a likely cache and TLB miss when the
+    /// pools outnumber the caches.
     #[test]
-    fn a_slotless_get_and_put_touch_three_lines_of_the_pool() {
+    fn a_slotless_get_and_put_touch_four_lines_of_the_pool() {
         type S = Shared<fn() -> Box<[u8; 256]>>;
         let line = |offset: usize| offset / 64;
         assert_eq!(offset_of!(S, depot), 0, "the depot's hot line leads");
         let read_mostly = [
             offset_of!(S, batch),
             offset_of!(S, background),
-            offset_of!(S, slotless),
-            offset_of!(S, slotless) + size_of::<Slotless>() - 1,
             // `Waiters` is `repr(C)` with its count first.
             offset_of!(S, waiters),
         ];
@@ -997,7 +1020,7 @@ mod layout_tests {
             read_mostly.iter().all(|&o| line(o) == line(read_mostly[0])),
             "{read_mostly:?}"
         );
-        assert!(line(read_mostly[0]) > 0, "apart from the depot's lock");
+        assert!(line(read_mostly[0]) > 1, "apart from the depot's lines");
         // `SlotTable` is `repr(C)`: its id, then the inline slot pointers.
         let id = offset_of!(S, slots);
         assert_eq!(

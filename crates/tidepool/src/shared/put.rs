@@ -201,7 +201,7 @@ impl<M: Manage> Shared<M> {
         } else if std::thread::panicking() {
             // The object may be half-updated.
             return this.discard(item);
-        } else if this.local().is_none() {
+        } else if this.slots.known_absent() || this.local().is_none() {
             return Self::put_cold(this, item);
         } else {
             match this.recycle(item, Site::Caller) {
@@ -252,6 +252,11 @@ impl<M: Manage> Shared<M> {
                     Self::put_slow(this, item, site);
                 }
                 return;
+            }
+            // This thread at its fill of caches: to the depot, as the
+            // claim in `put_slow` would decide.
+            if thread::refuse_cheaply() {
+                return this.put_slotless(item, site);
             }
             Self::put_slow(this, item, site);
         }
@@ -353,8 +358,7 @@ impl<M: Manage> Shared<M> {
     /// it runs here.
     #[cold]
     fn put_slotless(&self, item: M::Item, site: Site) {
-        self.slotless.returns.add(1);
-        if let Err(item) = self.shelve(item) {
+        if let Err(item) = self.shelve_lone(item) {
             self.tear_down(vec![vec![item]], 1, site);
         }
         if !self.background {

@@ -147,9 +147,10 @@ fn a_thread_keeps_at_most_max_caches() {
             for pool in &pools[MAX_CACHES..] {
                 drop(pool.get().unwrap());
             }
-            refusals += EXTRA;
+            // A get and a put each: two refusals per pool.
+            refusals += 2 * EXTRA;
             assert!(
-                refusals <= 9 * MAX_CACHES,
+                refusals <= crate::cache::thread::REFUSALS_PER_SWEEP + 2 * EXTRA,
                 "no room after {refusals} refusals"
             );
         }
@@ -160,6 +161,52 @@ fn a_thread_keeps_at_most_max_caches() {
             let s = pool.stats();
             assert_eq!(s.live, 0);
             assert_eq!(s.idle + s.destroying, s.created - s.destroyed, "{s:?}");
+        }
+        drop(pools);
+    })
+    .join()
+    .unwrap();
+    let made = manager.made.load(Ordering::Relaxed);
+    assert_eq!(manager.destroyed.load(Ordering::Relaxed), made);
+}
+
+/// A thread at its fill of caches gets and puts in the pools past them
+/// without asking its list each time: the refusals are counted down in a
+/// thread-local, and the list is asked (and swept) once per
+/// `REFUSALS_PER_SWEEP` of them. Every object still comes back exactly
+/// once, through the depot, counted as a get and a return.
+#[test]
+#[cfg_attr(miri, ignore = "builds over a thousand pools")]
+fn a_thread_at_its_fill_refuses_without_asking_its_list() {
+    use crate::cache::thread::{watch_calls, MAX_CACHES, REFUSALS_PER_SWEEP};
+    const EXTRA: usize = 64;
+    const ROUNDS: usize = 100;
+    let manager = counting();
+    std::thread::spawn(move || {
+        let pools: Vec<_> = (0..MAX_CACHES + EXTRA)
+            .map(|_| Pool::builder(manager).background(false).build().unwrap())
+            .collect();
+        for pool in &pools {
+            drop(pool.get().unwrap());
+        }
+        let calls0 = watch_calls();
+        for _ in 0..ROUNDS {
+            for pool in &pools[MAX_CACHES..] {
+                drop(pool.get().unwrap());
+            }
+        }
+        // Each round trip is a refused get and a refused put.
+        let refusals = (2 * ROUNDS * EXTRA) as u64;
+        let calls = watch_calls() - calls0;
+        assert!(
+            calls <= refusals / REFUSALS_PER_SWEEP as u64 + 1,
+            "{calls} calls for {refusals} refusals"
+        );
+        for pool in &pools[MAX_CACHES..] {
+            let s = pool.stats();
+            assert_eq!((s.idle_cached(), s.idle_depot, s.live), (0, 1, 0), "{s:?}");
+            assert_eq!(s.hits + s.misses, ROUNDS as u64 + 1, "every get counted");
+            assert_eq!(s.created, 1);
         }
         drop(pools);
     })
