@@ -536,12 +536,16 @@
 //! segment 4,019 / 4,356 against 15.9 / 16.7 (75.5 / 90.4). The crate's
 //! README says where each fits.
 //!
-//! With `async_stack_zeroing(true)`, pooled stacks are zeroed where their
-//! last fiber touched them; three runs, µs per request, pooled against the
-//! pooling allocator: 4.72 / 4.55, 3.59 / 3.37, 4.10 / 3.34 at 1 in flight;
-//! 7.06 / 5.34, 4.34 / 4.37, 4.70 / 5.43 at 64; 9.16 / 11.41, 10.32 / 11.80,
-//! 7.99 / 10.69 at 512. The pooling allocator with decommits batched 32 at
-//! a time: 4.16, 4.36, 3.73; 4.42, 4.00, 3.92; 13.89, 11.07, 9.77.
+//! With `async_stack_zeroing(true)`, pooled stacks are zeroed to the depth
+//! their pool's fibers reach (one zeroing in 32 measures it with `mincore`;
+//! the others `memset` that many top pages and release the rest in one
+//! `madvise`); three runs (`cargo bench -p tidepool-wasmtime --bench calls
+//! -- zeroing`), µs per request, pooled / pooling allocator / the same with
+//! decommits batched 32 at a time: 3.55 / 4.66 / 4.61, 3.01 / 4.27 / 3.60,
+//! 3.79 / 5.01 / 3.68 at 1 in flight; 4.27 / 6.70 / 4.35, 4.24 / 5.52 /
+//! 4.56, 5.19 / 5.99 / 4.57 at 64; 4.11 / 9.04 / 7.49, 4.72 / 8.14 / 11.72,
+//! 6.74 / 11.86 / 10.44 at 512. Ahead of the pooling allocator in every run;
+//! of the batched one at 512 in every run and at 1 and 64 in two of three.
 //!
 //! Two seconds after a burst of 512, the pooled stacks and memories hold
 //! less resident memory than the bounded queue (2,996 against 3,832 KiB;
