@@ -620,7 +620,7 @@
 //!   (depot batch, burst)  the install is refused and the refill goes to
 //!                      the depot, which serves the waiters
 //! shelved in depot     waiters served from the depot after the object lands
-//!   (passed on, slot-less put, prefill: Shared::shelve)
+//!   (passed on, prefill: Shared::shelve; slot-less put: shelve_lone)
 //! back from a purge    waiters served from the depot after restore_purged
 //! a place freed        released to the count, then taken back for a waiter
 //!                      that queued since the releaser's look (release_place)
@@ -800,9 +800,11 @@
 //!   keeps at most `MAX_CACHES` caches across all pools; in the others it
 //!   gets and puts through the depot (one lock, the slot-less path, which
 //!   allocates no slot). Once it has been refused `64 × MAX_CACHES` caches
-//!   (`REFUSALS_PER_SWEEP`), it asks each listed pool whether its cache is
-//!   still claimed and gives up those the reclaimer took back for sitting
-//!   idle, so the caches go to the pools it keeps using. The refusals in
+//!   (`REFUSALS_PER_SWEEP`; `8 × MAX_CACHES` after the list first fills,
+//!   `REFUSALS_AT_FILL`, as it may hold pools dropped while it grew), it
+//!   asks each listed pool whether its cache is still claimed and gives up
+//!   those the reclaimer took back for sitting idle (and forgets dropped
+//!   pools), so the caches go to the pools it keeps using. The refusals in
 //!   between never reach the list: the thread counts them down in its hot
 //!   thread-local (`refuse_cheaply`, armed when the list fills and after
 //!   each sweep that leaves it full), and remembers the table in which it

@@ -378,10 +378,10 @@
 //!
 //! * The other run, ns per get + put, tidepool / `Mutex<Vec>`: 73 / 164 at
 //!   100 pools, 139 / 152 at 1,000, 573 / 171 at 5,000, 2,216 / 549 at
-//!   20,000; building a pool 1.20–1.62 µs; RSS after 4.2 / 16.6 / 34.2 /
-//!   92.5 MB. The spread between runs is the VM's: the baseline gave 147
-//!   and 549 ns at 20,000 pools in runs minutes apart, so the paired runs
-//!   below say more than either table.
+//!   20,000; building a pool 1.20–1.62 µs (`Mutex<Vec>` 46–79 ns); RSS
+//!   after 4.2 / 16.6 / 34.2 / 92.5 MB. The spread between runs is the
+//!   VM's: the baseline gave 147 and 549 ns at 20,000 pools in runs
+//!   minutes apart, so the paired runs below say more than either table.
 //! * With the default interval (15 s), 20,000 pools: the reclaimer used
 //!   0.18 % of one core over 2 s of flow and 31 s idle (0.12 % and 0.27 % in
 //!   earlier runs).
@@ -391,11 +391,12 @@
 //!   fill refuses new caches with a thread-local countdown, remembers the
 //!   table where it found no slot, and the depot counts its gets and
 //!   returns under its lock (`implementation`, many pools per thread): a
-//!   slot-less get + drop of a boxed object is 306 instructions
-//!   (`bin/budget.sh`, `slotless_get_drop`), 653 with every refusal asking
-//!   the thread's list. It touches four lines of the pool and the object.
+//!   slot-less get + drop of a boxed object is 309 instructions
+//!   (`bin/budget.sh`, `slotless_get_drop`), 653 at commit 9817261c,
+//!   before these three changes. It touches four lines of the pool and the
+//!   object.
 //! * Paired runs against that code (`many_pools --child tidepool P 100
-//!   --secs 1 --builds 0 --threads T`, the previous commit built apart,
+//!   --secs 1 --builds 0 --threads T`, commit 9817261c built apart,
 //!   alternating, 5 each; ns per get + put, medians): one thread, 5,000
 //!   pools, 112 → 66 (1.71×); one thread, 20,000 pools, 710 → 359
 //!   (1.98×); 8 threads, 5,000 pools, 1,229 → 786 (1.56×); 8 threads,

@@ -151,10 +151,11 @@ pub(crate) fn forget_absent() {
 }
 
 /// Whether this thread, at its fill of caches, refuses one more without
-/// asking its list: `true` (and counted) on all but every
-/// [`REFUSALS_PER_SWEEP`]th call while the list is full; `false` when
-/// [`watch`] must decide (room, or a sweep due). A thread with no cache in
-/// a pool asks this before anything else, so its get or put goes to the
+/// asking its list: `true` (and counted) for the [`REFUSALS_AT_FILL`]
+/// calls after the list fills, and the [`REFUSALS_PER_SWEEP`] after each
+/// sweep that leaves it full; then `false` once, when [`watch`] must
+/// decide (a sweep is due). A thread with no cache in a pool asks this
+/// once it has found it has no slot there, so its get or put goes to the
 /// depot at the cost of one thread-local load and store.
 #[inline]
 pub(crate) fn refuse_cheaply() -> bool {
@@ -273,8 +274,9 @@ enum Admit {
 ///   claimed ([`ThreadExit::still_cached`]) once it has been refused
 ///   [`REFUSALS_PER_SWEEP`] new caches, and forgets those that are not.
 ///   The refusals in between are counted down in the thread's hot
-///   thread-local ([`refuse_cheaply`]), armed when the list fills and
-///   after each sweep that leaves it full; they never come here.
+///   thread-local ([`refuse_cheaply`]), armed when the list fills (for
+///   [`REFUSALS_AT_FILL`]) and after each sweep that leaves it full; they
+///   never come here.
 #[derive(Default)]
 struct Watched {
     pools: Vec<Weak<dyn ThreadExit>>,
@@ -289,12 +291,18 @@ struct Watched {
 /// The smallest list that is swept.
 const MIN_SWEEP: usize = 16;
 
-/// Refusals between two sweeps of a full list: each visits up to
-/// [`MAX_CACHES`] pools (an atomic increment and a likely cache miss on
-/// each), so this many refusals keep that to one visit in 64. Caches come
-/// back to the reclaimer only after a whole reclaim interval idle, so a
-/// sweep sooner would mostly find none.
+/// Refusals between two sweeps of a full list that the last sweep found
+/// all claimed: each sweep visits up to [`MAX_CACHES`] pools (an atomic
+/// increment and a likely cache miss on each), so this many refusals keep
+/// that to one visit in 64. A cache comes back to the reclaimer only after
+/// a whole reclaim interval idle; a pool dropped since holds its entry
+/// until the next sweep.
 pub(crate) const REFUSALS_PER_SWEEP: usize = 64 * MAX_CACHES;
+
+/// Refusals from the moment the list fills to its first sweep: fewer, as a
+/// list that has just filled may hold pools dropped while it grew (push
+/// sweeps run only when it doubles), which that sweep clears out.
+pub(crate) const REFUSALS_AT_FILL: usize = 8 * MAX_CACHES;
 
 impl Watched {
     /// Room for one more, or (full: the cheap refusals are spent) a
@@ -343,7 +351,7 @@ impl Watched {
         }
         self.pools.push(pool);
         if self.pools.len() == MAX_CACHES {
-            refuse_next(REFUSALS_PER_SWEEP);
+            refuse_next(REFUSALS_AT_FILL);
         }
     }
 }

@@ -341,8 +341,9 @@ impl<T> Depot<T> {
         (shelves.lone_gets, shelves.lone_returns)
     }
 
-    /// Takes one object, the newest: for threads with no cache (exiting,
-    /// or at their fill of caches).
+    /// Takes one object, the newest, uncounted: for the pool's own moves
+    /// (serving waiters, recycling at `max_live`); a get by a thread with
+    /// no cache takes [`take_lone`](Self::take_lone).
     pub(crate) fn take_one(&self) -> Option<T> {
         self.take_one_counted::<false>()
     }
@@ -373,9 +374,11 @@ impl<T> Depot<T> {
         Some(item)
     }
 
-    /// Stores one object unless the depot is at its cap: for threads with no
-    /// cache. It becomes the loose one (if it fits there); the one it
-    /// displaces goes onto the newest batch.
+    /// Stores one object unless the depot is at its cap, uncounted: for the
+    /// pool's own moves (a hand-off passed on, a prefill, a purge's
+    /// return); a return by a thread with no cache is
+    /// [`put_lone`](Self::put_lone). It becomes the loose one (if it fits
+    /// there); the one it displaces goes onto the newest batch.
     pub(crate) fn put_one(&self, item: T) -> Result<(), T> {
         self.put_one_counted::<false>(item)
     }

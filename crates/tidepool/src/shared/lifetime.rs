@@ -84,7 +84,9 @@
 //!   before the close, which happened before `P` looked: `live_bound > 0`.
 //! * An end whose count `P` does not see: `live_bound > 0`.
 //! * An end whose count `P` sees: the count is a `Release` store made after
-//!   the end stored its marker (`O` or `ANY`), or incremented `inflight`, so
+//!   the end stored its marker (`O` or `ANY`), or incremented `inflight`
+//!   (a slot-less return's count is an add under the depot's lock, which
+//!   `P` takes to read it: the unlock orders it the same way), so
 //!   `P` sees that marker (or increment), or a later value, and a marker
 //!   changes to anything but `ANY` only once the end has stopped touching
 //!   `O` (the decrement likewise). An unmarked end's count is its last

@@ -135,8 +135,9 @@ struct Slotless {
 }
 
 /// Pool-wide counts. Per-thread `gets`/`returns`/`created`/`destroyed`
-/// live in the slots, the slot-less threads' gets and returns in
-/// [`Slotless`]; these are the slow-path counts.
+/// live in the slots; the slot-less threads' gets and returns in the
+/// depot ([`Depot::lone_counts`]), but for the gets that created or
+/// adopted, in [`Slotless`]; these are the slow-path counts.
 ///
 /// Invariants, exact whenever no thread is inside the pool (each count
 /// summed over every slot plus this):

@@ -16,6 +16,8 @@
 //!                                │ not recycled yet: panicking? ─► discard
 //!                                │                   no cache yet ─► put_cold
 //!                                │                   recycle (may destroy)
+//!                                │   (put_cold, the thread at its fill of
+//!                                │    caches ─► put_slotless at once)
 //!                                ├─ waiters at max_live ─► hand_to_waiter
 //!                                ▼
 //!                       push_local_or_slow ─► `loaded`/`spare` swap

@@ -150,7 +150,7 @@ fn a_thread_keeps_at_most_max_caches() {
             // A get and a put each: two refusals per pool.
             refusals += 2 * EXTRA;
             assert!(
-                refusals <= crate::cache::thread::REFUSALS_PER_SWEEP + 2 * EXTRA,
+                refusals <= crate::cache::thread::REFUSALS_AT_FILL + 2 * EXTRA,
                 "no room after {refusals} refusals"
             );
         }
@@ -173,12 +173,12 @@ fn a_thread_keeps_at_most_max_caches() {
 /// A thread at its fill of caches gets and puts in the pools past them
 /// without asking its list each time: the refusals are counted down in a
 /// thread-local, and the list is asked (and swept) once per
-/// `REFUSALS_PER_SWEEP` of them. Every object still comes back exactly
+/// `REFUSALS_AT_FILL` of them at most. Every object still comes back exactly
 /// once, through the depot, counted as a get and a return.
 #[test]
 #[cfg_attr(miri, ignore = "builds over a thousand pools")]
 fn a_thread_at_its_fill_refuses_without_asking_its_list() {
-    use crate::cache::thread::{watch_calls, MAX_CACHES, REFUSALS_PER_SWEEP};
+    use crate::cache::thread::{watch_calls, MAX_CACHES, REFUSALS_AT_FILL};
     const EXTRA: usize = 64;
     const ROUNDS: usize = 100;
     let manager = counting();
@@ -199,7 +199,7 @@ fn a_thread_at_its_fill_refuses_without_asking_its_list() {
         let refusals = (2 * ROUNDS * EXTRA) as u64;
         let calls = watch_calls() - calls0;
         assert!(
-            calls <= refusals / REFUSALS_PER_SWEEP as u64 + 1,
+            calls <= refusals / REFUSALS_AT_FILL as u64 + 1,
             "{calls} calls for {refusals} refusals"
         );
         for pool in &pools[MAX_CACHES..] {
@@ -209,6 +209,49 @@ fn a_thread_at_its_fill_refuses_without_asking_its_list() {
             assert_eq!(s.created, 1);
         }
         drop(pools);
+    })
+    .join()
+    .unwrap();
+    let made = manager.made.load(Ordering::Relaxed);
+    assert_eq!(manager.destroyed.load(Ordering::Relaxed), made);
+}
+
+/// Pools dropped while a thread's list filled leave entries that hold
+/// places: the first sweep after the list fills (`REFUSALS_AT_FILL`
+/// refusals) forgets them, and the thread takes caches in the pools it
+/// uses now.
+#[test]
+#[cfg_attr(miri, ignore = "builds over a thousand pools")]
+fn a_full_list_of_dropped_pools_makes_room_at_its_first_sweep() {
+    use crate::cache::thread::{MAX_CACHES, REFUSALS_AT_FILL};
+    const EXTRA: usize = 64;
+    let manager = counting();
+    std::thread::spawn(move || {
+        let mut pools: Vec<_> = (0..MAX_CACHES)
+            .map(|_| Pool::builder(manager).background(false).build().unwrap())
+            .collect();
+        for pool in &pools {
+            drop(pool.get().unwrap());
+        }
+        // The list is full; the first EXTRA pools go away, their entries
+        // stay until a sweep.
+        drop(pools.drain(..EXTRA));
+        let newer: Vec<_> = (0..EXTRA)
+            .map(|_| Pool::builder(manager).background(false).build().unwrap())
+            .collect();
+        let cached = |p: &Pool<&'static Counting>| p.stats().idle_cached() == 1;
+        let mut refusals = 0;
+        while !newer.iter().all(cached) {
+            for pool in &newer {
+                drop(pool.get().unwrap());
+            }
+            refusals += 2 * EXTRA;
+            assert!(
+                refusals <= REFUSALS_AT_FILL + 2 * EXTRA,
+                "no room after {refusals} refusals"
+            );
+        }
+        drop((pools, newer));
     })
     .join()
     .unwrap();
