@@ -18,9 +18,11 @@ use crate::linear_memory::PooledLinearMemory;
 /// guard, `mprotect` of its initial pages, page faults as wasm touches
 /// them, `munmap` when the store drops). This creator lends a region from
 /// the pool instead, and the pool resets it when wasmtime drops the memory:
-/// the pages the instance touched are cleared in place and stay resident
-/// (up to [`RegionManager::keep_resident`]), so the next instance's first
-/// touches fault nothing in. The pool sizes itself like every tidepool
+/// the pages the pool's instances touch are cleared in place and stay
+/// resident (up to [`RegionManager::keep_resident`]; one reset in 32 asks
+/// the kernel which those are, the others clear as deep as it found them
+/// and release the rest), so the next instance's first touches fault
+/// nothing in. The pool sizes itself like every tidepool
 /// pool: no slot counts to configure, idle regions reclaimed by working set
 /// and memory pressure, purged (pages released, mapping kept) when idle
 /// through a reclaim interval, and capped from `vm.max_map_count` (two VMAs

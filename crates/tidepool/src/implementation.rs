@@ -473,14 +473,24 @@
 //! memory's first touches fault nothing in. Linux and Android only, where
 //! released private pages read back as zeros.
 //!
-//! A kept part of at most 16 pages is cleared whole with `memset` instead:
-//! that costs less than the `mincore` (a system call that also takes and
-//! frees a kernel page), and leaves the part in RAM whole.
+//! `mincore` is a system call that also takes and frees a kernel page: it
+//! costs about as much as clearing a few dozen pages. So the manager asks
+//! in one reset in 32 (`ZeroDepth`, as stacks do, counted from the
+//! region's bottom) and records how deep the resident pages reach; the
+//! other resets clear that many pages with `memset` and release the rest
+//! of the kept part in one `madvise` (`Region::reset_planned`). Where the
+//! last exact reset found the pages in RAM filling less than half of the
+//! recorded depth, clearing that deep would write more than asking costs,
+//! and every reset asks until they fill it again. (`Region::reset`, for a
+//! region outside a pool, asks, or clears a kept part of at most 16 pages
+//! whole.)
 //!
 //! ```text
 //! after a reset:  accessible <= keep_resident, every accessible byte 0,
 //!                 resident <= pages the last owner touched below keep_resident
-//!                          (kept <= 16 pages: resident == kept)
+//!                            (an exact reset), or
+//!                 resident == min(depth, kept) pages from the bottom
+//!                            (a planned one; depth <= 2 × pages found in RAM)
 //! ```
 //!
 //! A region's drop releases its accessible part `DEFAULT_RELEASE_STEP`

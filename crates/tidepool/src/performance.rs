@@ -529,13 +529,19 @@
 //!
 //! Data segments reverse it: pooled memories copy them in at every
 //! instantiation (copy-on-write images need wasmtime's own mappings), the
-//! pooling allocator maps them copy-on-write. One run, µs per request at 1 /
-//! 64 / 512 in flight, pooled against the pooling allocator (defaults;
-//! tuned): one page, no data 3.75 / 4.70 / 10.03 against 7.65 / 8.04 / 15.87
-//! (4.03 / 5.25 / 8.33); 17 pages and a 512 KiB segment 35.7 / 97.4 / 97.1
-//! against 14.3 / 15.9 / 26.6 (51.2 / 73.6 / 60.6); 129 pages and an 8 MiB
-//! segment 4,019 / 4,356 against 15.9 / 16.7 (75.5 / 90.4). The crate's
-//! README says where each fits.
+//! pooling allocator maps them copy-on-write. One run (`-- module_`), µs
+//! per request at 1 / 64 / 512 in flight, pooled against the pooling
+//! allocator (defaults; tuned): one page, no data 2.77 / 3.63 / 5.68
+//! against 7.71 / 7.64 / 10.67 (4.00 / 4.28 / 7.99); 17 pages and a 512 KiB
+//! segment 27.4 / 96.2 / 89.6 against 13.5 / 14.5 / 20.3 (58.2 / 65.4 /
+//! 64.4); 129 pages and an 8 MiB segment, in an earlier run, 4,019 / 4,356
+//! against 15.9 / 16.7 (75.5 / 90.4). The 1-page module against tuned in
+//! five runs: 0.89×–1.44× at 1 in flight (four ahead), 0.84×–1.18× at 64
+//! (three ahead), 1.41×–2.26× at 512, where it was 0.83×–0.87× while every
+//! reset asked `mincore` or cleared the kept part whole: a region pool's
+//! resets now clear as deep as its instances reach and release the rest in
+//! one call, asking `mincore` once in 32 (and every time where the pages
+//! in RAM are sparse). The crate's README says where each fits.
 //!
 //! With `async_stack_zeroing(true)`, pooled stacks are zeroed to the depth
 //! their pool's fibers reach (one zeroing in 32 measures it with `mincore`;

@@ -2,16 +2,19 @@
 //! unmaps [`Region`]s of one size.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use super::Region;
+use crate::stack::zero_depth::ZeroDepth;
 use crate::Manage;
 
 /// Makes [`Region`]s of one reserved size for a [`Pool`](crate::Pool):
-/// a region given back is reset for its next owner
-/// ([`Region::reset`], keeping up to [`keep_resident`](RegionManager::keep_resident)
-/// bytes resident), a purge releases all of its pages (keeping the
-/// mapping), and a destroy unmaps it.
+/// a region given back is reset for its next owner (as
+/// [`Region::reset`], keeping up to [`keep_resident`](RegionManager::keep_resident)
+/// bytes accessible: one reset in 32 asks the kernel which pages the owner
+/// touched and records how deep from the bottom they reach, the others
+/// clear that deep and release the rest), a purge releases all of its
+/// pages (keeping the mapping), and a destroy unmaps it.
 ///
 /// A region is two VMAs while part of it is accessible: build the pool with
 /// [`maps_per_object(2)`](crate::Builder::maps_per_object) to derive its
@@ -38,6 +41,14 @@ pub struct RegionManager {
     /// Bytes idle regions keep resident: added at each reset, taken away
     /// when a region is purged, destroyed or lent again (`lend`).
     idle_resident: AtomicUsize,
+    /// How far from the bottom the pool's owners touch a kept part: one
+    /// reset in 32 asks `mincore` and records it, the others clear that
+    /// many pages and release the rest ([`Region::reset_planned`]).
+    depth: ZeroDepth,
+    /// The last exact reset found fewer than half the pages below the
+    /// recorded depth in RAM: clearing that deep would write more than
+    /// asking costs, so every reset asks (and looks at this again).
+    sparse: AtomicBool,
 }
 
 /// The default [`keep_resident`](RegionManager::keep_resident): 1 MiB.
@@ -51,14 +62,18 @@ impl RegionManager {
             keep_resident: DEFAULT_KEEP_RESIDENT,
             reset_failures: AtomicU64::new(0),
             idle_resident: AtomicUsize::new(0),
+            depth: ZeroDepth::new(),
+            sparse: AtomicBool::new(false),
         }
     }
 
     /// How many bytes of a region given back stay accessible, their touched
     /// pages cleared in place rather than released (default
-    /// [`DEFAULT_KEEP_RESIDENT`]). Only pages the last owner touched stay
-    /// resident, so an idle region holds at most this much memory (and
-    /// none once purged).
+    /// [`DEFAULT_KEEP_RESIDENT`]). Only pages the pool's owners touch stay
+    /// resident (those the last owner touched, in a reset that asks the
+    /// kernel; in the others, the pages from the bottom as deep as those
+    /// resets found them), so an idle region holds at most this much
+    /// memory (and none once purged).
     pub fn keep_resident(mut self, bytes: usize) -> Self {
         self.keep_resident = bytes;
         self
@@ -79,9 +94,9 @@ impl RegionManager {
         self.keep_resident
     }
 
-    /// Bytes the idle regions keep resident: the pages their last owners
-    /// touched below [`keep_resident`](RegionManager::keep_resident),
-    /// cleared in place (purged regions hold none). Exact when every region
+    /// Bytes the idle regions keep resident: the pages their resets
+    /// cleared in place below [`keep_resident`](RegionManager::keep_resident)
+    /// (purged regions hold none). Exact when every region
     /// taken from the pool went through [`lend`](RegionManager::lend).
     pub fn idle_resident(&self) -> usize {
         self.idle_resident.load(Ordering::Relaxed)
@@ -118,7 +133,25 @@ impl Manage for RegionManager {
     }
 
     fn recycle(&self, region: &mut Region) -> bool {
-        let ok = region.reset(self.keep_resident).is_ok();
+        let page = super::page_size();
+        let keep_pages = region.accessible().min(self.keep_resident) / page;
+        let plan = if self.sparse.load(Ordering::Relaxed) {
+            None
+        } else {
+            self.depth.plan(keep_pages)
+        };
+        let ok = match region.reset_planned(self.keep_resident, plan) {
+            Ok(found) => {
+                if let Some(touched) = found {
+                    self.depth.record(touched.depth);
+                    let deepest = self.depth.pages().max(touched.depth);
+                    self.sparse
+                        .store(2 * touched.pages < deepest, Ordering::Relaxed);
+                }
+                true
+            }
+            Err(_) => false,
+        };
         if ok {
             self.idle_resident.fetch_add(region.kept, Ordering::Relaxed);
         } else {
@@ -141,5 +174,81 @@ impl Manage for RegionManager {
 
     fn destroy(&self, region: Region) {
         self.forget_resident(region.kept);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::stack::zero_depth::EXACT_EVERY;
+
+    /// One reset in `EXACT_EVERY` asks the kernel which pages the owner
+    /// touched and records how deep they go; the others clear that deep
+    /// and release the rest, unless the pages in RAM were too sparse for
+    /// it (then every reset asks). Every region given back reads as zeros.
+    #[test]
+    #[cfg_attr(miri, ignore = "mincore(2) is not emulated")]
+    fn one_reset_in_exact_every_measures_the_depth_the_others_use() {
+        let page = super::super::page_size();
+        let manager = RegionManager::new(64 * page).keep_resident(32 * page);
+        let mut region = manager.create().unwrap();
+        let zero = |r: &Region| {
+            // SAFETY: the accessible part of a region this test owns.
+            let bytes = unsafe { std::slice::from_raw_parts(r.as_ptr(), r.accessible()) };
+            bytes.iter().all(|&b| b == 0)
+        };
+        let touch = |r: &Region, pages: &[usize]| {
+            for &p in pages {
+                // SAFETY: accessible pages of a region this test owns.
+                unsafe { r.as_ptr().add(p * page).write(0x5a) };
+            }
+        };
+        region.set_accessible(32 * page).unwrap();
+        touch(&region, &[0, 2]);
+        assert!(manager.recycle(&mut region), "the exact reset");
+        assert_eq!(manager.idle_resident(), 2 * page);
+        for round in 1..EXACT_EVERY {
+            manager.lend(&mut region);
+            touch(&region, &[0, 1, 2, 20]);
+            assert!(manager.recycle(&mut region));
+            // Pages 0 to 2 cleared in place, page 20 released. (Counted
+            // before reading: a read maps the zero page, which counts as
+            // resident.)
+            assert_eq!(region.resident_bytes().unwrap(), 3 * page, "round {round}");
+            assert_eq!(manager.idle_resident(), 3 * page);
+            // Read back (which maps the zero page past the depth: the next
+            // planned reset releases it again), but not before the exact
+            // one, which would count those pages.
+            if round + 1 < EXACT_EVERY {
+                assert!(zero(&region), "round {round}");
+            }
+        }
+        // The next exact reset finds page 20 in RAM too, and the depth
+        // grows to 21 pages; 4 of them in RAM is too sparse to clear that
+        // deep, so the resets after it ask as well, clearing what is in RAM.
+        manager.lend(&mut region);
+        touch(&region, &[20]);
+        assert!(manager.recycle(&mut region));
+        assert_eq!(region.resident_bytes().unwrap(), 4 * page);
+        manager.lend(&mut region);
+        touch(&region, &[25]);
+        assert!(manager.recycle(&mut region));
+        assert_eq!(region.resident_bytes().unwrap(), 5 * page, "asked: 25 kept");
+        // Dense again (every page below 26 touched): the resets after the
+        // next exact one clear 26 deep and release what lies past.
+        manager.lend(&mut region);
+        touch(&region, &(0..26).collect::<Vec<_>>());
+        assert!(manager.recycle(&mut region));
+        manager.lend(&mut region);
+        touch(&region, &[30]);
+        assert!(manager.recycle(&mut region));
+        assert_eq!(
+            region.resident_bytes().unwrap(),
+            26 * page,
+            "cleared 26 deep"
+        );
+        assert!(zero(&region));
+        assert_eq!(manager.reset_failures(), 0);
+        manager.destroy(region);
     }
 }

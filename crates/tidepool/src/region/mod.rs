@@ -15,8 +15,11 @@
 //! touches then fault nothing in. Pages past the bound are released
 //! (`MADV_DONTNEED`) and made inaccessible. Which pages were touched comes
 //! from the kernel (`mincore`): untouched pages are not resident and read
-//! as zeros already. Linux and Android only, where released private pages
-//! read back as zeros.
+//! as zeros already. A pool's [`RegionManager`] asks in one reset in 32 and
+//! records how deep from the bottom its owners reach; the other resets
+//! clear that many pages with `memset` and release the rest of the kept
+//! part in one call (`Region::reset_planned`). Linux and Android only,
+//! where released private pages read back as zeros.
 
 mod manager;
 
@@ -181,6 +184,97 @@ impl Region {
         Ok(())
     }
 
+    /// [`reset`](Self::reset) as its pool plans it (`RegionManager`, after
+    /// the stacks' `ZeroDepth`): `None` asks `mincore`, clears the
+    /// resident pages of the kept part in place and returns how deep from
+    /// the bottom they reach and how many there are, in pages;
+    /// `Some(pages)` clears that many pages from the bottom with `memset`
+    /// and releases the rest of the kept part in one call, asking nothing.
+    /// A page touched past `pages` is released rather than cleared: zero
+    /// either way, only faulted in again. Either way the kept part stays
+    /// accessible.
+    ///
+    /// # Errors
+    ///
+    /// As for [`reset`](Self::reset).
+    pub(crate) fn reset_planned(
+        &mut self,
+        keep_resident: usize,
+        plan: Option<usize>,
+    ) -> io::Result<Option<Touched>> {
+        let page = os::page_size();
+        let keep = self.accessible.min(keep_resident / page * page);
+        self.kept = 0;
+        if keep < self.accessible {
+            self.release(keep, self.accessible)?;
+            self.accessible = keep;
+        }
+        if keep == 0 {
+            return Ok(None);
+        }
+        let cleared = match plan {
+            Some(pages) => (pages * page).min(keep),
+            None => {
+                let mut map = Vec::new();
+                // SAFETY: our reservation, mapped.
+                if let Err(e) = unsafe { os::resident_pages(self.start, keep, &mut map) } {
+                    return Err(self.fail_reset(keep, e));
+                }
+                let depth = map.iter().rposition(|&b| b & 1 != 0).map_or(0, |i| i + 1);
+                // Pages from the bottom, in runs: cleared (in RAM) or left
+                // (not in RAM: zeros already, and a `memset` would fault
+                // them in).
+                let mut i = 0;
+                while i < map.len() {
+                    let resident = map[i] & 1 != 0;
+                    let mut j = i + 1;
+                    while j < map.len() && (map[j] & 1 != 0) == resident {
+                        j += 1;
+                    }
+                    if resident {
+                        // SAFETY: pages of the accessible part: mapped
+                        // read-write and ours alone (the owner gave the
+                        // region back).
+                        unsafe {
+                            self.page_at(i * page)
+                                .as_ptr()
+                                .write_bytes(0, (j - i) * page)
+                        };
+                        self.kept += (j - i) * page;
+                    }
+                    i = j;
+                }
+                return Ok(Some(Touched {
+                    depth,
+                    pages: self.kept / page,
+                }));
+            }
+        };
+        if cleared < keep {
+            // SAFETY: accessible pages of our reservation whose contents
+            // nobody needs (being reset); they stay accessible.
+            if let Err(e) = unsafe { os::release_pages(self.page_at(cleared), keep - cleared) } {
+                return Err(self.fail_reset(keep, e));
+            }
+        }
+        // SAFETY: the first `cleared` bytes of the accessible part: mapped
+        // read-write and ours alone (the owner gave the region back).
+        unsafe { self.start.as_ptr().write_bytes(0, cleared) };
+        self.kept = cleared;
+        Ok(None)
+    }
+
+    /// A reset failed with `e` on a kept part of `keep` bytes: the region is
+    /// released and made inaccessible from the first page on (if the
+    /// kernel allows), so nothing of the last owner's is left readable.
+    fn fail_reset(&mut self, keep: usize, e: io::Error) -> io::Error {
+        self.kept = 0;
+        if self.release(0, keep).is_ok() {
+            self.accessible = 0;
+        }
+        e
+    }
+
     /// Bytes of the region resident in RAM now.
     ///
     /// # Errors
@@ -240,6 +334,16 @@ impl fmt::Debug for Region {
     }
 }
 
+/// What an exact [`Region::reset_planned`] found of the kept part, in
+/// pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Touched {
+    /// One past the highest page in RAM, from the bottom.
+    pub(crate) depth: usize,
+    /// Pages in RAM.
+    pub(crate) pages: usize,
+}
+
 /// The most pages of a kept part that [`Region::reset`] clears whole with
 /// `memset`, rather than where `mincore` finds them in RAM: that system
 /// call also takes and frees a page in the kernel, which costs about as
@@ -295,6 +399,36 @@ mod tests {
         assert_eq!(region.kept_resident(), 2 * page);
         assert!(all_zero(&region));
         // Grown again: the released pages read as zeros.
+        region.set_accessible(2 * kept * page).unwrap();
+        assert!(all_zero(&region));
+    }
+
+    /// The exact plan clears the resident pages of the kept part and
+    /// reports how deep from the bottom they reach; a planned depth clears
+    /// that many pages and releases the rest, a page touched past it
+    /// included: zeros either way, and only the depth stays in RAM.
+    #[test]
+    #[cfg_attr(miri, ignore = "mincore(2) is not emulated")]
+    fn a_planned_reset_clears_its_depth_and_releases_the_rest() {
+        let page = os::page_size();
+        let kept = 32;
+        let mut region = Region::reserve(4 * kept * page).unwrap();
+        region.set_accessible(2 * kept * page).unwrap();
+        touch(&region, [0, 5, 2 * kept - 1]);
+        let found = region.reset_planned(kept * page, None).unwrap();
+        assert_eq!(found, Some(Touched { depth: 6, pages: 2 }));
+        assert_eq!(region.accessible(), kept * page);
+        assert_eq!(region.resident_bytes().unwrap(), 2 * page);
+        assert_eq!(region.kept_resident(), 2 * page);
+        assert!(all_zero(&region));
+        touch(&region, [0, 1, 20]);
+        assert_eq!(region.reset_planned(kept * page, Some(6)).unwrap(), None);
+        // Pages 0 to 5 cleared and in RAM; page 20, past the depth,
+        // released.
+        assert_eq!(region.resident_bytes().unwrap(), 6 * page);
+        assert_eq!(region.kept_resident(), 6 * page);
+        assert!(all_zero(&region));
+        // Grown again: every page past the kept part reads as zero.
         region.set_accessible(2 * kept * page).unwrap();
         assert!(all_zero(&region));
     }

@@ -284,7 +284,7 @@ mod pool;
 mod registry;
 mod slab;
 mod stats;
-mod zero_depth;
+pub(crate) mod zero_depth;
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use budget::{mapped_vmas, MAX_MAP_COUNT_PATH};

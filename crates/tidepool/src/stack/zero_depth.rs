@@ -1,6 +1,8 @@
 //! How deep into a zeroed stack's kept top its pool's fibers reach: what
 //! [`GuardedStack::zero`](super::GuardedStack::zero) clears with `memset`
-//! without asking the kernel which pages are in RAM.
+//! without asking the kernel which pages are in RAM. A region pool's
+//! manager keeps one too, counted from a region's bottom
+//! (`RegionManager`, `Region::reset_planned`).
 //!
 //! Finding the touched pages exactly takes a `mincore`, a system call that
 //! also takes and frees a page in the kernel: it costs about as much as
@@ -20,6 +22,7 @@ use crate::sync::atomic::{AtomicU64, Ordering};
 pub(crate) const EXACT_EVERY: u64 = 32;
 
 /// A pool's recorded depth and its count of zeroings.
+#[derive(Debug)]
 pub(crate) struct ZeroDepth {
     /// Pages from the top that the exact zeroings found touched, at most
     /// (deepest so far); 0 before the first.
@@ -53,8 +56,9 @@ impl ZeroDepth {
         self.pages.fetch_max(pages as u64, Ordering::Relaxed);
     }
 
-    /// The recorded depth, in pages.
-    #[cfg(test)]
+    /// The recorded depth, in pages (a region pool's resets read it; its
+    /// stacks' need only [`plan`](Self::plan)).
+    #[cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
     pub(crate) fn pages(&self) -> usize {
         self.pages.load(Ordering::Relaxed) as usize
     }
