@@ -473,8 +473,8 @@
 //! memory's first touches fault nothing in. Linux and Android only, where
 //! released private pages read back as zeros.
 //!
-//! `mincore` is a system call that also takes and frees a kernel page: it
-//! costs about as much as clearing a few dozen pages. So the manager asks
+//! `mincore` is a system call that also takes and frees a kernel page, so
+//! it costs more than clearing a few pages. So the manager asks
 //! in one reset in 32 (`ZeroDepth`, as stacks do, counted from the
 //! region's bottom) and records how deep the resident pages reach; the
 //! other resets clear that many pages with `memset` and release the rest
@@ -490,7 +490,8 @@
 //!                 resident <= pages the last owner touched below keep_resident
 //!                            (an exact reset), or
 //!                 resident == min(depth, kept) pages from the bottom
-//!                            (a planned one; depth <= 2 × pages found in RAM)
+//!                            (a planned one; the sparse check aims at
+//!                            depth <= 2 × pages found in RAM, a heuristic)
 //! ```
 //!
 //! A region's drop releases its accessible part `DEFAULT_RELEASE_STEP`

@@ -63,8 +63,9 @@ fn stack_workload(mode: GuardMode) -> Result<(), String> {
 /// Regions: reserve, open, write, reset (mincore, release, close), purge,
 /// unmap.
 fn region_workload() -> Result<(), String> {
-    // A kept part past the pages `Region::reset` clears whole with
-    // `memset`, so that the reset asks `mincore` and releases the rest.
+    // A kept part past the pages a reset clears whole with `memset`, so
+    // that the pool's first reset asks `mincore` and the later ones release
+    // what lies past their depth: every call site is reached.
     let pool = Pool::builder(RegionManager::new(1 << 20).keep_resident(128 * 1024))
         .batch_size(2)
         .background(false)

@@ -47,7 +47,9 @@ pub struct RegionManager {
     depth: ZeroDepth,
     /// The last exact reset found fewer than half the pages below the
     /// recorded depth in RAM: clearing that deep would write more than
-    /// asking costs, so every reset asks (and looks at this again).
+    /// asking costs, so every reset asks (and looks at this again), but
+    /// for a kept part small enough to clear whole. A heuristic: a stale
+    /// value costs time, never zeros.
     sparse: AtomicBool,
 }
 
@@ -135,16 +137,21 @@ impl Manage for RegionManager {
     fn recycle(&self, region: &mut Region) -> bool {
         let page = super::page_size();
         let keep_pages = region.accessible().min(self.keep_resident) / page;
-        let plan = if self.sparse.load(Ordering::Relaxed) {
-            None
-        } else {
-            self.depth.plan(keep_pages)
-        };
+        let plan =
+            if keep_pages <= super::CLEAR_WHOLE_MAX_PAGES && self.sparse.load(Ordering::Relaxed) {
+                // Sparse, but small enough that clearing it whole costs less
+                // than asking.
+                Some(keep_pages)
+            } else if self.sparse.load(Ordering::Relaxed) {
+                None
+            } else {
+                self.depth.plan(keep_pages)
+            };
         let ok = match region.reset_planned(self.keep_resident, plan) {
             Ok(found) => {
                 if let Some(touched) = found {
                     self.depth.record(touched.depth);
-                    let deepest = self.depth.pages().max(touched.depth);
+                    let deepest = self.depth.pages().min(keep_pages);
                     self.sparse
                         .store(2 * touched.pages < deepest, Ordering::Relaxed);
                 }

@@ -14,8 +14,8 @@
 //! in place, up to a bound (`keep_resident`): the next owner's first
 //! touches then fault nothing in. Pages past the bound are released
 //! (`MADV_DONTNEED`) and made inaccessible. Which pages were touched comes
-//! from the kernel (`mincore`): untouched pages are not resident and read
-//! as zeros already. A pool's [`RegionManager`] asks in one reset in 32 and
+//! from the kernel (`mincore`); the kept pages not in RAM are released
+//! too, as a swapped-out page still holds its data. A pool's [`RegionManager`] asks in one reset in 32 and
 //! records how deep from the bottom its owners reach; the other resets
 //! clear that many pages with `memset` and release the rest of the kept
 //! part in one call (`Region::reset_planned`). Linux and Android only,
@@ -175,19 +175,46 @@ impl Region {
             self.accessible = 0;
             return Err(e);
         }
-        for (i, _) in map.iter().enumerate().filter(|(_, b)| **b & 1 != 0) {
-            // SAFETY: page `i` of the accessible part: mapped read-write and
-            // ours alone (the owner gave the region back).
-            unsafe { self.start.as_ptr().add(i * page).write_bytes(0, page) };
-            self.kept += page;
+        if let Err(e) = self.clear_by_map(&map) {
+            return Err(self.fail_reset(keep, e));
+        }
+        Ok(())
+    }
+
+    /// Clears the pages of the kept part that `map` (from `mincore`) says
+    /// are in RAM, in place, and releases the others, in runs. A page not
+    /// in RAM may still hold the last owner's data (swapped out), so it is
+    /// released, not left: zeros either way, and not faulted in.
+    fn clear_by_map(&mut self, map: &[u8]) -> io::Result<()> {
+        let page = os::page_size();
+        let mut i = 0;
+        while i < map.len() {
+            let resident = map[i] & 1 != 0;
+            let mut j = i + 1;
+            while j < map.len() && (map[j] & 1 != 0) == resident {
+                j += 1;
+            }
+            let (at, len) = (self.page_at(i * page), (j - i) * page);
+            if resident {
+                // SAFETY: pages of the accessible part: mapped read-write
+                // and ours alone (the owner gave the region back).
+                unsafe { at.as_ptr().write_bytes(0, len) };
+                self.kept += len;
+            } else {
+                // SAFETY: accessible pages of our reservation whose
+                // contents nobody needs (being reset); they stay accessible.
+                unsafe { os::release_pages(at, len)? };
+            }
+            i = j;
         }
         Ok(())
     }
 
     /// [`reset`](Self::reset) as its pool plans it (`RegionManager`, after
     /// the stacks' `ZeroDepth`): `None` asks `mincore`, clears the
-    /// resident pages of the kept part in place and returns how deep from
-    /// the bottom they reach and how many there are, in pages;
+    /// resident pages of the kept part in place, releases the others and
+    /// returns how deep from the bottom the resident ones reach and how
+    /// many there are, in pages;
     /// `Some(pages)` clears that many pages from the bottom with `memset`
     /// and releases the rest of the kept part in one call, asking nothing.
     /// A page touched past `pages` is released rather than cleared: zero
@@ -221,28 +248,8 @@ impl Region {
                     return Err(self.fail_reset(keep, e));
                 }
                 let depth = map.iter().rposition(|&b| b & 1 != 0).map_or(0, |i| i + 1);
-                // Pages from the bottom, in runs: cleared (in RAM) or left
-                // (not in RAM: zeros already, and a `memset` would fault
-                // them in).
-                let mut i = 0;
-                while i < map.len() {
-                    let resident = map[i] & 1 != 0;
-                    let mut j = i + 1;
-                    while j < map.len() && (map[j] & 1 != 0) == resident {
-                        j += 1;
-                    }
-                    if resident {
-                        // SAFETY: pages of the accessible part: mapped
-                        // read-write and ours alone (the owner gave the
-                        // region back).
-                        unsafe {
-                            self.page_at(i * page)
-                                .as_ptr()
-                                .write_bytes(0, (j - i) * page)
-                        };
-                        self.kept += (j - i) * page;
-                    }
-                    i = j;
+                if let Err(e) = self.clear_by_map(&map) {
+                    return Err(self.fail_reset(keep, e));
                 }
                 return Ok(Some(Touched {
                     depth,

@@ -779,10 +779,8 @@ impl<M: Manage> Shared<M> {
         // concurrent destroy cannot make a difference negative.
         let detached = c.detached.read();
         let discarded = c.discarded.read();
-        // With the depot's own counts, in one look under its lock.
-        let depot = self.depot.counts();
-        let mut returns = depot.lone_returns + c.waiter_returns.read();
-        let mut gets = self.slotless.gets.read() + depot.lone_gets + c.waiter_gets.read();
+        let mut returns = c.waiter_returns.read();
+        let mut gets = self.slotless.gets.read() + c.waiter_gets.read();
         self.slots.for_each(|_, slot| {
             let (g, r) = slot.counts();
             gets += g;
@@ -793,6 +791,12 @@ impl<M: Manage> Shared<M> {
         let mut misses = c.misses.read();
         self.slots.for_each(|_, slot| misses += slot.misses());
         let empty_gets = c.empty_gets.read();
+        // The depot's counts, its slot-less gets and returns with them, in
+        // one look under its lock, after the slots' (as a pass moves
+        // objects from caches into it).
+        let depot = self.depot.counts();
+        returns += depot.lone_returns;
+        gets += depot.lone_gets;
         let live = gets.saturating_sub(returns + discarded + detached);
         let existing = created.saturating_sub(destroyed + detached);
         let destroying = self.teardown.destroying() as u64;

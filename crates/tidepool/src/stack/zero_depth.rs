@@ -24,7 +24,8 @@ pub(crate) const EXACT_EVERY: u64 = 32;
 /// A pool's recorded depth and its count of zeroings.
 #[derive(Debug)]
 pub(crate) struct ZeroDepth {
-    /// Pages from the top that the exact zeroings found touched, at most
+    /// Pages from the top (a region pool's: from the bottom) that the
+    /// exact zeroings found touched, at most
     /// (deepest so far); 0 before the first.
     pages: AtomicU64,
     /// Zeroings so far; those at a multiple of [`EXACT_EVERY`] are exact.
@@ -51,7 +52,8 @@ impl ZeroDepth {
         Some(usize::try_from(pages).map_or(keep_pages, |p| p.min(keep_pages)))
     }
 
-    /// An exact zeroing found pages touched down to `pages` from the top.
+    /// An exact zeroing found pages touched down to `pages` from the top
+    /// (a region's: up to `pages` from the bottom).
     pub(crate) fn record(&self, pages: usize) {
         self.pages.fetch_max(pages as u64, Ordering::Relaxed);
     }
