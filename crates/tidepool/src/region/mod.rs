@@ -152,12 +152,7 @@ impl Region {
     /// inaccessible from the first page on, or unchanged.
     pub fn reset(&mut self, keep_resident: usize) -> io::Result<()> {
         let page = os::page_size();
-        let keep = self.accessible.min(keep_resident / page * page);
-        self.kept = 0;
-        if keep < self.accessible {
-            self.release(keep, self.accessible)?;
-            self.accessible = keep;
-        }
+        let keep = self.shrink_to_kept(keep_resident)?;
         if keep == 0 {
             return Ok(());
         }
@@ -230,12 +225,7 @@ impl Region {
         plan: Option<usize>,
     ) -> io::Result<Option<Touched>> {
         let page = os::page_size();
-        let keep = self.accessible.min(keep_resident / page * page);
-        self.kept = 0;
-        if keep < self.accessible {
-            self.release(keep, self.accessible)?;
-            self.accessible = keep;
-        }
+        let keep = self.shrink_to_kept(keep_resident)?;
         if keep == 0 {
             return Ok(None);
         }
@@ -269,6 +259,20 @@ impl Region {
         unsafe { self.start.as_ptr().write_bytes(0, cleared) };
         self.kept = cleared;
         Ok(None)
+    }
+
+    /// The first step of a reset: what lies past `keep_resident` (rounded
+    /// down to pages) is released and made inaccessible; returns the kept
+    /// part's length, `kept` cleared.
+    fn shrink_to_kept(&mut self, keep_resident: usize) -> io::Result<usize> {
+        let page = os::page_size();
+        let keep = self.accessible.min(keep_resident / page * page);
+        self.kept = 0;
+        if keep < self.accessible {
+            self.release(keep, self.accessible)?;
+            self.accessible = keep;
+        }
+        Ok(keep)
     }
 
     /// A reset failed with `e` on a kept part of `keep` bytes: the region is
