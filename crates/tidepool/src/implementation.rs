@@ -831,25 +831,31 @@
 //!   ```
 //! * **Cache and TLB misses on the slot-less path.** With thousands of pools
 //!   few of a pool's lines stay in the caches, so a get and a put there cost
-//!   about one miss per line they touch. They touch four lines of the
-//!   pool's shared state, five for thread ids 7 to 14 (`Shared` and `Depot`
-//!   are `repr(C)`, hot first; tests in `shared/mod.rs` and `depot/mod.rs`
-//!   check it), and the object:
+//!   about one miss per line they touch. They touch two lines of the pool's
+//!   shared state, one 128-byte pair, and the object (`Shared` and `Depot`
+//!   are `repr(C)`, hot first, the depot on a line of its own; tests in
+//!   `shared/mod.rs` and `depot/mod.rs` check it):
 //!
 //!   ```text
-//!   line 0     the depot's lock, its loose object, objects, cap, marks   get, put
-//!   line 1     the depot's lone gets and returns                         get, put
-//!   line 4     batch size, background, waiters' count (read only)        put
-//!   line 6     the table's id, slot pointers of thread ids 0..=6         get, put
-//!   line 7     slot pointers of thread ids 7..=14
+//!   line 0   waiters' count, batch size, table id, background   read: every get, put
+//!            lone gets and returns (depot/lone.rs)               written: slot-less ones
+//!   line 1   the depot's lock, loose object, objects, cap, marks written: every depot op
 //!   ```
 //!
-//!   The depot counts the slot-less gets and returns itself, under the lock
-//!   they take anyway (`Depot::take_lone`, `put_lone`): no atomic of their
-//!   own, and line 4, which every cached put reads, is written by no
-//!   slot-less get or put. `live_bound` reads the returns among the ends
-//!   and the gets after its fence, each under the lock, which orders them
-//!   as the fence orders the atomics.
+//!   A cached get and put read line 0 only (with their slot). The table's
+//!   id sits there as a copy (`table_id == slots.id()`, set once), so no
+//!   hot path reaches the table's own line, and the waiters' queue is
+//!   boxed so that only its count takes room there. Line 0 is written only
+//!   by slot-less gets and puts and by waiters coming and going, never by
+//!   the depot operations of cached threads (their refills and trims write
+//!   line 1).
+//!
+//!   The depot counts the slot-less gets and returns under the lock they
+//!   take anyway (`Depot::take_lone`, `put_lone`), in `Lone` on line 0:
+//!   each count is a plain load and store, no locked instruction, written
+//!   and read only under the lock. `live_bound` reads the returns among
+//!   the ends and the gets after its fence, each under the lock, which
+//!   orders them as the fence orders the atomics.
 //!
 //!   A lone object put by a thread with no cache stays in the depot's
 //!   `loose` place, beside the lock, not in a batch's buffer (two more

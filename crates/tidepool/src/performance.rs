@@ -391,10 +391,11 @@
 //!   fill refuses new caches with a thread-local countdown, remembers the
 //!   table where it found no slot, and the depot counts its gets and
 //!   returns under its lock (`implementation`, many pools per thread): a
-//!   slot-less get + drop of a boxed object is 309 instructions
+//!   slot-less get + drop of a boxed object is 318 instructions
 //!   (`bin/budget.sh`, `slotless_get_drop`), 653 at commit 9817261c,
-//!   before these three changes. It touches four lines of the pool and the
-//!   object.
+//!   before these three changes. It touches two lines of the pool, one
+//!   128-byte pair, and the object; four lines before commit 246d3bfa's
+//!   successor (the layout in `implementation`, many pools per thread).
 //! * Paired runs against that code (`many_pools --child tidepool P 100
 //!   --secs 1 --builds 0 --threads T`, commit 9817261c built apart,
 //!   alternating, 5 each; ns per get + put, medians): one thread, 5,000
@@ -402,6 +403,14 @@
 //!   (1.98×); 8 threads, 5,000 pools, 1,229 → 786 (1.56×); 8 threads,
 //!   20,000 pools, 2,334 → 1,803 (1.29×), where the `Mutex<Vec>` took
 //!   167–259 ns in the same minutes.
+//! * The two-line layout against commit 246d3bfa (four lines), built
+//!   apart and alternating, ns per get + put, medians: one thread, 20,000
+//!   pools, 214 → 146 (1.46×, 6 runs each) and 325 → 280 (1.16×, 4 each,
+//!   a slower hour); 8 threads, 20,000 pools, 1,473 → 1,421 and, with
+//!   `--secs 3`, 1,892 → 1,831 (6 each): no change; 8 threads, 100 pools
+//!   (every thread cached), 60 → 59 and 50 → 57 (4 each): within the
+//!   VM's spread. With 8 threads on 2 cores the first touch of each pool
+//!   still takes most of the samples.
 //! * What is left is memory, not instructions. `perf annotate` (8 threads,
 //!   20,000 pools) puts 70 % of the inlined get's samples at its first load
 //!   from the pool (the table's id) and most of the slot-less put's at the

@@ -130,26 +130,45 @@ impl<T> SlotTable<T> {
         (!slot.is_null()).then_some(slot.cast_const())
     }
 
+    /// This table's id (see `id`), which its owner keeps a copy of where
+    /// its hot paths read it, and passes to [`local`](Self::local) and
+    /// [`remembered`](Self::remembered).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// The calling thread's slot, if it has an id and the slot exists:
     /// remembered from the last lookup in this table (the common case, two
     /// thread-local loads and a compare), else looked up and remembered.
+    ///
+    /// # Safety
+    ///
+    /// `id == self.id()`.
     #[inline(always)]
-    pub(crate) fn local(&self) -> Option<&Slot<T>> {
-        self.remembered().or_else(|| self.local_slow())
+    pub(crate) unsafe fn local(&self, id: u64) -> Option<&Slot<T>> {
+        // SAFETY: the caller's contract.
+        unsafe { self.remembered(id) }.or_else(|| self.local_slow())
     }
 
     /// The calling thread's slot if it is the one remembered (see
     /// [`local`](Self::local)); `None` otherwise, without looking it up:
     /// the fast paths, which leave every other case to a cold path that
     /// calls `local`.
+    ///
+    /// # Safety
+    ///
+    /// `id == self.id()`: the owner's copy, read on its own hot line
+    /// instead of this table's.
     #[inline(always)]
-    pub(crate) fn remembered(&self) -> Option<&Slot<T>> {
+    pub(crate) unsafe fn remembered(&self, id: u64) -> Option<&Slot<T>> {
+        debug_assert_eq!(id, self.id);
         let (table, slot) = thread::remembered();
-        if table == self.id {
+        if table == id {
             // SAFETY: `remember` stored this pair in `local_slow` below:
             // `slot` came from `self.slot_ptr(tid)` for this thread's id, which
             // it has not released since (its release forgets the pair).
-            // Ids are never reused, so the match means this very table, and
+            // Ids are never reused, and `id` is this table's (the caller's
+            // contract), so the match means this very table, and
             // its slots live, unmoved, as long as `&self`. A table's id is
             // never 0, so `slot` was stored with it (not the dangling
             // placeholder).
@@ -161,9 +180,12 @@ impl<T> SlotTable<T> {
     /// Whether the calling thread's last lookup in this table found no
     /// slot, which then still holds (see [`thread::absent`]): one
     /// thread-local load, where [`local`](Self::local) would look again.
+    /// `id` is this table's (a wrong one only gives a wrong answer, which
+    /// the callers' later lookups correct; debug-checked).
     #[inline(always)]
-    pub(crate) fn known_absent(&self) -> bool {
-        thread::absent() == self.id
+    pub(crate) fn known_absent(&self, id: u64) -> bool {
+        debug_assert_eq!(id, self.id);
+        thread::absent() == id
     }
 
     #[cold]
@@ -299,6 +321,12 @@ impl<T> Drop for SlotTable<T> {
 mod tests {
     use super::*;
 
+    /// The calling thread's slot in `table`, as its owner looks it up.
+    fn local<T>(table: &SlotTable<T>) -> Option<&Slot<T>> {
+        // SAFETY: the table's own id.
+        unsafe { table.local(table.id()) }
+    }
+
     #[test]
     fn ids_map_to_distinct_slots_in_doubling_buckets() {
         assert_eq!(locate(0), (0, 0));
@@ -318,21 +346,21 @@ mod tests {
         std::thread::spawn(|| {
             let tid = thread::current_tid_or_register().unwrap();
             let a = SlotTable::<u32>::new();
-            assert!(a.local().is_none(), "no bucket yet");
+            assert!(local(&a).is_none(), "no bucket yet");
             let in_a: *const Slot<u32> = a.get_or_alloc(tid);
-            assert!(std::ptr::eq(a.local().unwrap(), in_a));
-            assert!(std::ptr::eq(a.local().unwrap(), in_a), "remembered");
+            assert!(std::ptr::eq(local(&a).unwrap(), in_a));
+            assert!(std::ptr::eq(local(&a).unwrap(), in_a), "remembered");
             // Another table, alive at once, and then one made after `a` is
             // gone (maybe at `a`'s address): each finds its own slot.
             let b = SlotTable::<u32>::new();
             let in_b: *const Slot<u32> = b.get_or_alloc(tid);
-            assert!(std::ptr::eq(b.local().unwrap(), in_b));
-            assert!(std::ptr::eq(a.local().unwrap(), in_a));
+            assert!(std::ptr::eq(local(&b).unwrap(), in_b));
+            assert!(std::ptr::eq(local(&a).unwrap(), in_a));
             drop(a);
             let c = SlotTable::<u32>::new();
-            assert!(c.local().is_none(), "nothing of `a` leaks into `c`");
+            assert!(local(&c).is_none(), "nothing of `a` leaks into `c`");
             let in_c: *const Slot<u32> = c.get_or_alloc(tid);
-            assert!(std::ptr::eq(c.local().unwrap(), in_c));
+            assert!(std::ptr::eq(local(&c).unwrap(), in_c));
         })
         .join()
         .unwrap();

@@ -38,23 +38,26 @@
 //! (`shared/pass.rs`): then it spans the distance from the reclaim to the
 //! new demand, so a load whose need recurs every few intervals keeps it.
 
+mod lone;
 mod loose;
 
 use std::mem;
 
 use crate::sync::atomic::{AtomicUsize, Ordering};
 use crate::sync::Mutex;
+pub(crate) use lone::Lone;
 use loose::Loose;
 
 /// The longest working-set window, in reclaim intervals, and the number of
 /// low-water marks the depot keeps.
 pub(crate) const MAX_WINDOW: usize = 16;
 
-/// The shared, bounded store of idle batches. `repr(C)`: its lock and first
-/// line of [`Shelves`] lead, where [`Shared`](crate::shared::Shared) puts the
-/// depot first.
+/// The shared, bounded store of idle batches. `repr(C)`, on a line of its
+/// own: its lock and the first line of [`Shelves`] lead, and
+/// [`Shared`](crate::shared::Shared) puts the depot on its second line,
+/// after the one that holds the [`Lone`] counts.
 #[derive(Debug)]
-#[repr(C)]
+#[repr(C, align(64))]
 pub(crate) struct Depot<T> {
     shelves: Mutex<Shelves<T>>,
     /// The batch size the pool starts with: room given to new and kept
@@ -111,12 +114,6 @@ struct Shelves<T> {
     lw_cur: usize,
     /// The fewest objects held since the last purge tick (`purge_delay`).
     lw_purge: usize,
-    /// Gets and returns by threads with no cache in the pool
-    /// ([`Depot::take_lone`], [`Depot::put_lone`]): counted here, under the
-    /// lock those take anyway, so that they need no atomic of their own and
-    /// write no line of the pool that cached threads read.
-    lone_gets: u64,
-    lone_returns: u64,
     /// `purged == sum(full[i].items.len() where full[i].purged) <= objects`.
     purged: usize,
     /// Batches of 1..=`batch_size` idle objects, oldest first; purged ones
@@ -158,9 +155,6 @@ pub(crate) struct DepotCounts {
     pub(crate) exchanges: u64,
     /// Idle objects that sat unused through the last two intervals so far.
     pub(crate) idle_unused: usize,
-    /// What [`Depot::lone_counts`] says.
-    pub(crate) lone_gets: u64,
-    pub(crate) lone_returns: u64,
 }
 
 impl<T> Depot<T> {
@@ -177,8 +171,6 @@ impl<T> Depot<T> {
                 lw_mark: 0,
                 lw_cur: 0,
                 lw_purge: 0,
-                lone_gets: 0,
-                lone_returns: 0,
                 lw_past: [0; MAX_WINDOW - 1],
                 exchanges: 0,
             }),
@@ -323,33 +315,34 @@ impl<T> Depot<T> {
 
     /// [`take_one`](Self::take_one) for a get by a thread with no cache
     /// in the pool: counted in [`lone_counts`](Self::lone_counts).
-    pub(crate) fn take_lone(&self) -> Option<T> {
-        self.take_one_counted::<true>()
+    pub(crate) fn take_lone(&self, lone: &Lone) -> Option<T> {
+        self.take_one_counted(Some(lone))
     }
 
     /// [`put_one`](Self::put_one) for a return by a thread with no cache
     /// in the pool: counted in [`lone_counts`](Self::lone_counts), refused
     /// or not (a refused object is still given back, then destroyed).
-    pub(crate) fn put_lone(&self, item: T) -> Result<(), T> {
-        self.put_one_counted::<true>(item)
+    pub(crate) fn put_lone(&self, item: T, lone: &Lone) -> Result<(), T> {
+        self.put_one_counted(item, Some(lone))
     }
 
-    /// The gets and returns counted by [`take_lone`](Self::take_lone) and
-    /// [`put_lone`](Self::put_lone) so far: `(gets, returns)`.
-    pub(crate) fn lone_counts(&self) -> (u64, u64) {
-        let shelves = self.lock();
-        (shelves.lone_gets, shelves.lone_returns)
+    /// The gets and returns counted in `lone` by [`take_lone`](Self::take_lone)
+    /// and [`put_lone`](Self::put_lone) so far, `(gets, returns)`: read
+    /// under the lock they were written under.
+    pub(crate) fn lone_counts(&self, lone: &Lone) -> (u64, u64) {
+        let _shelves = self.lock();
+        lone.read_locked()
     }
 
     /// Takes one object, the newest, uncounted: for the pool's own moves
     /// (serving waiters, recycling at `max_live`); a get by a thread with
     /// no cache takes [`take_lone`](Self::take_lone).
     pub(crate) fn take_one(&self) -> Option<T> {
-        self.take_one_counted::<false>()
+        self.take_one_counted(None)
     }
 
     #[inline(always)]
-    fn take_one_counted<const COUNT: bool>(&self) -> Option<T> {
+    fn take_one_counted(&self, lone: Option<&Lone>) -> Option<T> {
         let mut shelves = self.lock();
         let (item, purged) = match shelves.loose.take() {
             Some(item) => (item, false),
@@ -368,8 +361,8 @@ impl<T> Depot<T> {
         };
         shelves.remove(1, purged);
         shelves.note_demand();
-        if COUNT {
-            shelves.lone_gets += 1;
+        if let Some(lone) = lone {
+            lone.add_get_locked();
         }
         Some(item)
     }
@@ -380,14 +373,14 @@ impl<T> Depot<T> {
     /// [`put_lone`](Self::put_lone). It becomes the loose one (if it fits
     /// there); the one it displaces goes onto the newest batch.
     pub(crate) fn put_one(&self, item: T) -> Result<(), T> {
-        self.put_one_counted::<false>(item)
+        self.put_one_counted(item, None)
     }
 
     #[inline(always)]
-    fn put_one_counted<const COUNT: bool>(&self, item: T) -> Result<(), T> {
+    fn put_one_counted(&self, item: T, lone: Option<&Lone>) -> Result<(), T> {
         let mut shelves = self.lock();
-        if COUNT {
-            shelves.lone_returns += 1;
+        if let Some(lone) = lone {
+            lone.add_return_locked();
         }
         if shelves.objects >= shelves.cap {
             return Err(item);
@@ -541,14 +534,22 @@ impl<T> Depot<T> {
 
     /// Counts, exact at the moment of the call.
     pub(crate) fn counts(&self) -> DepotCounts {
+        Self::counts_locked(&self.lock())
+    }
+
+    /// [`counts`](Self::counts) and [`lone_counts`](Self::lone_counts), at
+    /// the same moment (one lock).
+    pub(crate) fn counts_with(&self, lone: &Lone) -> (DepotCounts, (u64, u64)) {
         let shelves = self.lock();
+        (Self::counts_locked(&shelves), lone.read_locked())
+    }
+
+    fn counts_locked(shelves: &Shelves<T>) -> DepotCounts {
         DepotCounts {
             idle: shelves.objects,
             purged: shelves.purged,
             exchanges: shelves.exchanges,
             idle_unused: shelves.unused(),
-            lone_gets: shelves.lone_gets,
-            lone_returns: shelves.lone_returns,
         }
     }
 }
@@ -927,9 +928,7 @@ mod tests {
             let base = &depot as *const Depot<u32> as usize;
             let end = &shelves.lw_purge as *const usize as usize + size_of::<usize>();
             assert!(end - base <= 64, "{}", end - base);
-            // The lone counts a slot-less get or put adds to: the next line.
-            let counts = &shelves.lone_returns as *const u64 as usize + size_of::<u64>();
-            assert!(counts - base <= 128, "{}", counts - base);
+            assert_eq!(std::mem::align_of::<Depot<u32>>(), 64, "a line of its own");
         }
         assert_eq!(depot.take_one(), Some(1));
         assert_eq!(depot.take_one(), None);
@@ -960,17 +959,19 @@ mod tests {
     #[test]
     fn lone_gets_and_returns_are_counted_under_the_lock() {
         let depot = Depot::new(2, 2);
-        assert_eq!(depot.take_lone(), None);
-        depot.put_lone(1).unwrap();
-        depot.put_lone(2).unwrap();
-        assert_eq!(depot.put_lone(3), Err(3), "at the cap");
-        assert_eq!(depot.lone_counts(), (0, 3));
-        assert_eq!(depot.take_lone(), Some(2));
-        assert_eq!(depot.lone_counts(), (1, 3));
+        let lone = Lone::new();
+        assert_eq!(depot.take_lone(&lone), None);
+        depot.put_lone(1, &lone).unwrap();
+        depot.put_lone(2, &lone).unwrap();
+        assert_eq!(depot.put_lone(3, &lone), Err(3), "at the cap");
+        assert_eq!(depot.lone_counts(&lone), (0, 3));
+        assert_eq!(depot.take_lone(&lone), Some(2));
+        assert_eq!(depot.lone_counts(&lone), (1, 3));
         depot.put_one(4).unwrap();
         assert_eq!(depot.take_one(), Some(4));
-        assert_eq!(depot.lone_counts(), (1, 3), "uncounted paths");
-        assert_eq!(depot.counts().idle, 1);
+        assert_eq!(depot.lone_counts(&lone), (1, 3), "uncounted paths");
+        let (counts, lone_counts) = depot.counts_with(&lone);
+        assert_eq!((counts.idle, lone_counts), (1, (1, 3)));
     }
 
     #[test]

@@ -189,7 +189,7 @@ impl<M: Manage> Shared<M> {
     /// here, counted by the depot as one (refused or not).
     pub(crate) fn shelve_lone(&self, item: M::Item) -> Result<(), M::Item> {
         probe!(Shelve);
-        self.depot.put_lone(item)?;
+        self.depot.put_lone(item, &self.lone)?;
         self.after_shelving();
         Ok(())
     }

@@ -51,7 +51,7 @@ use crossbeam_utils::CachePadded;
 use crate::cache::credit::Credit;
 use crate::cache::{thread, LocalSlot, SlotTable, ThreadExit};
 use crate::callbacks::{self, Callbacks, Caught, PanicRecord, Site};
-use crate::depot::Depot;
+use crate::depot::{Depot, Lone};
 use crate::reclaim::Clock;
 use crate::sync::atomic::{fence, AtomicUsize, Ordering};
 use crate::sync::SharedCounter;
@@ -78,33 +78,44 @@ struct Claimed<'a, T> {
 /// Everything a pool's threads share. [`Pool`](crate::Pool) is an `Arc` of
 /// this; thread caches point back at it weakly for the thread-exit hand-off.
 ///
-/// `repr(C)`, hot first: what a get and a put by a thread with no cache
-/// here touch (the depot's lock, loose object and counts, the batch size
-/// and the waiters' count, the table's id and first slot pointers) lead,
-/// on four lines (five for thread ids 7 to 14; `implementation`, many
-/// pools per thread), and of those they write only the depot's. A process
-/// with thousands of pools then misses in the caches and the TLB as
+/// `repr(C)`, hot first. The first line holds what every get and put reads
+/// (the waiters' count, the batch size, the table's id, `background`) and
+/// the slot-less threads' counts ([`Lone`]); the depot, its lock and loose
+/// object and marks, fills the second. A get and a put by a thread with no
+/// cache here touch those two lines of the pool (one aligned pair) and the
+/// object; a cached one reads the first. The first line is written only by
+/// slot-less gets and puts and by waiters coming and going; the second by
+/// every depot operation (`implementation`, many pools per thread). A
+/// process with thousands of pools then misses in the caches and the TLB as
 /// little as the pools allow.
 #[repr(C)]
 pub(crate) struct Shared<M: Manage> {
-    pub(crate) depot: Depot<M::Item>,
+    /// `get_timeout` callers waiting at `max_live` (`waiters.rs`); its
+    /// count is read on every put, and written only when one comes or goes.
+    waiters: Waiters<M::Item>,
     /// The batch size now: `config.burst <= batch <= config.max_batch`
     /// (below `config.batch_size` only under `max_live`, see `pass.rs`),
     /// changed only under the reclaim lock (`pass.rs`, `adapt_batch`: at a
     /// reclaim pass, or when depot traffic ends a window early) and read
     /// on every put.
     batch: AtomicUsize,
+    /// `table_id == slots.id()`, never changed: the id every get and put
+    /// compares with the thread's remembered and absent tables, here so
+    /// that they need not reach the table's line.
+    table_id: u64,
+    /// Gets served and returns taken by the depot for threads with no
+    /// cache here, counted under the depot's lock (`depot/lone.rs`).
+    lone: Lone,
     /// `config.background`, kept here too: a put by a thread with no cache
     /// reads it, and `config` is on another line.
     background: bool,
-    /// `get_timeout` callers waiting at `max_live` (`waiters.rs`); its
-    /// count is read on every put, and written only when one comes or goes.
-    waiters: Waiters<M::Item>,
+    /// `repr(C, align(64))`: the second line starts here.
+    pub(crate) depot: Depot<M::Item>,
     pub(crate) slots: SlotTable<M::Item>,
     /// Gets by threads with no cache here that had to create (or adopted):
     /// starts of [`live_bound`](Self::live_bound) like the slots' counts.
-    /// Those the depot served, and every return by such a thread, the
-    /// depot counts under its lock ([`Depot::lone_counts`]).
+    /// Those the depot served, and every return by such a thread, are
+    /// [`lone`](Self::lone)'s.
     slotless: Slotless,
     pub(crate) config: Config,
     /// Dropped by hand (and contained) in `Drop`: its `Drop` is user code.
@@ -135,8 +146,8 @@ struct Slotless {
 }
 
 /// Pool-wide counts. Per-thread `gets`/`returns`/`created`/`destroyed`
-/// live in the slots; the slot-less threads' gets and returns in the
-/// depot ([`Depot::lone_counts`]), but for the gets that created or
+/// live in the slots; the slot-less threads' gets and returns in
+/// [`Lone`] ([`Depot::lone_counts`]), but for the gets that created or
 /// adopted, in [`Slotless`]; these are the slow-path counts.
 ///
 /// Invariants, exact whenever no thread is inside the pool (each count
@@ -169,10 +180,13 @@ struct Counters {
 
 impl<M: Manage> Shared<M> {
     pub(crate) fn new(manager: M, config: Config, clock: Arc<dyn Clock>) -> Self {
+        let slots = SlotTable::new();
         Self {
             depot: Depot::new(config.batch_size, config.max_idle).growing_to(config.max_batch),
             teardown: Teardown::new(teardown_limit(&config), config.teardown_chunk),
-            slots: SlotTable::new(),
+            table_id: slots.id(),
+            slots,
+            lone: Lone::new(),
             counters: CachePadded::default(),
             reclaim: CachePadded::new(ReclaimShared::new(
                 clock,
@@ -243,7 +257,9 @@ impl<M: Manage> Shared<M> {
     /// claimed (or may have been revoked): every access checks.
     #[inline(always)]
     fn local(&self) -> Option<LocalSlot<'_, M::Item>> {
-        let slot = self.slots.local()?;
+        // SAFETY: `table_id == slots.id()` (set from it in `new`, never
+        // changed).
+        let slot = unsafe { self.slots.local(self.table_id) }?;
         // SAFETY: the slot of this thread's own id, which it has not
         // released (`current_tid` returns `None`, and the remembered slot is
         // forgotten, from the moment it starts to).
@@ -254,11 +270,20 @@ impl<M: Manage> Shared<M> {
     /// [`SlotTable::remembered`]).
     #[inline(always)]
     fn local_remembered(&self) -> Option<LocalSlot<'_, M::Item>> {
-        let slot = self.slots.remembered()?;
+        // SAFETY: as in `local`.
+        let slot = unsafe { self.slots.remembered(self.table_id) }?;
         // SAFETY: the slot of this thread's own id, which it has not
         // released (`current_tid` returns `None`, and the remembered slot is
         // forgotten, from the moment it starts to).
         Some(unsafe { LocalSlot::new(slot) })
+    }
+
+    /// Whether this thread's last lookup in this pool's table found no slot
+    /// of its own (see [`SlotTable::known_absent`]): one thread-local load
+    /// and the pool's first line.
+    #[inline(always)]
+    fn known_absent(&self) -> bool {
+        self.slots.known_absent(self.table_id)
     }
 
     /// This thread's cache, claimed (or re-claimed after a revocation) now
@@ -434,7 +459,7 @@ impl<M: Manage> Shared<M> {
         // No cache here (as the get that came here just found), and this
         // thread at its fill of them: straight to the depot, as the claim
         // below would decide.
-        if this.slots.known_absent() && thread::refuse_cheaply() {
+        if this.known_absent() && thread::refuse_cheaply() {
             return this.get_unclaimed::<CREATE>();
         }
         // Once a batch: the spare has objects (the swap `pop` does), found
@@ -535,7 +560,7 @@ impl<M: Manage> Shared<M> {
     #[inline(always)]
     fn get_unclaimed<const CREATE: bool>(&self) -> Result<Option<M::Item>, Error<M::Error>> {
         if !CREATE {
-            return Ok(self.depot.take_lone());
+            return Ok(self.depot.take_lone(&self.lone));
         }
         self.get_slotless().map(Some)
     }
@@ -544,7 +569,7 @@ impl<M: Manage> Shared<M> {
     fn get_slotless(&self) -> Result<M::Item, Error<M::Error>> {
         let mut rounds = 0;
         let item = loop {
-            if let Some(item) = self.depot.take_lone() {
+            if let Some(item) = self.depot.take_lone(&self.lone) {
                 return Ok(item);
             }
             match self.create() {
@@ -759,12 +784,12 @@ impl<M: Manage> Shared<M> {
         // the fence does the atomics).
         let mut ends = c.discarded.read()
             + c.detached.read()
-            + self.depot.lone_counts().1
+            + self.depot.lone_counts(&self.lone).1
             + c.waiter_returns.read();
         self.slots.for_each(|_, slot| ends += slot.counts().1);
         fence(Ordering::Acquire);
         let mut starts =
-            self.slotless.gets.read() + self.depot.lone_counts().0 + c.waiter_gets.read();
+            self.slotless.gets.read() + self.depot.lone_counts(&self.lone).0 + c.waiter_gets.read();
         self.slots.for_each(|_, slot| starts += slot.counts().0);
         // More ends than starts would be a counting bug: then keep the pool
         // (a leak) rather than free it under a guard.
@@ -794,9 +819,9 @@ impl<M: Manage> Shared<M> {
         // The depot's counts, its slot-less gets and returns with them, in
         // one look under its lock, after the slots' (as a pass moves
         // objects from caches into it).
-        let depot = self.depot.counts();
-        returns += depot.lone_returns;
-        gets += depot.lone_gets;
+        let (depot, (lone_gets, lone_returns)) = self.depot.counts_with(&self.lone);
+        returns += lone_returns;
+        gets += lone_gets;
         let live = gets.saturating_sub(returns + discarded + detached);
         let existing = created.saturating_sub(destroyed + detached);
         let destroying = self.teardown.destroying() as u64;
@@ -1004,37 +1029,32 @@ mod layout_tests {
     use super::*;
 
     /// A get and a put by a thread with no cache here (with thousands of
-    /// pools, most of them) touch four lines of the pool: the depot's
-    /// first two (its lock and loose object; its lone counts, see
-    /// `depot::tests`), the read-mostly one (batch size, waiters' count),
-    /// which they only read, and the table's id with the first threads'
-    /// slot pointers. Each line is a likely cache and TLB miss when the
+    /// pools, most of them) touch two lines of the pool, one aligned pair:
+    /// the first (the waiters' count, the batch size, the table's id,
+    /// `background`, which every get and put reads, and the lone counts)
+    /// and the depot's (its lock, loose object and marks; see
+    /// `depot::tests`). Each line is a likely cache and TLB miss when the
     /// pools outnumber the caches.
     #[test]
-    fn a_slotless_get_and_put_touch_four_lines_of_the_pool() {
+    fn a_slotless_get_and_put_touch_one_pair_of_lines_of_the_pool() {
         type S = Shared<fn() -> Box<[u8; 256]>>;
         let line = |offset: usize| offset / 64;
-        assert_eq!(offset_of!(S, depot), 0, "the depot's hot line leads");
-        let read_mostly = [
-            offset_of!(S, batch),
-            offset_of!(S, background),
+        let first = [
             // `Waiters` is `repr(C)` with its count first.
             offset_of!(S, waiters),
+            offset_of!(S, batch),
+            offset_of!(S, table_id),
+            offset_of!(S, lone),
+            offset_of!(S, lone) + size_of::<Lone>() - 1,
+            offset_of!(S, background),
         ];
-        assert!(
-            read_mostly.iter().all(|&o| line(o) == line(read_mostly[0])),
-            "{read_mostly:?}"
-        );
-        assert!(line(read_mostly[0]) > 1, "apart from the depot's lines");
-        // `SlotTable` is `repr(C)`: its id, then the inline slot pointers.
-        let id = offset_of!(S, slots);
-        assert_eq!(
-            line(id),
-            line(id + 7 * size_of::<usize>()),
-            "the id and the first threads' slots share a line"
-        );
-        assert!(line(id) <= line(read_mostly[0]) + 2, "neighbours");
-        // Alignment keeps the lines where the offsets say.
+        assert!(first.iter().all(|&o| line(o) == 0), "{first:?}");
+        assert_eq!(offset_of!(S, depot), 64, "the depot's hot line second");
+        // Alignment keeps the lines where the offsets say, and the two in
+        // one 128-byte pair where the pool is aligned so (x86-64, where
+        // `CachePadded` is).
         assert_eq!(std::mem::align_of::<S>() % 64, 0);
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(std::mem::align_of::<S>() % 128, 0);
     }
 }

@@ -203,7 +203,7 @@ impl<M: Manage> Shared<M> {
         } else if std::thread::panicking() {
             // The object may be half-updated.
             return this.discard(item);
-        } else if this.slots.known_absent() || this.local().is_none() {
+        } else if this.known_absent() || this.local().is_none() {
             return Self::put_cold(this, item);
         } else {
             match this.recycle(item, Site::Caller) {

@@ -48,13 +48,15 @@ pub(crate) enum Handoff<T> {
 
 /// The waiting `get_timeout` callers of one pool.
 #[derive(Debug)]
-/// `repr(C)`: the count, read on every put, leads.
+/// `repr(C)`: the count, read on every put, leads, and the queue is boxed,
+/// so the two words sit on the pool's first line (`Shared`) and leave the
+/// rest of it to what a get and a put read.
 #[repr(C)]
 pub(crate) struct Waiters<T> {
     /// Waiters queued and not yet served: read without the lock on the put
     /// and destroy paths; written under it.
     count: AtomicUsize,
-    queue: Mutex<Queue<T>>,
+    queue: Box<Mutex<Queue<T>>>,
 }
 
 /// How a queued waiter is woken.
@@ -94,11 +96,11 @@ impl<T> Waiters<T> {
     pub(crate) fn new() -> Self {
         Self {
             count: AtomicUsize::new(0),
-            queue: Mutex::new(Queue {
+            queue: Box::new(Mutex::new(Queue {
                 next_ticket: 0,
                 waiting: VecDeque::new(),
                 served: Vec::new(),
-            }),
+            })),
         }
     }
 
