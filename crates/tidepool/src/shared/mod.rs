@@ -407,7 +407,7 @@ impl<M: Manage> Shared<M> {
 
     #[inline]
     pub(crate) fn get(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
-        if let Some(slot) = this.local() {
+        if let Some(slot) = this.local_remembered() {
             if let Some(item) = slot.pop_loaded() {
                 return Ok(item);
             }
@@ -419,7 +419,7 @@ impl<M: Manage> Shared<M> {
     /// depot); never creates. `None` is counted as an empty get.
     #[inline]
     pub(crate) fn try_get(this: &Arc<Self>) -> Option<M::Item> {
-        if let Some(slot) = this.local() {
+        if let Some(slot) = this.local_remembered() {
             if let Some(item) = slot.pop_loaded() {
                 return Some(item);
             }
