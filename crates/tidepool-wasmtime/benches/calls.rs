@@ -34,10 +34,12 @@
 //! resident and clearing it with `memset`. The `module_` groups run
 //! `pooled`, `pooling_allocator` and `pooling_tuned` on modules whose call
 //! stores one word in its memory and reads the last byte of a data segment:
-//! `page1` (one wasm page, no data), `data512k` (17 pages, a 512 KiB data
-//! segment) and `data8m` (129 pages, an 8 MiB segment; 1 and 64 in flight),
-//! where the pooling allocator maps the segment copy-on-write and a pooled
-//! memory has it copied in at every instantiation.
+//! `page1` (one wasm page, no data), `data16k` to `data256k` (16, 64, 128
+//! and 256 KiB segments in the fewest pages that hold them; 1 and 64 in
+//! flight), `data512k` (17 pages, a 512 KiB data segment) and `data8m` (129
+//! pages, an 8 MiB segment; 1 and 64 in flight), where the pooling
+//! allocator maps the segment copy-on-write and a pooled memory has it
+//! copied in at every instantiation.
 //!
 //! After the run, the bench prints each group's medians per request and the
 //! ratios to `pooled` (from criterion's `estimates.json`).
@@ -71,17 +73,20 @@ mod linux {
     /// Named loads: requests in flight.
     type Loads = &'static [(&'static str, usize)];
     /// The memory modules of the `module_` groups: name, wasm pages, data
-    /// segment bytes, loads.
-    const MODULES: [(&str, u32, usize, Loads); 3] = [
+    /// segment bytes, loads. The small segments (16 to 256 KiB, in the
+    /// fewest pages that hold them) find where copying a segment at every
+    /// instantiation starts to lose to mapping it copy-on-write.
+    const MODULES: [(&str, u32, usize, Loads); 7] = [
         ("page1", 1, 0, &LOADS),
+        ("data16k", 1, 16 << 10, &LOADS_1_64),
+        ("data64k", 2, 64 << 10, &LOADS_1_64),
+        ("data128k", 3, 128 << 10, &LOADS_1_64),
+        ("data256k", 5, 256 << 10, &LOADS_1_64),
         ("data512k", 17, 512 << 10, &LOADS),
-        (
-            "data8m",
-            129,
-            8 << 20,
-            &[("request", 1), ("concurrent_64", 64)],
-        ),
+        ("data8m", 129, 8 << 20, &LOADS_1_64),
     ];
+    /// One and 64 requests in flight.
+    const LOADS_1_64: [(&str, usize); 2] = [("request", 1), ("concurrent_64", 64)];
     /// The subjects of the `module_` groups.
     const MODULE_SUBJECTS: [&str; 3] = ["pooled", "pooling_allocator", "pooling_tuned"];
     /// The subjects of the `zeroing_` groups.
@@ -181,14 +186,17 @@ mod linux {
         println!("| | {} | pooling_batched |", SUBJECTS.join(" | "));
         println!("|---|{}", "---|".repeat(SUBJECTS.len() + 1));
         let groups = LOADS.iter().flat_map(|&(name, n)| {
+            let modules = MODULES
+                .iter()
+                .filter(move |(_, _, _, loads)| loads.iter().any(|&(l, _)| l == name))
+                .map(move |(module, ..)| (format!("module_{module}_{name}"), n));
             [
                 (name.to_owned(), n),
                 (format!("memory_{name}"), n),
                 (format!("zeroing_{name}"), n),
-                (format!("module_page1_{name}"), n),
-                (format!("module_data512k_{name}"), n),
-                (format!("module_data8m_{name}"), n),
             ]
+            .into_iter()
+            .chain(modules)
         });
         for (group, n) in groups {
             let group = group.as_str();
