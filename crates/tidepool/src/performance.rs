@@ -394,8 +394,8 @@
 //!   slot-less get + drop of a boxed object is 318 instructions
 //!   (`bin/budget.sh`, `slotless_get_drop`), 653 at commit 9817261c,
 //!   before these three changes. It touches two lines of the pool, one
-//!   128-byte pair, and the object; four lines before commit 246d3bfa's
-//!   successor (the layout in `implementation`, many pools per thread).
+//!   128-byte pair, and the object; four lines before commit f97ddb93 (the
+//!   layout in `implementation`, many pools per thread).
 //! * Paired runs against that code (`many_pools --child tidepool P 100
 //!   --secs 1 --builds 0 --threads T`, commit 9817261c built apart,
 //!   alternating, 5 each; ns per get + put, medians): one thread, 5,000
