@@ -310,6 +310,25 @@
 //! 64 intervals without:  window = max(window − 1, 2)
 //! ```
 //!
+//! A lengthened window keeps objects for a load's next need; a pool that
+//! nobody uses any more has none. So a pass also notes whether anything
+//! used the pool since the last one (a cache's gets or returns changed, or
+//! the depot's lone counts), and how long the longest pause was that the
+//! pool came back from (at most 16 intervals). A pool quiet through more
+//! whole intervals than that pause, and through at least two, ticks with
+//! the window of two whatever its window grew to: its idle objects go down
+//! to `min_idle` two quiet intervals after its last use, as a fresh pool's
+//! do (thousands of pools whose windows the depot's swings lengthened,
+//! left by threads that exited, kept their objects up to 16 intervals). A
+//! pool that comes back after such a pause learns it, as it learns a
+//! period from what it makes again (`tick_window`):
+//!
+//! ```text
+//! used in the intervals just ended:  longest = min(max(longest, quiet + intervals − 1), 16)
+//!                                     quiet = 0
+//! quiet otherwise:  quiet += intervals;  window of the tick = 2 if quiet > longest and quiet ≥ 2
+//! ```
+//!
 //! A busy cache can hold objects its thread does not need: a refill brings
 //! a whole batch for a thread a few objects short, and with room for two
 //! batches the thread keeps the rest while another creates its own (the

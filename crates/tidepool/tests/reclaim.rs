@@ -296,6 +296,57 @@ fn a_lengthened_window_shrinks_back_when_nothing_is_made_again() {
     r.finish();
 }
 
+/// A pool nobody uses any more goes down to `min_idle` two quiet intervals
+/// after its last use, whatever its window grew to: the peak a period-3
+/// load taught it to keep has no next need once every get and put has
+/// stopped (a longer window would keep it four intervals).
+#[test]
+fn a_pool_nobody_uses_falls_to_min_idle_after_two_quiet_intervals_whatever_its_window() {
+    for min_idle in [0, 4] {
+        let r = rig(min_idle);
+        for i in 0..6 {
+            r.use_n(if i % 3 == 0 { 64 } else { 8 });
+            r.end_interval();
+        }
+        assert_eq!(r.stats().idle, 64, "the window grew: the peak stays");
+        // Nothing at all from here: the thread's cache is taken at the
+        // first quiet pass, and everything above min_idle goes at the
+        // second.
+        let reclaimed: Vec<usize> = (0..4).map(|_| r.end_interval()).collect();
+        assert_eq!(reclaimed, [0, 64 - min_idle, 0, 0], "min_idle {min_idle}");
+        let s = r.stats();
+        assert_eq!((s.idle, s.live), (min_idle as u64, 0));
+        assert_consistent(&s, &r.ledger);
+        r.finish();
+    }
+}
+
+/// A load with whole quiet intervals between its peaks (64 every third
+/// interval, nothing between) loses its peak to the first pause, which is
+/// longer than any it had shown, and keeps it from then on: the pause and
+/// the window are learnt, and the rule for a pool nobody uses does not
+/// undo the window.
+#[test]
+fn a_load_with_quiet_pauses_keeps_its_peak_once_the_pause_is_learnt() {
+    let r = rig(0);
+    let mut reclaimed = Vec::new();
+    for i in 0..15 {
+        if i % 3 == 0 {
+            r.use_n(64);
+        }
+        reclaimed.push(r.end_interval());
+    }
+    assert_eq!(reclaimed, [0, 0, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let s = r.stats();
+    assert_eq!((s.created, s.reclaimed, s.idle), (128, 64, 64));
+    // The pause goes on (two intervals so far): the peak goes once it
+    // outlasts the longest pause, at its third interval, before the
+    // window (four) would let it.
+    let reclaimed: Vec<usize> = (0..5).map(|_| r.end_interval()).collect();
+    assert_eq!(reclaimed, [64, 0, 0, 0, 0]);
+    r.finish();
+}
+
 /// One reclaim lengthens the window once: a pool that keeps growing after
 /// a reclaim (creating in every interval) does not read each of its
 /// creates as a reclaim undone, and a later spike still goes after four

@@ -20,8 +20,9 @@
 //! * `idle`, `above min`: idle objects 3 intervals after the threads
 //!   exit, and how many pools hold more than their `min_idle` (0 here);
 //!   `idle @17`: the idle objects 17 intervals after the exit, past the
-//!   longest working-set window (a pool that had to make again objects it
-//!   had reclaimed keeps its idle ones up to 16 intervals);
+//!   longest working-set window (a pool still in use that had to make again
+//!   objects it had reclaimed keeps its idle ones up to 16 intervals; one
+//!   nobody uses lets them go after two quiet intervals);
 //! * `RSS` at three points: with the P pools made and unused, during the
 //!   flow (at its end), and 3 intervals after the threads exit; `per pair`
 //!   is (RSS after − RSS of the unused pools) / (pools × threads that
@@ -335,8 +336,8 @@ fn child<S: Subject>(p: usize, interval: Option<Duration>, a: &Args) {
         libc::malloc_trim(0);
     }
     let rss_trimmed = status_kib("VmRSS:");
-    // A pool whose objects were reclaimed and then needed again keeps them
-    // longer (its window grows, up to 16 intervals): what is left then.
+    // A pool whose window grew keeps its idle objects longer while it is
+    // used (up to 16 intervals): what is left then, if any was left above.
     let (idle_late, above_late) = match interval {
         Some(i) if idle > 0 => {
             std::thread::sleep(i * 14);

@@ -93,6 +93,16 @@ struct PassState {
     created: u64,
     /// Intervals since the window last grew.
     window_kept: u64,
+    /// The lone gets and returns (threads with no cache here) at the last
+    /// pass: with the caches' counts, whether anything used the pool.
+    lone_seen: (u64, u64),
+    /// Intervals since the last pass that saw the pool used at all (no
+    /// get or put on any thread since).
+    quiet: u64,
+    /// The longest such pause the pool has shown and then been used again
+    /// (at most [`MAX_WINDOW`]): a pool quiet for longer has stopped being
+    /// used, as far as its history tells (see `tick_window`).
+    longest_quiet: u64,
     /// The batch grew at the end of the last window: caches pick the new
     /// size up only at their next depot visit, so the window after a
     /// growth still carries exchanges of the old size. It only settles
@@ -289,6 +299,7 @@ impl<M: Manage> Shared<M> {
             // without needing through this period and the last.
             let mut quiet = Vec::new();
             let mut put_only = Vec::new();
+            let mut used = false;
             self.slots.for_each(|tid, slot| {
                 if state.seen.len() <= tid {
                     state.seen.resize(tid + 1, (u64::MAX, u64::MAX));
@@ -300,6 +311,7 @@ impl<M: Manage> Shared<M> {
                 let (seen_gets, seen_returns) = state.seen[tid];
                 state.seen[tid] = (gets, returns);
                 let busy = (seen_gets, seen_returns) != (gets, returns);
+                used |= busy;
                 let (low, removed) = slot.period();
                 let before = std::mem::replace(&mut state.low[tid], low);
                 if !slot.is_owned() {
@@ -328,12 +340,13 @@ impl<M: Manage> Shared<M> {
             let taken = Slot::revoke_remote(quiet, IfBusy::Flush);
             let passing = Slot::revoke_remote(put_only, IfBusy::Flush);
             self.adapt_window(&mut state, intervals);
-            let tick = self
-                .depot
-                .tick(intervals, self.config.min_idle, state.idle_window);
+            let lone = self.depot.lone_counts(&self.lone);
+            used |= std::mem::replace(&mut state.lone_seen, lone) != lone;
+            let window = Self::tick_window(&mut state, used, intervals);
+            let tick = self.depot.tick(intervals, self.config.min_idle, window);
             let reclaiming: u64 = tick.reclaim.iter().map(|b| b.len() as u64).sum();
             if reclaiming > 0 {
-                state.reclaimed_at = Some((state.intervals, state.idle_window));
+                state.reclaimed_at = Some((state.intervals, window));
             }
             // Objects trimmed from busy caches within the window are
             // reclaimed now if nobody took them: that is the trim working,
@@ -415,6 +428,35 @@ impl<M: Manage> Shared<M> {
         if state.window_kept >= WINDOW_SHRINK_AFTER && state.idle_window > MIN_WINDOW {
             state.idle_window -= 1;
             state.window_kept = 0;
+        }
+    }
+
+    /// The window this pass's tick uses: the working-set window, or
+    /// [`MIN_WINDOW`] for a pool nobody has used (no get or put on any
+    /// thread, with a cache or without) through more whole intervals than
+    /// any pause it has shown and then been used again after, and through
+    /// at least [`MIN_WINDOW`] of them. A window lengthened by a load that
+    /// recurs keeps objects for that load's next need; a pool that went
+    /// quiet for longer than the load ever paused has no next need it
+    /// knows of, and its idle objects go down to `min_idle` as a fresh
+    /// pool's would. A pool that does come back then lengthens its pause
+    /// (and, through what it makes again, its window), so a load with
+    /// quiet gaps learns them as one that only dips learns its period.
+    /// Under the pass lock; `used`: something used the pool in the
+    /// `intervals` just ended.
+    fn tick_window(state: &mut PassState, used: bool, intervals: u64) -> usize {
+        if used {
+            // The pause ended somewhere in those intervals: at most this long.
+            let pause = state.quiet + intervals - 1;
+            state.longest_quiet = state.longest_quiet.max(pause).min(MAX_WINDOW as u64);
+            state.quiet = 0;
+            return state.idle_window;
+        }
+        state.quiet = state.quiet.saturating_add(intervals);
+        if state.quiet > state.longest_quiet && state.quiet >= MIN_WINDOW as u64 {
+            MIN_WINDOW
+        } else {
+            state.idle_window
         }
     }
 
