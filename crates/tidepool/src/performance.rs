@@ -414,15 +414,38 @@
 //! * What is left is memory, not instructions. `perf annotate` (8 threads,
 //!   20,000 pools) puts 70 % of the inlined get's samples at its first load
 //!   from the pool (the table's id) and most of the slot-less put's at the
-//!   depot's unlock, which waits for the object's store to drain. Under
-//!   `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` with transparent huge pages on
-//!   `madvise`, one thread at 20,000 pools took 176–283 ns against 232–435
-//!   ns without, so the TLB is about a third of it; the rest is the four
-//!   lines of each pool that miss the 2 MiB L2 (20,000 × 4 lines, 5 MB),
-//!   where the baseline's 40-byte headers sit in one 800 KB array and
-//!   miss it on the object and its buffer only. A get + put at the
-//!   baseline's cost needs a pool whose slot-less path touches one or two
-//!   lines, packed densely apart from the rest of its state.
+//!   depot's unlock, which waits for the object's store to drain.
+//!   Cachegrind (one thread, 20,000 pools, a 2 MiB last level) counts 298
+//!   instructions, 5.2 first-level and 2.8 last-level misses per slot-less
+//!   get + put, against 69, 3.4 and 0.9 for the baseline.
+//! * The layout alone accounts for it. `cargo run --release -p
+//!   tidepool-bench --bin pool_layout` runs the baseline's own code, a
+//!   `Mutex<Vec>` per pool, with the lists laid out in different ways, one
+//!   thread, 20,000 pools, each subject in its own process, 5 runs
+//!   alternating, ns per get + put (medians; runs in brackets):
+//!
+//!   | where each pool's list lives | ns | × inline |
+//!   |---|---|---|
+//!   | one array, 40 bytes each (the baseline) | 36 (24–45) | 1.00 |
+//!   | one array, one 64-byte line each | 44 (31–88) | 1.23 |
+//!   | one array, one 128-byte pair of lines each | 137 (122–152) | 3.82 |
+//!   | its own 128-aligned allocation of 2,560 bytes (a pool's shared state) | 234 (164–253) | 6.49 |
+//!   | tidepool (the slot-less path) | 260 (239–272) | 7.21 |
+//!
+//!   The same lock, pop and push cost 6.5 times as much once each list
+//!   sits where a pool's shared state does; an allocation of its own of
+//!   192 bytes costs 4 times as much (203 ns in a run of 3). tidepool's
+//!   slot-less get + put is within 11 % of the baseline's code laid out
+//!   like it. The step is between one line per pool and two, even packed:
+//!   20,000 lines fit the 2 MiB L2 beside the objects' lines and 40,000 do
+//!   not (the L2's adjacent-line prefetch brings the other half of a
+//!   pair, so a 128-byte stride costs two lines). A get + put at the
+//!   baseline's cost at 20,000 pools needs each pool's slot-less state
+//!   (lock, lone object, counts, and the id a thread checks) on one line,
+//!   those lines packed in one array apart from the rest of the pools'
+//!   state, and the handle pointing at that line: a pool that is one
+//!   `Arc` allocation of its own, however small, stays at the `spread`
+//!   row.
 //! * Idle objects left 3 intervals after the exit are in pools whose
 //!   working-set window grew: they reclaimed objects during the flow and
 //!   had to make them again, so they keep idle ones longer (up to 16
