@@ -358,33 +358,36 @@
 //! on pools picked at random among P pools of 256-byte objects (every
 //! default but `reclaim_interval` 100 ms), a probe thread times get + put on
 //! a pool of its own every 200 µs; then the threads exit and, 3 intervals
-//! later, the idle objects, RSS and live heap are read. Each P and subject
-//! runs in its own process. The baseline is a
-//! `parking_lot::Mutex<Vec<Box<[u8; 256]>>>` per pool, unbounded (it never
-//! gives anything back). EPYC VM, 2 vCPUs, nothing else running (load
-//! average 0.9 before the run); one of two runs of the same code, the
-//! other's figures after the table:
+//! later (read half an interval after that, once the passes due at the
+//! third boundary have run over every pool), the idle objects, RSS and
+//! live heap are read. Each P and subject runs in its own process. The
+//! baseline is a `parking_lot::Mutex<Vec<Box<[u8; 256]>>>` per pool,
+//! unbounded (it never gives anything back). EPYC VM, 2 vCPUs, nothing else
+//! running (load average 2.0 before the run, from the runs just before);
+//! one of two runs of the same code, the other's figures after the table:
 //!
 //! | P | subject | ns per get + put | probe p50 / p99 | build + get + drop | idle after 3 / 17 intervals (pools above `min_idle`) | RSS built / flow / after | heap built / after | bytes per (pool, thread) | reclaimer CPU |
 //! |---|---|---|---|---|---|---|---|---|---|
-//! | 100 | tidepool | 64 | 70 / 551 ns | 1.07 µs | 0 / 0 (0) | 2.8 / 4.1 / 4.3 MB | 0.3 / 0.6 MB | 1,997 | 0.0 % |
-//! | 100 | `Mutex<Vec>` | 158 | 60 / 390 ns | 76 ns | 346 | 2.4 / 2.8 / 3.0 MB | 0.0 / 0.2 MB | 753 | – |
-//! | 1,000 | tidepool | 116 | 100 / 771 ns | 1.27 µs | 0 / 0 (0) | 5.3 / 16.2 / 16.6 MB | 2.6 / 5.8 MB | 1,477 | 2.1 % |
-//! | 1,000 | `Mutex<Vec>` | 132 | 100 / 411 ns | 75 ns | 2,139 | 2.3 / 3.2 / 3.4 MB | 0.0 / 0.7 MB | 142 | – |
-//! | 5,000 | tidepool | 535 | 140 / 781 ns | 1.48 µs | 483 / 0 (193) | 16.3 / 33.8 / 34.3 MB | 13.4 / 19.7 MB | 471 | 7.3 % |
-//! | 5,000 | `Mutex<Vec>` | 160 | 131 / 681 ns | 174 ns | 9,627 | 2.5 / 5.5 / 5.7 MB | 0.2 / 2.8 MB | 84 | – |
-//! | 20,000 | tidepool | 1,491 | 120 / 601 ns | 1.56 µs | 1,154 / 0 (408) | 57.5 / 92.0 / 92.3 MB | 53.5 / 69.0 MB | 228 | 18.3 % |
-//! | 20,000 | `Mutex<Vec>` | 147 | 80 / 470 ns | 75 ns | 22,583 | 3.0 / 10.1 / 10.3 MB | 0.8 / 7.0 MB | 48 | – |
+//! | 100 | tidepool | 93 | 120 / 931 ns | 1.77 µs | 0 / 0 (0) | 2.8 / 4.1 / 4.3 MB | 0.3 / 0.7 MB | 1,905 | 0.0 % |
+//! | 100 | `Mutex<Vec>` | 298 | 90 / 500 ns | 70 ns | 360 | 2.3 / 2.7 / 2.8 MB | 0.0 / 0.2 MB | 686 | – |
+//! | 1,000 | tidepool | 147 | 100 / 771 ns | 1.58 µs | 0 / 0 (0) | 5.2 / 16.1 / 16.3 MB | 2.7 / 5.9 MB | 1,463 | 2.9 % |
+//! | 1,000 | `Mutex<Vec>` | 139 | 110 / 450 ns | 47 ns | 2,140 | 2.3 / 3.3 / 3.5 MB | 0.0 / 0.7 MB | 158 | – |
+//! | 5,000 | tidepool | 450 | 150 / 621 ns | 0.98 µs | 0 / 0 (0) | 16.3 / 33.8 / 34.3 MB | 13.7 / 19.8 MB | 473 | 7.9 % |
+//! | 5,000 | `Mutex<Vec>` | 126 | 80 / 421 ns | 73 ns | 10,055 | 2.5 / 5.6 / 5.8 MB | 0.2 / 2.9 MB | 85 | – |
+//! | 20,000 | tidepool | 1,312 | 130 / 861 ns | 1.04 µs | 0 / 0 (0) | 57.4 / 92.3 / 92.9 MB | 54.9 / 68.5 MB | 232 | 24.8 % |
+//! | 20,000 | `Mutex<Vec>` | 128 | 100 / 451 ns | 45 ns | 23,921 | 3.1 / 10.5 / 10.6 MB | 0.8 / 7.3 MB | 49 | – |
 //!
-//! * The other run, ns per get + put, tidepool / `Mutex<Vec>`: 73 / 164 at
-//!   100 pools, 139 / 152 at 1,000, 573 / 171 at 5,000, 2,216 / 549 at
-//!   20,000; building a pool 1.20–1.62 µs (`Mutex<Vec>` 46–79 ns); RSS
-//!   after 4.2 / 16.6 / 34.2 / 92.5 MB. The spread between runs is the
-//!   VM's: the baseline gave 147 and 549 ns at 20,000 pools in runs
+//! * The other run (3 intervals and 20 ms before the read), ns per get +
+//!   put, tidepool / `Mutex<Vec>`: 92 / 204 at 100 pools, 170 / 160 at
+//!   1,000, 1,000 / 168 at 5,000, 2,143 / 493 at 20,000; building a pool
+//!   1.06–1.66 µs (`Mutex<Vec>` 66–82 ns); idle objects 0 / 0 / 0 / 3
+//!   (one pool of 20,000, whose pass at the third boundary had not run
+//!   yet); RSS after 4.3 / 16.5 / 34.3 / 93.7 MB. The spread between runs
+//!   is the VM's: the baseline gave 128 and 493 ns at 20,000 pools in runs
 //!   minutes apart, so the paired runs below say more than either table.
 //! * With the default interval (15 s), 20,000 pools: the reclaimer used
-//!   0.18 % of one core over 2 s of flow and 31 s idle (0.12 % and 0.27 % in
-//!   earlier runs).
+//!   0.21 % of one core over 2 s of flow and 31 s idle (0.24 % in the
+//!   other run; 0.12–0.27 % in earlier ones).
 //! * Up to about `MAX_CACHES` pools a thread keeps a cache in each, and a
 //!   get + put stays within 2× of its cost at 100 pools. Past it, most gets
 //!   and puts go through the depot (the slot-less path). A thread at its
@@ -438,19 +441,24 @@
 //!   slot-less get + put is within 11 % of the baseline's code laid out
 //!   like it. The step is between one line per pool and two, even packed:
 //!   20,000 lines fit the 2 MiB L2 beside the objects' lines and 40,000 do
-//!   not (the L2's adjacent-line prefetch brings the other half of a
-//!   pair, so a 128-byte stride costs two lines). A get + put at the
+//!   not, and a 128-byte stride costs about what two lines do (most
+//!   likely the L2's adjacent-line prefetch, which fetches the other half
+//!   of a pair). A get + put at the
 //!   baseline's cost at 20,000 pools needs each pool's slot-less state
 //!   (lock, lone object, counts, and the id a thread checks) on one line,
 //!   those lines packed in one array apart from the rest of the pools'
 //!   state, and the handle pointing at that line: a pool that is one
 //!   `Arc` allocation of its own, however small, stays at the `spread`
 //!   row.
-//! * Idle objects left 3 intervals after the exit are in pools whose
-//!   working-set window grew: they reclaimed objects during the flow and
-//!   had to make them again, so they keep idle ones longer (up to 16
-//!   intervals, `reclaim` module docs). 17 intervals after the exit every
-//!   pool is at `min_idle`.
+//! * Idle objects 3 intervals after the exit: none. During the flow the
+//!   depot's level swings as threads without a cache take and return, so
+//!   many pools see a reclaim undone and lengthen their working-set window
+//!   (up to 16 intervals); once nobody uses a pool for two whole intervals
+//!   (and for longer than any pause it came back from), its pass ticks with
+//!   the window of two, and its idle objects go to `min_idle`
+//!   (`implementation`, reclaim). Before that (commit 0b9d7d1f and
+//!   earlier), 240–483 and 901–1,154 objects were left at 5,000 and 20,000
+//!   pools, gone by 17 intervals.
 //! * RSS after the exit against RSS with the pools built: 1.6× at 100
 //!   pools, 3.1× at 1,000, 2.1× at 5,000, 1.7× at 20,000. The live heap
 //!   grows less (2×, 2.3×, 1.5×, 1.4×): slots (one per thread that cached

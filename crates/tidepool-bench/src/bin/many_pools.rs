@@ -18,7 +18,9 @@
 //! * `build`: ns per pool made, first get, and dropped (`--builds` of them,
 //!   made while the P pools exist);
 //! * `idle`, `above min`: idle objects 3 intervals after the threads
-//!   exit, and how many pools hold more than their `min_idle` (0 here);
+//!   exit (read half an interval later, once the passes due at the third
+//!   boundary have run over every pool), and how many pools hold more
+//!   than their `min_idle` (0 here);
 //!   `idle @17`: the idle objects 17 intervals after the exit, past the
 //!   longest working-set window (a pool still in use that had to make again
 //!   objects it had reclaimed keeps its idle ones up to 16 intervals; one
@@ -318,9 +320,12 @@ fn child<S: Subject>(p: usize, interval: Option<Duration>, a: &Args) {
     let mut per_worker: Vec<f64> = workers.into_iter().map(|w| w.join().unwrap()).collect();
     let mut probe_ns = probe.join().unwrap();
     // Three intervals after the threads exit (the default interval's, if
-    // the pools have it: the run then waits `--default-interval-secs`).
+    // the pools have it: the run then waits `--default-interval-secs`),
+    // and half of one more for the passes due at the third boundary to
+    // run: the reclaimer takes them one pool after another, which over
+    // 20,000 pools is a good part of an interval's CPU time.
     let wait = match interval {
-        Some(i) => i * 3 + Duration::from_millis(20),
+        Some(i) => i * 3 + i / 2,
         None => Duration::from_secs_f64(a.default_idle),
     };
     std::thread::sleep(wait);
