@@ -312,20 +312,26 @@
 //!
 //! A lengthened window keeps objects for a load's next need; a pool that
 //! nobody uses any more has none. So a pass also notes whether anything
-//! used the pool since the last one (a cache's gets or returns changed, or
-//! the depot's lone counts), and how long the longest pause was that the
-//! pool came back from (at most 16 intervals). A pool quiet through more
-//! whole intervals than that pause, and through at least two, ticks with
-//! the window of two whatever its window grew to: its idle objects go down
-//! to `min_idle` two quiet intervals after its last use, as a fresh pool's
-//! do (thousands of pools whose windows the depot's swings lengthened,
-//! left by threads that exited, kept their objects up to 16 intervals). A
-//! pool that comes back after such a pause learns it, as it learns a
-//! period from what it makes again (`tick_window`):
+//! used the pool since the last one (a cache's gets or returns, the
+//! depot's lone counts, the slot-less creates and adoptions, the objects
+//! handed to and from waiters: any of them moved), and the longest pause,
+//! shorter than 16 intervals, that the pool came back from. A pool quiet
+//! through more whole intervals than that pause, and through at least
+//! two, ticks with the window of two whatever its window grew to: its
+//! idle objects go down to `min_idle` two quiet intervals after its last
+//! use, as a fresh pool's do (thousands of pools whose windows the depot's
+//! swings lengthened, left by threads that exited, would otherwise keep
+//! their objects up to 16 intervals). A pool that comes back after such a
+//! pause learns it, and the objects it makes again lengthen its window
+//! with the whole pause as their distance; a pause of 16 intervals or more
+//! is not learnt (no window keeps objects that long), and the pause learnt
+//! shortens by one every 64 intervals of use, as the window does
+//! (`tick_window`):
 //!
 //! ```text
-//! used in the intervals just ended:  longest = min(max(longest, quiet + intervals − 1), 16)
-//!                                     quiet = 0
+//! used in the intervals just ended:  pause = quiet + intervals − 1;  quiet = 0
+//!                                     longest = pause if longest < pause < 16
+//!                                     (64 intervals of use without:  longest −= 1)
 //! quiet otherwise:  quiet += intervals;  window of the tick = 2 if quiet > longest and quiet ≥ 2
 //! ```
 //!

@@ -421,35 +421,39 @@
 //!   Cachegrind (one thread, 20,000 pools, a 2 MiB last level) counts 298
 //!   instructions, 5.2 first-level and 2.8 last-level misses per slot-less
 //!   get + put, against 69, 3.4 and 0.9 for the baseline.
-//! * The layout alone accounts for it. `cargo run --release -p
+//! * The layout accounts for most of it. `cargo run --release -p
 //!   tidepool-bench --bin pool_layout` runs the baseline's own code, a
 //!   `Mutex<Vec>` per pool, with the lists laid out in different ways, one
 //!   thread, 20,000 pools, each subject in its own process, 5 runs
-//!   alternating, ns per get + put (medians; runs in brackets):
+//!   alternating. Three such runs in a row (load average 1.6 before them),
+//!   ns per get + put, the three runs' medians, and the range of all 15
+//!   runs:
 //!
-//!   | where each pool's list lives | ns | × inline |
-//!   |---|---|---|
-//!   | one array, 40 bytes each (the baseline) | 36 (24–45) | 1.00 |
-//!   | one array, one 64-byte line each | 44 (31–88) | 1.23 |
-//!   | one array, one 128-byte pair of lines each | 137 (122–152) | 3.82 |
-//!   | its own 128-aligned allocation of 2,560 bytes (a pool's shared state) | 234 (164–253) | 6.49 |
-//!   | tidepool (the slot-less path) | 260 (239–272) | 7.21 |
+//!   | where each pool's list lives | ns | range | × inline |
+//!   |---|---|---|---|
+//!   | one array, 40 bytes each (the baseline) | 29, 28, 31 | 22–43 | 1.00 |
+//!   | one array, one 64-byte line each | 26, 31, 34 | 25–52 | 0.88–1.11 |
+//!   | one array, one 128-byte pair of lines each | 31, 42, 47 | 23–119 | 1.04–1.52 |
+//!   | its own 128-aligned allocation of 2,560 bytes (a pool's shared state) | 102, 176, 174 | 69–252 | 3.5–6.2 |
+//!   | tidepool, every get + put slot-less | 226, 213, 217 | 169–272 | 7.1–7.7 |
 //!
-//!   The same lock, pop and push cost 6.5 times as much once each list
-//!   sits where a pool's shared state does; an allocation of its own of
-//!   192 bytes costs 4 times as much (203 ns in a run of 3). tidepool's
-//!   slot-less get + put is within 11 % of the baseline's code laid out
-//!   like it. The step is between one line per pool and two, even packed:
-//!   20,000 lines fit the 2 MiB L2 beside the objects' lines and 40,000 do
-//!   not, and a 128-byte stride costs about what two lines do (most
-//!   likely the L2's adjacent-line prefetch, which fetches the other half
-//!   of a pair). A get + put at the
-//!   baseline's cost at 20,000 pools needs each pool's slot-less state
-//!   (lock, lone object, counts, and the id a thread checks) on one line,
-//!   those lines packed in one array apart from the rest of the pools'
-//!   state, and the handle pointing at that line: a pool that is one
-//!   `Arc` allocation of its own, however small, stays at the `spread`
-//!   row.
+//!   The same lock, pop and push cost 3.5 to 6 times as much once each
+//!   list sits where a pool's shared state does (2,560 bytes: `size_of`
+//!   of `Shared` for these objects at commit 0e73f5c7; `--spread-bytes`
+//!   sets it); an allocation of its own of 192 bytes cost 4.1 times as
+//!   much in one run (203 ns against 50 inline). Packed in one array, a
+//!   line or a pair of lines per pool stays near the baseline in most
+//!   runs. Runs vary more than the medians show: the pair of lines is
+//!   bimodal (23–35 or 90–150 ns; an earlier run of 5 had a median of 137),
+//!   most likely with where the kernel placed the pages, which decides
+//!   which lines compete for the same sets of the L2 (1 MiB per core
+//!   here). tidepool's slot-less get + put costs 1.2 to 2.1 times the
+//!   baseline's code laid out like it. So a get + put near the baseline's
+//!   cost at 20,000 pools needs each pool's slot-less state (lock, lone
+//!   object, counts, and the id a thread checks) on one line, or a pair,
+//!   those packed in one array apart from the rest of the pools' state,
+//!   and the handle pointing there; a pool that is an allocation of its
+//!   own, down to 192 bytes as measured, stays near the `spread` row.
 //! * Idle objects 3 intervals after the exit: none. During the flow the
 //!   depot's level swings as threads without a cache take and return, so
 //!   many pools see a reclaim undone and lengthen their working-set window
@@ -459,9 +463,10 @@
 //!   (`implementation`, reclaim). Before that (commit 0b9d7d1f and
 //!   earlier), 240–483 and 901–1,154 objects were left at 5,000 and 20,000
 //!   pools, gone by 17 intervals.
-//! * RSS after the exit against RSS with the pools built: 1.6× at 100
-//!   pools, 3.1× at 1,000, 2.1× at 5,000, 1.7× at 20,000. The live heap
-//!   grows less (2×, 2.3×, 1.5×, 1.4×): slots (one per thread that cached
+//! * RSS after the exit against RSS with the pools built: 1.5× at 100
+//!   pools, 3.1× at 1,000, 2.1× at 5,000, 1.6× at 20,000. The live heap
+//!   grows less (2.3×, 2.2×, 1.45×, 1.25×; the heap of 100 unused pools
+//!   is only 0.3 MB): slots (one per thread that cached
 //!   in a pool, 256 bytes) stay. The rest is the allocator's: the threads'
 //!   freed batches and objects sit in pages that also hold live slots, and
 //!   `malloc_trim` returns almost none of it.

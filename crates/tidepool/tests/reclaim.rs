@@ -299,26 +299,59 @@ fn a_lengthened_window_shrinks_back_when_nothing_is_made_again() {
 /// A pool nobody uses any more goes down to `min_idle` two quiet intervals
 /// after its last use, whatever its window grew to: the peak a period-3
 /// load taught it to keep has no next need once every get and put has
-/// stopped (a longer window would keep it four intervals).
+/// stopped (its window of four would keep the peak through four quiet
+/// intervals).
 #[test]
 fn a_pool_nobody_uses_falls_to_min_idle_after_two_quiet_intervals_whatever_its_window() {
     for min_idle in [0, 4] {
         let r = rig(min_idle);
-        for i in 0..6 {
+        // 64, 8, 8 (the peak's 56 reclaimed, and the window grows), 64.
+        for i in 0..4 {
             r.use_n(if i % 3 == 0 { 64 } else { 8 });
             r.end_interval();
         }
-        assert_eq!(r.stats().idle, 64, "the window grew: the peak stays");
+        assert_eq!(r.stats().idle, 64, "the peak is back");
         // Nothing at all from here: the thread's cache is taken at the
         // first quiet pass, and everything above min_idle goes at the
         // second.
-        let reclaimed: Vec<usize> = (0..4).map(|_| r.end_interval()).collect();
-        assert_eq!(reclaimed, [0, 64 - min_idle, 0, 0], "min_idle {min_idle}");
+        let reclaimed: Vec<usize> = (0..5).map(|_| r.end_interval()).collect();
+        assert_eq!(
+            reclaimed,
+            [0, 64 - min_idle, 0, 0, 0],
+            "min_idle {min_idle}"
+        );
         let s = r.stats();
         assert_eq!((s.idle, s.live), (min_idle as u64, 0));
         assert_consistent(&s, &r.ledger);
         r.finish();
     }
+}
+
+/// A pause as long as the longest window or longer is not learnt: a pool
+/// that comes back after one and then stops again still falls to
+/// `min_idle` two quiet intervals after its last use, though its window
+/// is four.
+#[test]
+fn a_pause_past_the_longest_window_is_not_learnt() {
+    let r = rig(0);
+    let period = |r: &Rig| {
+        for i in 0..4 {
+            r.use_n(if i % 3 == 0 { 64 } else { 8 });
+            r.end_interval();
+        }
+    };
+    period(&r); // the window grows to four
+    let pause: Vec<usize> = (0..20).map(|_| r.end_interval()).collect();
+    assert_eq!(pause.iter().sum::<usize>(), 64);
+    assert_eq!(
+        pause[1], 64,
+        "nobody used it: gone after two quiet intervals"
+    );
+    period(&r);
+    assert_eq!(r.stats().idle, 64);
+    let reclaimed: Vec<usize> = (0..5).map(|_| r.end_interval()).collect();
+    assert_eq!(reclaimed, [0, 64, 0, 0, 0]);
+    r.finish();
 }
 
 /// A load with whole quiet intervals between its peaks (64 every third

@@ -14,7 +14,10 @@
 //!   of `--spread-bytes` (by default the size of a tidepool pool's shared
 //!   state, one `Arc` allocation per pool);
 //! * `tidepool`: tidepool pools (every default, `reclaim_interval` 100 s so
-//!   that no pass runs), for comparison.
+//!   that no pass runs), for comparison: the thread first takes a cache in
+//!   2,048 other pools, more than its fill of caches (`MAX_CACHES`), so that
+//!   every get + put timed is slot-less, as nearly all are among 20,000
+//!   pools.
 //!
 //! Each subject runs in its own child process, `--runs` times, the
 //! subjects alternating; reported: the median ns per get + put over the
@@ -35,6 +38,14 @@ fn make() -> Obj {
 }
 
 const SUBJECTS: [&str; 5] = ["inline", "dense64", "dense128", "spread", "tidepool"];
+
+/// Pools the `tidepool` subject's thread takes a cache in before the
+/// timed ones: more than a thread's fill of caches.
+const FILL: usize = 2048;
+
+/// The largest `--spread-bytes`: a page's worth of lines per pool is more
+/// than any pool's shared state.
+const MAX_SPREAD: usize = 1 << 16;
 
 #[repr(C, align(64))]
 struct Line(List);
@@ -136,14 +147,21 @@ fn child(subject: &str, pools: usize, ops: usize, spread: usize) -> Result<f64, 
             time(pools, ops, |i| round_trip(v[i].list()))
         }
         "tidepool" => {
-            let v: Vec<tidepool::Pool<Make>> = (0..pools)
-                .map(|_| {
-                    tidepool::Pool::builder(make as Make)
-                        .reclaim_interval(Duration::from_secs(100))
-                        .build()
-                        .map_err(|e| e.to_string())
-                })
-                .collect::<Result<_, _>>()?;
+            let build = |n: usize| -> Result<Vec<tidepool::Pool<Make>>, String> {
+                (0..n)
+                    .map(|_| {
+                        tidepool::Pool::builder(make as Make)
+                            .reclaim_interval(Duration::from_secs(100))
+                            .build()
+                            .map_err(|e| e.to_string())
+                    })
+                    .collect()
+            };
+            let fill = build(FILL)?;
+            for pool in &fill {
+                drop(pool.get().expect("an infallible manager"));
+            }
+            let v = build(pools)?;
             time(pools, ops, |i| {
                 let mut g = v[i].get().expect("an infallible manager");
                 black_box(&mut g)[0] = 1;
@@ -179,7 +197,16 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--pools" => a.pools = value("--pools")?,
             "--ops" => a.ops = value("--ops")?,
             "--runs" => a.runs = value("--runs")?,
-            "--spread-bytes" => a.spread = value("--spread-bytes")?,
+            "--spread-bytes" => {
+                a.spread = value("--spread-bytes")?;
+                if !(size_of::<List>()..=MAX_SPREAD).contains(&a.spread) {
+                    return Err(format!(
+                        "--spread-bytes: {} is outside {}..={MAX_SPREAD}",
+                        a.spread,
+                        size_of::<List>()
+                    ));
+                }
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -238,15 +265,24 @@ fn main() -> ExitCode {
                 .args(["--child", subject])
                 .args([a.pools, a.ops, a.spread].map(|n| n.to_string()))
                 .output();
-            let parsed = out.ok().filter(|o| o.status.success()).and_then(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .find_map(|l| l.strip_prefix("RESULT ")?.trim().parse::<f64>().ok())
-            });
+            let out = match out {
+                Ok(out) => out,
+                Err(e) => {
+                    eprintln!("pool_layout: could not run the {subject} child: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let parsed = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .find_map(|l| l.strip_prefix("RESULT ")?.trim().parse::<f64>().ok());
             match parsed {
-                Some(v) => ns[s].push(v),
-                None => {
-                    eprintln!("pool_layout: the {subject} child failed");
+                Some(v) if out.status.success() => ns[s].push(v),
+                _ => {
+                    eprintln!(
+                        "pool_layout: the {subject} child failed ({}): {}",
+                        out.status,
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    );
                     return ExitCode::FAILURE;
                 }
             }

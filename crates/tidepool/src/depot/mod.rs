@@ -36,7 +36,9 @@
 //! needing its objects never sees them destroyed. The window is 2 intervals
 //! (kmem's) unless the pool has seen what it reclaimed being made again
 //! (`shared/pass.rs`): then it spans the distance from the reclaim to the
-//! new demand, so a load whose need recurs every few intervals keeps it.
+//! new demand, so a load whose need recurs every few intervals keeps it,
+//! and back to 2 for a pool nobody has used for longer than it ever paused
+//! (`tick_window`).
 
 mod lone;
 mod loose;

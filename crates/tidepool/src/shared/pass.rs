@@ -93,16 +93,21 @@ struct PassState {
     created: u64,
     /// Intervals since the window last grew.
     window_kept: u64,
-    /// The lone gets and returns (threads with no cache here) at the last
-    /// pass: with the caches' counts, whether anything used the pool.
-    lone_seen: (u64, u64),
-    /// Intervals since the last pass that saw the pool used at all (no
-    /// get or put on any thread since).
+    /// The pool's other counts of use at the last pass (see
+    /// `other_uses`): with the caches' counts, whether anything used the
+    /// pool since.
+    others_seen: [u64; 3],
+    /// Intervals since the last pass that saw the pool used (see
+    /// `tick_window`).
     quiet: u64,
-    /// The longest such pause the pool has shown and then been used again
-    /// (at most [`MAX_WINDOW`]): a pool quiet for longer has stopped being
-    /// used, as far as its history tells (see `tick_window`).
+    /// The longest such pause, shorter than [`MAX_WINDOW`], that the pool
+    /// has shown and then been used again after: a pool quiet for longer
+    /// has stopped being used, as far as its history tells. Lowered by
+    /// one after every [`WINDOW_SHRINK_AFTER`] intervals of use, as the
+    /// window is.
     longest_quiet: u64,
+    /// Intervals of use since `longest_quiet` last grew or was lowered.
+    quiet_kept: u64,
     /// The batch grew at the end of the last window: caches pick the new
     /// size up only at their next depot visit, so the window after a
     /// growth still carries exchanges of the old size. It only settles
@@ -340,13 +345,20 @@ impl<M: Manage> Shared<M> {
             let taken = Slot::revoke_remote(quiet, IfBusy::Flush);
             let passing = Slot::revoke_remote(put_only, IfBusy::Flush);
             self.adapt_window(&mut state, intervals);
-            let lone = self.depot.lone_counts(&self.lone);
-            used |= std::mem::replace(&mut state.lone_seen, lone) != lone;
+            let others = self.other_uses();
+            used |= std::mem::replace(&mut state.others_seen, others) != others;
             let window = Self::tick_window(&mut state, used, intervals);
             let tick = self.depot.tick(intervals, self.config.min_idle, window);
             let reclaiming: u64 = tick.reclaim.iter().map(|b| b.len() as u64).sum();
             if reclaiming > 0 {
-                state.reclaimed_at = Some((state.intervals, window));
+                // How long the reclaimed objects had sat unused: the window,
+                // or the whole pause of a pool nobody used.
+                let unused = if used {
+                    window
+                } else {
+                    window.max(state.quiet as usize)
+                };
+                state.reclaimed_at = Some((state.intervals, unused.min(MAX_WINDOW)));
             }
             // Objects trimmed from busy caches within the window are
             // reclaimed now if nobody took them: that is the trim working,
@@ -431,25 +443,48 @@ impl<M: Manage> Shared<M> {
         }
     }
 
+    /// The counts of use that no cache's `(gets, returns)` holds: the
+    /// depot's lone gets and returns, and the slot-less gets that created
+    /// or adopted plus the objects handed to and from waiters. Under the
+    /// pass lock (the lone counts take the depot's).
+    fn other_uses(&self) -> [u64; 3] {
+        let (gets, returns) = self.depot.lone_counts(&self.lone);
+        let elsewhere = self.slotless.gets.read()
+            + self.counters.waiter_gets.read()
+            + self.counters.waiter_returns.read()
+            + self.counters.adopted.read();
+        [gets, returns, elsewhere]
+    }
+
     /// The window this pass's tick uses: the working-set window, or
-    /// [`MIN_WINDOW`] for a pool nobody has used (no get or put on any
-    /// thread, with a cache or without) through more whole intervals than
-    /// any pause it has shown and then been used again after, and through
-    /// at least [`MIN_WINDOW`] of them. A window lengthened by a load that
-    /// recurs keeps objects for that load's next need; a pool that went
-    /// quiet for longer than the load ever paused has no next need it
-    /// knows of, and its idle objects go down to `min_idle` as a fresh
-    /// pool's would. A pool that does come back then lengthens its pause
-    /// (and, through what it makes again, its window), so a load with
-    /// quiet gaps learns them as one that only dips learns its period.
-    /// Under the pass lock; `used`: something used the pool in the
-    /// `intervals` just ended.
+    /// [`MIN_WINDOW`] for a pool nobody has used (no count of a get or put
+    /// moved: a cache's, the depot's lone ones, a waiter's, an adoption)
+    /// through more whole intervals than any pause it has shown and then
+    /// been used again after, and through at least [`MIN_WINDOW`] of them.
+    /// A window lengthened by a load that recurs keeps objects for that
+    /// load's next need; a pool that went quiet for longer than the load
+    /// ever paused has no next need it knows of, and its idle objects go
+    /// down to `min_idle` as a fresh pool's would. A pool that does come
+    /// back then learns its pause (and, through what it makes again, its
+    /// window), so a load with quiet gaps learns them as one that only dips
+    /// learns its period; a pause of [`MAX_WINDOW`] or more is not learnt,
+    /// since no window keeps objects that long. Under the pass lock;
+    /// `used`: something used the pool in the `intervals` just ended.
     fn tick_window(state: &mut PassState, used: bool, intervals: u64) -> usize {
         if used {
             // The pause ended somewhere in those intervals: at most this long.
-            let pause = state.quiet + intervals - 1;
-            state.longest_quiet = state.longest_quiet.max(pause).min(MAX_WINDOW as u64);
+            let pause = state.quiet.saturating_add(intervals - 1);
             state.quiet = 0;
+            if pause > state.longest_quiet && pause < MAX_WINDOW as u64 {
+                state.longest_quiet = pause;
+                state.quiet_kept = 0;
+            } else {
+                state.quiet_kept = state.quiet_kept.saturating_add(intervals);
+                if state.quiet_kept >= WINDOW_SHRINK_AFTER && state.longest_quiet > 0 {
+                    state.longest_quiet -= 1;
+                    state.quiet_kept = 0;
+                }
+            }
             return state.idle_window;
         }
         state.quiet = state.quiet.saturating_add(intervals);
