@@ -82,6 +82,16 @@ impl Rig {
         ids
     }
 
+    /// Four intervals of a load that peaks every third: 64, 8, 8 (the
+    /// peak's 56 reclaimed at the end of the third, and the window grows
+    /// to four when they are made again), 64.
+    fn peak_then_back(&self) {
+        for i in 0..4 {
+            self.use_n(if i % 3 == 0 { 64 } else { 8 });
+            self.end_interval();
+        }
+    }
+
     fn stats(&self) -> Stats {
         self.pool.stats()
     }
@@ -305,11 +315,7 @@ fn a_lengthened_window_shrinks_back_when_nothing_is_made_again() {
 fn a_pool_nobody_uses_falls_to_min_idle_after_two_quiet_intervals_whatever_its_window() {
     for min_idle in [0, 4] {
         let r = rig(min_idle);
-        // 64, 8, 8 (the peak's 56 reclaimed, and the window grows), 64.
-        for i in 0..4 {
-            r.use_n(if i % 3 == 0 { 64 } else { 8 });
-            r.end_interval();
-        }
+        r.peak_then_back();
         assert_eq!(r.stats().idle, 64, "the peak is back");
         // Nothing at all from here: the thread's cache is taken at the
         // first quiet pass, and everything above min_idle goes at the
@@ -334,20 +340,14 @@ fn a_pool_nobody_uses_falls_to_min_idle_after_two_quiet_intervals_whatever_its_w
 #[test]
 fn a_pause_past_the_longest_window_is_not_learnt() {
     let r = rig(0);
-    let period = |r: &Rig| {
-        for i in 0..4 {
-            r.use_n(if i % 3 == 0 { 64 } else { 8 });
-            r.end_interval();
-        }
-    };
-    period(&r); // the window grows to four
+    r.peak_then_back(); // the window grows to four
     let pause: Vec<usize> = (0..20).map(|_| r.end_interval()).collect();
     assert_eq!(pause.iter().sum::<usize>(), 64);
     assert_eq!(
         pause[1], 64,
         "nobody used it: gone after two quiet intervals"
     );
-    period(&r);
+    r.peak_then_back();
     assert_eq!(r.stats().idle, 64);
     let reclaimed: Vec<usize> = (0..5).map(|_| r.end_interval()).collect();
     assert_eq!(reclaimed, [0, 64, 0, 0, 0]);

@@ -93,10 +93,10 @@ struct PassState {
     created: u64,
     /// Intervals since the window last grew.
     window_kept: u64,
-    /// The pool's other counts of use at the last pass (see
-    /// `other_uses`): with the caches' counts, whether anything used the
-    /// pool since.
-    others_seen: [u64; 3],
+    /// The sum of the pool's other counts of use at the last pass (see
+    /// `other_uses`; each only grows, so the sum moves when any does):
+    /// with the caches' counts, whether anything used the pool since.
+    others_seen: u64,
     /// Intervals since the last pass that saw the pool used (see
     /// `tick_window`).
     quiet: u64,
@@ -161,6 +161,21 @@ const ONE_WAY_HOLD: Duration = Duration::from_millis(10);
 /// exchanges move 2,048 objects; a pool that rarely visits the depot never
 /// gets here between passes.
 const WINDOW_EXCHANGES: u64 = 64;
+
+/// Adds `intervals` to `kept`, the intervals `value` has held; once they
+/// reach [`WINDOW_SHRINK_AFTER`], lowers `value` by one towards `floor`
+/// and starts counting again. What the pass learnt (the window, the
+/// longest pause) so fades when nothing renews it.
+fn shrink_when_kept<N>(value: &mut N, floor: N, kept: &mut u64, intervals: u64)
+where
+    N: Copy + PartialOrd + std::ops::SubAssign + From<u8>,
+{
+    *kept = kept.saturating_add(intervals);
+    if *kept >= WINDOW_SHRINK_AFTER && *value > floor {
+        *value -= N::from(1);
+        *kept = 0;
+    }
+}
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -352,13 +367,10 @@ impl<M: Manage> Shared<M> {
             let reclaiming: u64 = tick.reclaim.iter().map(|b| b.len() as u64).sum();
             if reclaiming > 0 {
                 // How long the reclaimed objects had sat unused: the window,
-                // or the whole pause of a pool nobody used.
-                let unused = if used {
-                    window
-                } else {
-                    window.max(state.quiet as usize)
-                };
-                state.reclaimed_at = Some((state.intervals, unused.min(MAX_WINDOW)));
+                // or the whole pause of a pool nobody used (`quiet` is 0
+                // after a pass that saw use).
+                let unused = window.max(state.quiet as usize).min(MAX_WINDOW);
+                state.reclaimed_at = Some((state.intervals, unused));
             }
             // Objects trimmed from busy caches within the window are
             // reclaimed now if nobody took them: that is the trim working,
@@ -436,24 +448,30 @@ impl<M: Manage> Shared<M> {
                 }
             }
         }
-        state.window_kept += intervals;
-        if state.window_kept >= WINDOW_SHRINK_AFTER && state.idle_window > MIN_WINDOW {
-            state.idle_window -= 1;
-            state.window_kept = 0;
-        }
+        shrink_when_kept(
+            &mut state.idle_window,
+            MIN_WINDOW,
+            &mut state.window_kept,
+            intervals,
+        );
     }
 
     /// The counts of use that no cache's `(gets, returns)` holds: the
     /// depot's lone gets and returns, and the slot-less gets that created
     /// or adopted plus the objects handed to and from waiters. Under the
     /// pass lock (the lone counts take the depot's).
-    fn other_uses(&self) -> [u64; 3] {
+    fn other_uses(&self) -> u64 {
         let (gets, returns) = self.depot.lone_counts(&self.lone);
-        let elsewhere = self.slotless.gets.read()
-            + self.counters.waiter_gets.read()
-            + self.counters.waiter_returns.read()
-            + self.counters.adopted.read();
-        [gets, returns, elsewhere]
+        [
+            gets,
+            returns,
+            self.slotless.gets.read(),
+            self.counters.waiter_gets.read(),
+            self.counters.waiter_returns.read(),
+            self.counters.adopted.read(),
+        ]
+        .into_iter()
+        .fold(0, u64::wrapping_add)
     }
 
     /// The window this pass's tick uses: the working-set window, or
@@ -479,11 +497,12 @@ impl<M: Manage> Shared<M> {
                 state.longest_quiet = pause;
                 state.quiet_kept = 0;
             } else {
-                state.quiet_kept = state.quiet_kept.saturating_add(intervals);
-                if state.quiet_kept >= WINDOW_SHRINK_AFTER && state.longest_quiet > 0 {
-                    state.longest_quiet -= 1;
-                    state.quiet_kept = 0;
-                }
+                shrink_when_kept(
+                    &mut state.longest_quiet,
+                    0,
+                    &mut state.quiet_kept,
+                    intervals,
+                );
             }
             return state.idle_window;
         }
