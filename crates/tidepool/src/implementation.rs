@@ -846,13 +846,21 @@
 //!   each sweep that leaves it full), and remembers the table in which it
 //!   last found no slot of its own (`absent`; only a thread allocates its
 //!   own slots, and it forgets this when it does), so the put after a
-//!   slot-less get looks nothing up again:
+//!   slot-less get looks nothing up again. The get does not look either:
+//!   the pool's first line holds `slotted`, one bit per thread id below 64,
+//!   set by that thread when it allocates its slot and never cleared, so a
+//!   thread whose bit is clear knows it has no cache there from the line
+//!   it reads anyway (`thread::surely_slotless`). The get and put that
+//!   know it go straight to the depot (`get_slow`'s first test,
+//!   `put_absent`), in frames that hold nothing of the refill or the
+//!   claim:
 //!
 //!   ```text
 //!   cached(thread) = |list(thread)| <= MAX_CACHES
 //!   sweep work <= MAX_CACHES per 64 × MAX_CACHES refusals
 //!   refusals_left(thread) > 0  ⇒  |list(thread)| == MAX_CACHES
 //!   absent(thread) == table.id ⇒  table has no slot for thread
+//!   tid < 64 ∧ slotted & (1 << tid) == 0  ⇒  table has no slot for tid
 //!   ```
 //! * **Cache and TLB misses on the slot-less path.** With thousands of pools
 //!   few of a pool's lines stay in the caches, so a get and a put there cost
@@ -862,7 +870,8 @@
 //!   `shared/mod.rs` and `depot/mod.rs` check it):
 //!
 //!   ```text
-//!   line 0   waiters' count, batch size, table id, background   read: every get, put
+//!   line 0   waiters' count, batch size, table id, slotted,     read: every get, put
+//!            background
 //!            lone gets and returns (depot/lone.rs)               written: slot-less ones
 //!   line 1   the depot's lock, loose object, objects, cap, marks written: every depot op
 //!   ```
@@ -871,7 +880,8 @@
 //!   id sits there as a copy (`table_id == slots.id()`, set once), so no
 //!   hot path reaches the table's own line, and the waiters' queue is
 //!   boxed so that only its count takes room there. Line 0 is written only
-//!   by slot-less gets and puts and by waiters coming and going, never by
+//!   by slot-less gets and puts, by waiters coming and going and once per
+//!   thread that allocates its slot (`slotted`), never by
 //!   the depot operations of cached threads (their refills and trims write
 //!   line 1).
 //!

@@ -394,11 +394,22 @@
 //!   fill refuses new caches with a thread-local countdown, remembers the
 //!   table where it found no slot, and the depot counts its gets and
 //!   returns under its lock (`implementation`, many pools per thread): a
-//!   slot-less get + drop of a boxed object is 318 instructions
+//!   slot-less get + drop of a boxed object is 230 instructions
 //!   (`bin/budget.sh`, `slotless_get_drop`), 653 at commit 9817261c,
-//!   before these three changes. It touches two lines of the pool, one
-//!   128-byte pair, and the object; four lines before commit f97ddb93 (the
+//!   before these three changes, and 318 at commit 91802f8c, before the
+//!   pool's `slotted` word let the get skip the slot table and the get and
+//!   put with no cache went straight to the depot. It touches two lines of
+//!   the pool, one 128-byte pair, and the object; four lines before commit
+//!   f97ddb93, and the table's lines too before the `slotted` word (the
 //!   layout in `implementation`, many pools per thread).
+//! * The `slotted` word and the short slot-less frames against commit
+//!   91802f8c, built apart and alternating, ns per get + put, medians:
+//!   `pool_layout` (one thread, 20,000 pools), 191 → 117 and 193 → 107
+//!   (two runs of 3 each); `many_pools --child tidepool 20000 100 --secs 1
+//!   --builds 0`, one thread 290 → 215 (1.35×), 8 threads 1,406 → 969
+//!   (1.45×), 4 runs each, spread 171–293 and 727–1,662 ns in the new
+//!   code. The `Mutex<Vec>` took 128–468 ns with 8 threads in the same
+//!   minutes.
 //! * Paired runs against that code (`many_pools --child tidepool P 100
 //!   --secs 1 --builds 0 --threads T`, commit 9817261c built apart,
 //!   alternating, 5 each; ns per get + put, medians): one thread, 5,000

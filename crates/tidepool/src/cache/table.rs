@@ -75,6 +75,19 @@ fn locate(tid: usize) -> (usize, usize) {
     (bucket, n - (1 << bucket))
 }
 
+#[cfg(test)]
+std::thread_local! {
+    /// Lookups of the calling thread's slot in some table (`local_slow`)
+    /// so far, for the tests that count the work of a slot-less get.
+    static LOOKUPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times this thread has looked its slot up in a table.
+#[cfg(test)]
+pub(crate) fn lookups() -> u64 {
+    LOOKUPS.with(std::cell::Cell::get)
+}
+
 impl<T> SlotTable<T> {
     pub(crate) fn new() -> Self {
         // Ids are only compared, never ordered, and a u64 does not wrap.
@@ -177,20 +190,11 @@ impl<T> SlotTable<T> {
         None
     }
 
-    /// Whether the calling thread's last lookup in this table found no
-    /// slot, which then still holds (see [`thread::absent`]): one
-    /// thread-local load, where [`local`](Self::local) would look again.
-    /// `id` is this table's (a wrong one only gives a wrong answer, which
-    /// the callers' later lookups correct; debug-checked).
-    #[inline(always)]
-    pub(crate) fn known_absent(&self, id: u64) -> bool {
-        debug_assert_eq!(id, self.id);
-        thread::absent() == id
-    }
-
     #[cold]
     #[inline(never)]
     fn local_slow(&self) -> Option<&Slot<T>> {
+        #[cfg(test)]
+        LOOKUPS.with(|n| n.set(n.get() + 1));
         // The raw pointer, not one made from a `&Slot`: it is used again in
         // later calls, after other borrows of the slot came and went.
         let Some(slot) = self.slot_ptr(thread::current_tid()?) else {

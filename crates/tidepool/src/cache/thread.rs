@@ -127,10 +127,37 @@ pub(crate) fn remember(table: u64, slot: NonNull<()>) {
     });
 }
 
-/// The table in which this thread last found it has no slot (0: none).
+/// Thread ids that [`slot_bit`] gives a bit: a pool's first line keeps one
+/// word with a bit per such id (`Shared::slotted`).
+pub(crate) const SLOT_BITS: usize = u64::BITS as usize;
+
+/// The bit of a pool's `slotted` word that says the thread with id `tid`
+/// has a slot there; 0 for ids past [`SLOT_BITS`], which the word does
+/// not cover.
 #[inline(always)]
-pub(crate) fn absent() -> u64 {
-    HOT.try_with(|hot| hot.absent.get()).unwrap_or(0)
+pub(crate) fn slot_bit(tid: usize) -> u64 {
+    if tid < SLOT_BITS {
+        1 << tid
+    } else {
+        0
+    }
+}
+
+/// Whether this thread surely has no slot in the table `table`, whose
+/// pool's `slotted` word is `slotted`: the table is the one this thread
+/// last found no slot in ([`note_absent`]), or this thread's id has a bit there and it is clear. Only a
+/// thread allocates its own slot, and it sets its bit when it does, so a
+/// clear bit holds until this very thread changes it. `true` only for a
+/// registered thread that is not exiting (both are cleared at its exit).
+/// One thread-local access and no look at the table: the slot-less get
+/// and put ask this first.
+#[inline(always)]
+pub(crate) fn surely_slotless(table: u64, slotted: u64) -> bool {
+    HOT.try_with(|hot| {
+        let bit = slot_bit(hot.tid.get());
+        hot.absent.get() == table || (bit != 0 && slotted & bit == 0)
+    })
+    .unwrap_or(false)
 }
 
 /// Notes that this thread has no slot in the table `table`.
@@ -143,7 +170,7 @@ pub(crate) fn note_absent(table: u64) {
     });
 }
 
-/// This thread is about to allocate a slot: what [`absent`] said may no
+/// This thread is about to allocate a slot: what [`note_absent`] noted may no
 /// longer hold.
 #[inline]
 pub(crate) fn forget_absent() {

@@ -82,10 +82,23 @@ pub(crate) fn enter_reclaimer() {
 
 /// A share of the fork gate if this is the reclaimer thread, `None`
 /// elsewhere. Hold it while holding a pool lock; never across user code.
+/// Inlined: every depot visit asks, and on any thread but the reclaimer
+/// the answer is one thread-local load.
+#[inline(always)]
 pub(crate) fn gate() -> Option<RwLockReadGuard<'static, ()>> {
+    if ON_RECLAIMER.try_with(Cell::get).unwrap_or(false) {
+        Some(gate_slow())
+    } else {
+        None
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn gate_slow() -> RwLockReadGuard<'static, ()> {
     // `read_recursive`: a gated section may nest in another on the same
     // thread even while `prepare` waits to write.
-    (ON_RECLAIMER.try_with(Cell::get).unwrap_or(false)).then(|| GATE.read_recursive())
+    GATE.read_recursive()
 }
 
 /// What the child handler runs after starting a new generation: the

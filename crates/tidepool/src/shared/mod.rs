@@ -53,7 +53,7 @@ use crate::cache::{thread, LocalSlot, SlotTable, ThreadExit};
 use crate::callbacks::{self, Callbacks, Caught, PanicRecord, Site};
 use crate::depot::{Depot, Lone};
 use crate::reclaim::Clock;
-use crate::sync::atomic::{fence, AtomicUsize, Ordering};
+use crate::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::SharedCounter;
 use crate::{Config, ConfigError, Error, Manage, Stats};
 use lifetime::Life;
@@ -106,6 +106,13 @@ pub(crate) struct Shared<M: Manage> {
     /// Gets served and returns taken by the depot for threads with no
     /// cache here, counted under the depot's lock (`depot/lone.rs`).
     lone: Lone,
+    /// Which threads have a slot in `slots`: bit `t` (`thread::slot_bit`)
+    /// set by thread `t` when it allocates its slot, never cleared (a slot
+    /// lives as long as the table). A thread whose bit is clear knows it
+    /// has no cache here without looking in the table, whose lines the
+    /// slot-less get would otherwise touch:
+    /// `slotted & slot_bit(t) == 0  ⇒  slots has no slot for t`.
+    slotted: AtomicU64,
     /// `config.background`, kept here too: a put by a thread with no cache
     /// reads it, and `config` is on another line.
     background: bool,
@@ -187,6 +194,7 @@ impl<M: Manage> Shared<M> {
             table_id: slots.id(),
             slots,
             lone: Lone::new(),
+            slotted: AtomicU64::new(0),
             counters: CachePadded::default(),
             reclaim: CachePadded::new(ReclaimShared::new(
                 clock,
@@ -278,12 +286,13 @@ impl<M: Manage> Shared<M> {
         Some(unsafe { LocalSlot::new(slot) })
     }
 
-    /// Whether this thread's last lookup in this pool's table found no slot
-    /// of its own (see [`SlotTable::known_absent`]): one thread-local load
-    /// and the pool's first line.
+    /// Whether this thread surely has no slot here: its last lookup in this
+    /// pool's table found none, or its bit in `slotted` is clear (see
+    /// [`thread::surely_slotless`]). One thread-local access and the pool's
+    /// first line; the table itself is not touched.
     #[inline(always)]
     fn known_absent(&self) -> bool {
-        self.slots.known_absent(self.table_id)
+        thread::surely_slotless(self.table_id, self.slotted.load(Ordering::Relaxed))
     }
 
     /// This thread's cache, claimed (or re-claimed after a revocation) now
@@ -325,6 +334,10 @@ impl<M: Manage> Shared<M> {
             _ => {
                 // SAFETY: as above.
                 let local = unsafe { LocalSlot::new(this.slots.get_or_alloc(tid)) };
+                // Only this thread sets its bit, after its slot exists (see
+                // `slotted`); it reads its own write back.
+                this.slotted
+                    .fetch_or(thread::slot_bit(tid), Ordering::Relaxed);
                 local.set_watched(true);
                 local
             }
@@ -432,6 +445,17 @@ impl<M: Manage> Shared<M> {
     #[cold]
     #[inline(never)]
     fn get_slow(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
+        // With thousands of pools, most gets: no cache here, and this
+        // thread at its fill of them. Straight to the depot, in a frame
+        // that holds nothing of the refill below.
+        if this.known_absent() && thread::refuse_cheaply() {
+            return this.get_slotless();
+        }
+        Self::get_refill(this)
+    }
+
+    #[inline(never)]
+    fn get_refill(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
         match Self::refill::<true>(this) {
             Ok(Some(item)) => Ok(item),
             Ok(None) => unreachable!("a get that may create always ends with an object"),
@@ -565,19 +589,30 @@ impl<M: Manage> Shared<M> {
         self.get_slotless().map(Some)
     }
 
-    #[cold]
+    #[inline(always)]
     fn get_slotless(&self) -> Result<M::Item, Error<M::Error>> {
+        match self.depot.take_lone(&self.lone) {
+            Some(item) => Ok(item),
+            None => self.get_slotless_create(),
+        }
+    }
+
+    /// [`get_slotless`](Self::get_slotless) with the depot empty: create,
+    /// or at `max_live` recycle and look in the depot again.
+    #[cold]
+    #[inline(never)]
+    fn get_slotless_create(&self) -> Result<M::Item, Error<M::Error>> {
         let mut rounds = 0;
         let item = loop {
-            if let Some(item) = self.depot.take_lone(&self.lone) {
-                return Ok(item);
-            }
             match self.create() {
                 Ok(item) => break item,
                 Err(Error::Exhausted { .. })
                     if rounds < at_limit::ROUNDS && self.recycle_before_failing(None) =>
                 {
                     rounds += 1;
+                    if let Some(item) = self.depot.take_lone(&self.lone) {
+                        return Ok(item);
+                    }
                 }
                 Err(e) => return Err(e),
             }
@@ -1031,7 +1066,8 @@ mod layout_tests {
     /// A get and a put by a thread with no cache here (with thousands of
     /// pools, most of them) touch two lines of the pool, one aligned pair:
     /// the first (the waiters' count, the batch size, the table's id,
-    /// `background`, which every get and put reads, and the lone counts)
+    /// `slotted`, `background`, which every get and put reads, and the
+    /// lone counts)
     /// and the depot's (its lock, loose object and marks; see
     /// `depot::tests`). Each line is a likely cache and TLB miss when the
     /// pools outnumber the caches.
@@ -1046,6 +1082,7 @@ mod layout_tests {
             offset_of!(S, table_id),
             offset_of!(S, lone),
             offset_of!(S, lone) + size_of::<Lone>() - 1,
+            offset_of!(S, slotted),
             offset_of!(S, background),
         ];
         assert!(first.iter().all(|&o| line(o) == 0), "{first:?}");

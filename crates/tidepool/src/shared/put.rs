@@ -14,10 +14,12 @@
 //!    ├─ Panicked            recycle panicked ─► recycle_panicked_from
 //!    └─ Other { recycled }  ─► put_other_from ─► put_other
 //!                                │ not recycled yet: panicking? ─► discard
-//!                                │                   no cache yet ─► put_cold
-//!                                │                   recycle (may destroy)
-//!                                │   (put_cold, the thread at its fill of
-//!                                │    caches ─► put_slotless at once)
+//!                                │   known to have no cache ─► put_absent
+//!                                │   no cache yet ─► put_cold
+//!                                │   recycle (may destroy)
+//!                                │   (put_absent, put_cold: the thread at
+//!                                │    its fill of caches ─► put_slotless
+//!                                │    at once)
 //!                                ├─ waiters at max_live ─► hand_to_waiter
 //!                                ▼
 //!                       push_local_or_slow ─► `loaded`/`spare` swap
@@ -203,7 +205,11 @@ impl<M: Manage> Shared<M> {
         } else if std::thread::panicking() {
             // The object may be half-updated.
             return this.discard(item);
-        } else if this.known_absent() || this.local().is_none() {
+        } else if this.known_absent() {
+            // A thread that knows it has no slot here is registered and not
+            // exiting (`thread::surely_slotless`).
+            return Self::put_absent(this, item);
+        } else if this.local().is_none() {
             return Self::put_cold(this, item);
         } else {
             match this.recycle(item, Site::Caller) {
@@ -245,6 +251,21 @@ impl<M: Manage> Shared<M> {
             Some(_) => Site::Caller,
             None => Site::ThreadExit,
         };
+        Self::put_uncached(this, item, site);
+    }
+
+    /// A thread that knows it has no cache here (the put after a slot-less
+    /// get): [`put_cold`](Self::put_cold) without its look at the thread's
+    /// state.
+    #[inline(always)]
+    fn put_absent(this: &Arc<Self>, item: M::Item) {
+        Self::put_uncached(this, item, Site::Caller);
+    }
+
+    /// The rest of [`put_cold`](Self::put_cold): recycled, the object goes
+    /// to a waiter, the depot, or a cache claimed now.
+    #[inline(always)]
+    fn put_uncached(this: &Arc<Self>, item: M::Item, site: Site) {
         if let Some(item) = this.recycle(item, site) {
             // As in `put_other`: a waiter that queues after this look is
             // served by `put_slow`, which looks again after a fresh claim

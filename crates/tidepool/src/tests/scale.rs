@@ -216,6 +216,68 @@ fn a_thread_at_its_fill_refuses_without_asking_its_list() {
     assert_eq!(manager.destroyed.load(Ordering::Relaxed), made);
 }
 
+/// A slot-less get and put (a thread at its fill of caches, in a pool
+/// where it has none) look in no slot table: the pool's `slotted` word
+/// says the thread has no slot there, so the round trip touches the pool's
+/// first line and the depot's, not the table's lines. The thread first
+/// looks in each pool once (the gets that fill its caches), then cycles
+/// over the pools past its fill, each visit to another pool than the last,
+/// as a thread moving among thousands of pools does.
+#[test]
+#[cfg_attr(miri, ignore = "builds over a thousand pools")]
+fn a_slotless_round_trip_looks_in_no_slot_table() {
+    use crate::cache::table::lookups;
+    use crate::cache::thread::{current_tid, MAX_CACHES, SLOT_BITS};
+    const EXTRA: usize = 64;
+    const ROUNDS: usize = 50;
+    let manager = counting();
+    std::thread::spawn(move || {
+        let pools: Vec<_> = (0..MAX_CACHES + EXTRA)
+            .map(|_| Pool::builder(manager).background(false).build().unwrap())
+            .collect();
+        for pool in &pools {
+            drop(pool.get().unwrap());
+        }
+        let tid = current_tid().expect("registered by its gets");
+        assert!(tid < SLOT_BITS, "the word covers this thread's id {tid}");
+        let before = lookups();
+        for _ in 0..ROUNDS {
+            for pool in &pools[MAX_CACHES..] {
+                drop(pool.get().unwrap());
+            }
+        }
+        let looked = lookups() - before;
+        // Every one of these gets and puts is refused a cache (fewer
+        // refusals than `REFUSALS_AT_FILL`: no sweep either).
+        assert_eq!(
+            looked,
+            0,
+            "{looked} lookups for {} round trips",
+            ROUNDS * EXTRA
+        );
+        for pool in &pools[MAX_CACHES..] {
+            let s = pool.stats();
+            assert_eq!((s.idle_cached(), s.idle_depot, s.live), (0, 1, 0), "{s:?}");
+            assert_eq!(s.hits + s.misses, ROUNDS as u64 + 1, "every get counted");
+        }
+        // The pools where it has a cache still find it, and their bit.
+        let hits0: u64 = pools[..MAX_CACHES].iter().map(|p| p.stats().hits).sum();
+        for pool in &pools[..MAX_CACHES] {
+            drop(pool.get().unwrap());
+        }
+        let hits: u64 = pools[..MAX_CACHES].iter().map(|p| p.stats().hits).sum();
+        assert_eq!(hits - hits0, MAX_CACHES as u64, "each from its cache");
+        for pool in &pools[..MAX_CACHES] {
+            assert_eq!(pool.stats().idle_cached(), 1);
+        }
+        drop(pools);
+    })
+    .join()
+    .unwrap();
+    let made = manager.made.load(Ordering::Relaxed);
+    assert_eq!(manager.destroyed.load(Ordering::Relaxed), made);
+}
+
 /// Pools dropped while a thread's list filled leave entries that hold
 /// places: the first sweep after the list fills (`REFUSALS_AT_FILL`
 /// refusals) forgets them, and the thread takes caches in the pools it
