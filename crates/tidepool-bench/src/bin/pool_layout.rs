@@ -1,4 +1,4 @@
-//! `pool_layout [--pools 20000] [--ops 3000000] [--runs 5] [--spread-bytes 2560]`:
+//! `pool_layout [--pools 20000] [--ops 3000000] [--runs 5] [--spread-bytes 2048]`:
 //! what the layout of many pools' state costs a get + put, apart from any
 //! pool's code.
 //!
@@ -183,7 +183,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         pools: 20_000,
         ops: 3_000_000,
         runs: 5,
-        spread: 2560,
+        spread: 2048,
     };
     while let Some(flag) = it.next() {
         let mut value = |name: &str| -> Result<usize, String> {

@@ -33,8 +33,15 @@ use super::thread;
 use crate::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use crate::sync::process::{AtomicU64, Ordering as ProcessOrdering};
 
-/// Enough buckets for every id below `usize::MAX`.
-const BUCKETS: usize = usize::BITS as usize;
+/// Buckets for ids `0..MAX_TIDS`: more threads than any system lets live
+/// at once (ids are recycled smallest-first, so an id is below the number
+/// of threads alive when it was handed out). A thread with a larger id
+/// has no slot in any table and takes the slot-less path (`covers`). Not
+/// one per bit of `usize`: the pointers are in every pool's shared state.
+const BUCKETS: usize = 32;
+
+/// One past the largest id a table holds a slot for.
+const MAX_TIDS: usize = (1 << BUCKETS) - 1;
 
 /// Buckets `0..INLINE_BUCKETS` live in [`SlotTable::first`]. One under
 /// loom, whose models run a few threads: their ids then reach the buckets,
@@ -61,7 +68,7 @@ pub(crate) struct SlotTable<T> {
     /// `buckets[..INLINE_BUCKETS]` stay null.
     buckets: [AtomicPtr<AtomicPtr<Padded<T>>>; BUCKETS],
     /// One past the highest bucket ever published: walks stop there instead
-    /// of loading all 64 pointers.
+    /// of loading all `BUCKETS` pointers.
     high: AtomicUsize,
     /// The table owns the slots (and through them, cached objects).
     _owns: PhantomData<Box<Padded<T>>>,
@@ -109,11 +116,22 @@ impl<T> SlotTable<T> {
         self.slot_ptr(tid).map(|slot| unsafe { &**slot })
     }
 
+    /// Whether a table holds a slot for the thread with id `tid`
+    /// (`tid < MAX_TIDS`); [`get_or_alloc`](Self::get_or_alloc) must not be
+    /// asked for any other.
+    #[inline(always)]
+    pub(crate) fn covers(tid: usize) -> bool {
+        tid < MAX_TIDS
+    }
+
     /// The entry of `tid` in its bucket, if the bucket exists.
     #[inline(always)]
     fn entry(&self, tid: usize) -> Option<&AtomicPtr<Padded<T>>> {
         if tid < INLINE {
             return Some(&self.first[tid]);
+        }
+        if !Self::covers(tid) {
+            return None;
         }
         let (bucket, index) = locate(tid);
         // Pairs with the `AcqRel` publication in `get_or_alloc`: the
@@ -209,8 +227,14 @@ impl<T> SlotTable<T> {
 
     /// The slot for `tid`, allocating it (and its bucket, if this is the
     /// first thread with an id in that range) if it does not exist yet.
+    ///
+    /// `tid` is one the table [`covers`](Self::covers) (panics otherwise).
     #[cold]
     pub(crate) fn get_or_alloc(&self, tid: usize) -> &Slot<T> {
+        assert!(
+            Self::covers(tid),
+            "thread id {tid} past the table's buckets"
+        );
         if let Some(slot) = self.get(tid) {
             return slot;
         }
@@ -340,9 +364,21 @@ mod tests {
         assert_eq!(locate(6), (2, 3));
         assert_eq!(locate(7), (3, 0));
         assert_eq!(
-            locate(usize::MAX - 1),
+            locate(MAX_TIDS - 1),
             (BUCKETS - 1, (1 << (BUCKETS - 1)) - 1)
         );
+        assert_eq!(locate(MAX_TIDS).0, BUCKETS, "the first id past them");
+    }
+
+    #[test]
+    fn ids_past_the_buckets_have_no_slot() {
+        let table = SlotTable::<u32>::new();
+        for tid in [MAX_TIDS, MAX_TIDS + 1, usize::MAX - 1] {
+            assert!(!SlotTable::<u32>::covers(tid));
+            assert!(table.get(tid).is_none(), "{tid}");
+        }
+        assert!(SlotTable::<u32>::covers(MAX_TIDS - 1));
+        assert!(table.get(MAX_TIDS - 1).is_none(), "covered, not allocated");
     }
 
     #[test]

@@ -132,8 +132,10 @@ pub(crate) struct Shared<M: Manage> {
     pub(crate) teardown: Teardown<M::Item>,
     /// Panics caught from the manager's callbacks.
     panics: PanicRecord,
-    /// The `max_live` budget (`places.rs`); `None` without a limit.
-    places: Option<Places>,
+    /// The `max_live` budget (`places.rs`); `None` without a limit. Boxed:
+    /// its shared line is cache-padded, and a pool without a limit (most)
+    /// should not carry those lines in its own allocation.
+    places: Option<Box<Places>>,
     // The cache-padded ones last: padding in the middle would grow the
     // pool.
     /// Slow-path counters, on their own cache lines: they change only when
@@ -207,9 +209,12 @@ impl<M: Manage> Shared<M> {
             slotless: Slotless::default(),
             panics: PanicRecord::new::<M>(),
             waiters: Waiters::new(),
-            places: config
-                .max_live
-                .map(|limit| Places::new(limit, Places::chunk_for(limit, config.batch_size))),
+            places: config.max_live.map(|limit| {
+                Box::new(Places::new(
+                    limit,
+                    Places::chunk_for(limit, config.batch_size),
+                ))
+            }),
             manager: ManuallyDrop::new(manager),
             config,
         }
@@ -298,10 +303,14 @@ impl<M: Manage> Shared<M> {
     /// This thread's cache, claimed (or re-claimed after a revocation) now
     /// if need be, and the batches of a flush or trim request the depot
     /// refused (for the caller to destroy once it is safe to). `None` while
-    /// the thread's thread-locals are being destroyed.
+    /// the thread's thread-locals are being destroyed, or for an id past
+    /// every table's (`SlotTable::covers`): the slot-less path then.
     #[cold]
     fn claim_local(this: &Arc<Self>) -> Option<Claimed<'_, M::Item>> {
         let tid = thread::current_tid_or_register()?;
+        if !SlotTable::<M::Item>::covers(tid) {
+            return None;
+        }
         // SAFETY: `tid` is this thread's own id, not released (we are not in
         // its exit: `current_tid_or_register` returned it).
         let found = this
@@ -871,7 +880,7 @@ impl<M: Manage> Shared<M> {
             working_set: existing.saturating_sub(depot.idle_unused as u64),
             callback_panics: self.panics.count(),
             waiting: self.waiters.len() as u64,
-            limit_folds: self.places.as_ref().map_or(0, Places::folds),
+            limit_folds: self.places.as_deref().map_or(0, Places::folds),
             created,
             destroyed,
             detached,
@@ -1071,6 +1080,17 @@ mod layout_tests {
     /// and the depot's (its lock, loose object and marks; see
     /// `depot::tests`). Each line is a likely cache and TLB miss when the
     /// pools outnumber the caches.
+    /// A process may hold thousands of pools, each this state at least:
+    /// what a pool without `max_live` does not use (the budget's padded
+    /// lines) is boxed, and the table holds bucket pointers for the ids any
+    /// system can have alive, not one per bit of `usize`.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_pools_shared_state_fits_in_2048_bytes() {
+        type S = Shared<fn() -> Box<[u8; 256]>>;
+        assert!(size_of::<S>() <= 2048, "{} bytes", size_of::<S>());
+    }
+
     #[test]
     fn a_slotless_get_and_put_touch_one_pair_of_lines_of_the_pool() {
         type S = Shared<fn() -> Box<[u8; 256]>>;
