@@ -363,30 +363,33 @@
 //! live heap are read. Each P and subject runs in its own process. The
 //! baseline is a `parking_lot::Mutex<Vec<Box<[u8; 256]>>>` per pool,
 //! unbounded (it never gives anything back). EPYC VM, 2 vCPUs, nothing else
-//! running (load average 2.0 before the run, from the runs just before);
-//! one of two runs of the same code, the other's figures after the table:
+//! running (load average 0.9 before the run: the VM's own, it idles near
+//! 1.0); one of two runs of the same code (commit a10404e1), the other's
+//! figures after the table:
 //!
 //! | P | subject | ns per get + put | probe p50 / p99 | build + get + drop | idle after 3 / 17 intervals (pools above `min_idle`) | RSS built / flow / after | heap built / after | bytes per (pool, thread) | reclaimer CPU |
 //! |---|---|---|---|---|---|---|---|---|---|
-//! | 100 | tidepool | 93 | 120 / 931 ns | 1.77 µs | 0 / 0 (0) | 2.8 / 4.1 / 4.3 MB | 0.3 / 0.7 MB | 1,905 | 0.0 % |
-//! | 100 | `Mutex<Vec>` | 298 | 90 / 500 ns | 70 ns | 360 | 2.3 / 2.7 / 2.8 MB | 0.0 / 0.2 MB | 686 | – |
-//! | 1,000 | tidepool | 147 | 100 / 771 ns | 1.58 µs | 0 / 0 (0) | 5.2 / 16.1 / 16.3 MB | 2.7 / 5.9 MB | 1,463 | 2.9 % |
-//! | 1,000 | `Mutex<Vec>` | 139 | 110 / 450 ns | 47 ns | 2,140 | 2.3 / 3.3 / 3.5 MB | 0.0 / 0.7 MB | 158 | – |
-//! | 5,000 | tidepool | 450 | 150 / 621 ns | 0.98 µs | 0 / 0 (0) | 16.3 / 33.8 / 34.3 MB | 13.7 / 19.8 MB | 473 | 7.9 % |
-//! | 5,000 | `Mutex<Vec>` | 126 | 80 / 421 ns | 73 ns | 10,055 | 2.5 / 5.6 / 5.8 MB | 0.2 / 2.9 MB | 85 | – |
-//! | 20,000 | tidepool | 1,312 | 130 / 861 ns | 1.04 µs | 0 / 0 (0) | 57.4 / 92.3 / 92.9 MB | 54.9 / 68.5 MB | 232 | 24.8 % |
-//! | 20,000 | `Mutex<Vec>` | 128 | 100 / 451 ns | 45 ns | 23,921 | 3.1 / 10.5 / 10.6 MB | 0.8 / 7.3 MB | 49 | – |
+//! | 100 | tidepool | 76 | 61 / 400 ns | 1.06 µs | 0 / 0 (0) | 2.7 / 4.0 / 4.1 MB | 0.2 / 0.6 MB | 1,833 | 0.0 % |
+//! | 100 | `Mutex<Vec>` | 150 | 50 / 211 ns | 44 ns | 337 | 2.3 / 2.7 / 2.9 MB | 0.0 / 0.2 MB | 753 | – |
+//! | 1,000 | tidepool | 124 | 70 / 641 ns | 1.17 µs | 0 / 0 (0) | 4.6 / 15.6 / 15.8 MB | 2.1 / 5.3 MB | 1,468 | 1.3 % |
+//! | 1,000 | `Mutex<Vec>` | 110 | 50 / 191 ns | 49 ns | 2,147 | 2.3 / 3.2 / 3.4 MB | 0.0 / 0.7 MB | 143 | – |
+//! | 5,000 | tidepool | 268 | 130 / 470 ns | 1.30 µs | 0 / 0 (0) | 13.2 / 31.2 / 30.9 MB | 10.7 / 16.7 MB | 464 | 7.9 % |
+//! | 5,000 | `Mutex<Vec>` | 111 | 100 / 341 ns | 69 ns | 10,071 | 2.5 / 5.7 / 5.9 MB | 0.2 / 2.9 MB | 87 | – |
+//! | 20,000 | tidepool | 491 | 120 / 491 ns | 1.03 µs | 0 / 0 (0) | 45.2 / 78.9 / 79.8 MB | 42.6 / 56.4 MB | 227 | 25.0 % |
+//! | 20,000 | `Mutex<Vec>` | 132 | 90 / 330 ns | 82 ns | 24,269 | 3.0 / 10.6 / 10.8 MB | 0.8 / 7.4 MB | 51 | – |
 //!
-//! * The other run (3 intervals and 20 ms before the read), ns per get +
-//!   put, tidepool / `Mutex<Vec>`: 92 / 204 at 100 pools, 170 / 160 at
-//!   1,000, 1,000 / 168 at 5,000, 2,143 / 493 at 20,000; building a pool
-//!   1.06–1.66 µs (`Mutex<Vec>` 66–82 ns); idle objects 0 / 0 / 0 / 3
-//!   (one pool of 20,000, whose pass at the third boundary had not run
-//!   yet); RSS after 4.3 / 16.5 / 34.3 / 93.7 MB. The spread between runs
-//!   is the VM's: the baseline gave 128 and 493 ns at 20,000 pools in runs
-//!   minutes apart, so the paired runs below say more than either table.
+//! * The other run, ns per get + put, tidepool / `Mutex<Vec>`: 89 / 149
+//!   at 100 pools, 137 / 243 at 1,000, 372 / 122 at 5,000, 1,328 / 251 at
+//!   20,000; building a pool 0.97–1.65 µs (`Mutex<Vec>` 45–72 ns); idle
+//!   objects 0 at every P; RSS after 4.2 / 15.9 / 31.5 / 80.9 MB. The
+//!   spread between runs is the VM's (tidepool gave 491 and 1,328 ns at
+//!   20,000 pools a minute apart), so the paired runs below say more than
+//!   either table. Against the same table at commit 0e73f5c7 (before the
+//!   `slotted` word, the short slot-less frames and the 2,048-byte shared
+//!   state): 1,312 and 2,143 ns at 20,000 pools, 450 and 1,000 at 5,000;
+//!   RSS built 57.4 MB at 20,000 pools, after 92.9.
 //! * With the default interval (15 s), 20,000 pools: the reclaimer used
-//!   0.21 % of one core over 2 s of flow and 31 s idle (0.24 % in the
+//!   0.18 % of one core over 2 s of flow and 31 s idle (0.15 % in the
 //!   other run; 0.12–0.27 % in earlier ones).
 //! * Up to about `MAX_CACHES` pools a thread keeps a cache in each, and a
 //!   get + put stays within 2× of its cost at 100 pools. Past it, most gets
@@ -429,9 +432,23 @@
 //!   20,000 pools) puts 70 % of the inlined get's samples at its first load
 //!   from the pool (the table's id) and most of the slot-less put's at the
 //!   depot's unlock, which waits for the object's store to drain.
-//!   Cachegrind (one thread, 20,000 pools, a 2 MiB last level) counts 298
+//!   Cachegrind (one thread, 20,000 pools, a 2 MiB last level) counted 298
 //!   instructions, 5.2 first-level and 2.8 last-level misses per slot-less
-//!   get + put, against 69, 3.4 and 0.9 for the baseline.
+//!   get + put at commit 0e73f5c7, against 69, 3.4 and 0.9 for the
+//!   baseline; callgrind now counts 167 instructions of tidepool's per
+//!   round trip in `pool_layout` (its loop and clock apart).
+//! * Huge pages show how much of it the TLB is. With glibc's heap on
+//!   transparent huge pages (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, the
+//!   machine's THP in `madvise` mode; 40 MB of the child's heap was on huge
+//!   pages), `many_pools --child tidepool 20000 100 --secs 1 --builds 0`,
+//!   alternating with the default, 3–4 runs each: one thread 89–124 ns
+//!   against 162–212 (about 1.6×), 8 threads 369–545 against 409–823; the
+//!   `Mutex<Vec>`, 8 threads, 121–135 against 152–224. Each pool's shared
+//!   state is an allocation of its own (2,048 bytes), so 20,000 pools span
+//!   about 44 MB, one 4 KiB page per pool, more than the TLB reaches; a
+//!   slot-less get + put costs a page walk. tidepool does not advise the
+//!   application's heap itself: that is the application's (or its
+//!   allocator's) choice.
 //! * The layout accounts for most of it. `cargo run --release -p
 //!   tidepool-bench --bin pool_layout` runs the baseline's own code, a
 //!   `Mutex<Vec>` per pool, with the lists laid out in different ways, one
@@ -465,6 +482,11 @@
 //!   those packed in one array apart from the rest of the pools' state,
 //!   and the handle pointing there; a pool that is an allocation of its
 //!   own, down to 192 bytes as measured, stays near the `spread` row.
+//!   At commit a10404e1 (the `slotted` word, the short slot-less frames,
+//!   a 2,048-byte shared state and `--spread-bytes` 2048 by default), one
+//!   run of 5 (load average 0.3 before it): inline 23 ns (22–35), one
+//!   line 28, a pair 37 (30–98), `spread` 79 (56–186), tidepool 92
+//!   (78–168), 3.9× inline and 1.17× `spread`.
 //! * Idle objects 3 intervals after the exit: none. During the flow the
 //!   depot's level swings as threads without a cache take and return, so
 //!   many pools see a reclaim undone and lengthen their working-set window
@@ -475,9 +497,12 @@
 //!   earlier), 240–483 and 901–1,154 objects were left at 5,000 and 20,000
 //!   pools, gone by 17 intervals.
 //! * RSS after the exit against RSS with the pools built: 1.5× at 100
-//!   pools, 3.1× at 1,000, 2.1× at 5,000, 1.6× at 20,000. The live heap
-//!   grows less (2.3×, 2.2×, 1.45×, 1.25×; the heap of 100 unused pools
-//!   is only 0.3 MB): slots (one per thread that cached
+//!   pools, 3.4× at 1,000, 2.3× at 5,000, 1.8× at 20,000 (1.5×, 3.1×,
+//!   2.1×, 1.6× at commit 0e73f5c7, whose pools were a quarter bigger:
+//!   the ratio grows as the pools shrink, the bytes after fall, 92.9 →
+//!   79.8 MB at 20,000). The live heap grows less (3×, 2.5×, 1.56×,
+//!   1.32×; the heap of 100 unused pools is only 0.2 MB): slots (one per
+//!   thread that cached
 //!   in a pool, 256 bytes) stay. The rest is the allocator's: the threads'
 //!   freed batches and objects sit in pages that also hold live slots, and
 //!   `malloc_trim` returns almost none of it.
