@@ -30,6 +30,49 @@ fn counting() -> &'static Counting {
     Box::leak(Box::default())
 }
 
+/// `MAX_CACHES + extra` pools with no reclaimer, each got from and given
+/// back to once by the calling thread: it caches in the first
+/// `MAX_CACHES` and is refused a cache in the rest.
+fn filled_past_the_fill(manager: &'static Counting, extra: usize) -> Vec<Pool<&'static Counting>> {
+    let pools: Vec<_> = (0..crate::cache::thread::MAX_CACHES + extra)
+        .map(|_| Pool::builder(manager).background(false).build().unwrap())
+        .collect();
+    for pool in &pools {
+        drop(pool.get().unwrap());
+    }
+    pools
+}
+
+/// Runs `test` on a thread of its own (a fresh list of pools) with a
+/// counting manager, then checks every object made was destroyed once.
+fn on_a_thread_of_its_own(test: impl FnOnce(&'static Counting) + Send + 'static) {
+    let manager = counting();
+    std::thread::spawn(move || test(manager)).join().unwrap();
+    let made = manager.made.load(Ordering::Relaxed);
+    assert_eq!(manager.destroyed.load(Ordering::Relaxed), made);
+}
+
+/// `rounds` gets and puts on each of `pools`, one pool after another.
+fn round_trips(pools: &[Pool<&'static Counting>], rounds: usize) {
+    for _ in 0..rounds {
+        for pool in pools {
+            drop(pool.get().unwrap());
+        }
+    }
+}
+
+/// Each of `pools`, where the thread has no cache, after `rounds` round
+/// trips past the one that filled: its object in the depot, every get
+/// counted, one object made.
+fn assert_slotless_rounds(pools: &[Pool<&'static Counting>], rounds: usize) {
+    for pool in pools {
+        let s = pool.stats();
+        assert_eq!((s.idle_cached(), s.idle_depot, s.live), (0, 1, 0), "{s:?}");
+        assert_eq!(s.hits + s.misses, rounds as u64 + 1, "every get counted");
+        assert_eq!(s.created, 1);
+    }
+}
+
 /// One thread claims its cache in each of 1,000 pools, has every cache
 /// taken back (`drain`, as the reclaimer does to an idle cache), and
 /// claims again, five times over. Each re-claim must not scan the list of
@@ -122,12 +165,7 @@ fn a_thread_keeps_at_most_max_caches() {
     const EXTRA: usize = 64;
     let manager = counting();
     std::thread::spawn(move || {
-        let pools: Vec<_> = (0..MAX_CACHES + EXTRA)
-            .map(|_| Pool::builder(manager).background(false).build().unwrap())
-            .collect();
-        for pool in &pools {
-            drop(pool.get().unwrap());
-        }
+        let pools = filled_past_the_fill(manager, EXTRA);
         let cached = |p: &Pool<&'static Counting>| p.stats().idle_cached() == 1;
         assert!(pools[..MAX_CACHES].iter().all(cached));
         for pool in &pools[MAX_CACHES..] {
@@ -181,20 +219,10 @@ fn a_thread_at_its_fill_refuses_without_asking_its_list() {
     use crate::cache::thread::{watch_calls, MAX_CACHES, REFUSALS_AT_FILL};
     const EXTRA: usize = 64;
     const ROUNDS: usize = 100;
-    let manager = counting();
-    std::thread::spawn(move || {
-        let pools: Vec<_> = (0..MAX_CACHES + EXTRA)
-            .map(|_| Pool::builder(manager).background(false).build().unwrap())
-            .collect();
-        for pool in &pools {
-            drop(pool.get().unwrap());
-        }
+    on_a_thread_of_its_own(|manager| {
+        let pools = filled_past_the_fill(manager, EXTRA);
         let calls0 = watch_calls();
-        for _ in 0..ROUNDS {
-            for pool in &pools[MAX_CACHES..] {
-                drop(pool.get().unwrap());
-            }
-        }
+        round_trips(&pools[MAX_CACHES..], ROUNDS);
         // Each round trip is a refused get and a refused put.
         let refusals = (2 * ROUNDS * EXTRA) as u64;
         let calls = watch_calls() - calls0;
@@ -202,18 +230,9 @@ fn a_thread_at_its_fill_refuses_without_asking_its_list() {
             calls <= refusals / REFUSALS_AT_FILL as u64 + 1,
             "{calls} calls for {refusals} refusals"
         );
-        for pool in &pools[MAX_CACHES..] {
-            let s = pool.stats();
-            assert_eq!((s.idle_cached(), s.idle_depot, s.live), (0, 1, 0), "{s:?}");
-            assert_eq!(s.hits + s.misses, ROUNDS as u64 + 1, "every get counted");
-            assert_eq!(s.created, 1);
-        }
+        assert_slotless_rounds(&pools[MAX_CACHES..], ROUNDS);
         drop(pools);
-    })
-    .join()
-    .unwrap();
-    let made = manager.made.load(Ordering::Relaxed);
-    assert_eq!(manager.destroyed.load(Ordering::Relaxed), made);
+    });
 }
 
 /// A slot-less get and put (a thread at its fill of caches, in a pool
@@ -230,22 +249,12 @@ fn a_slotless_round_trip_looks_in_no_slot_table() {
     use crate::cache::thread::{current_tid, MAX_CACHES, SLOT_BITS};
     const EXTRA: usize = 64;
     const ROUNDS: usize = 50;
-    let manager = counting();
-    std::thread::spawn(move || {
-        let pools: Vec<_> = (0..MAX_CACHES + EXTRA)
-            .map(|_| Pool::builder(manager).background(false).build().unwrap())
-            .collect();
-        for pool in &pools {
-            drop(pool.get().unwrap());
-        }
+    on_a_thread_of_its_own(|manager| {
+        let pools = filled_past_the_fill(manager, EXTRA);
         let tid = current_tid().expect("registered by its gets");
         assert!(tid < SLOT_BITS, "the word covers this thread's id {tid}");
         let before = lookups();
-        for _ in 0..ROUNDS {
-            for pool in &pools[MAX_CACHES..] {
-                drop(pool.get().unwrap());
-            }
-        }
+        round_trips(&pools[MAX_CACHES..], ROUNDS);
         let looked = lookups() - before;
         // Every one of these gets and puts is refused a cache (fewer
         // refusals than `REFUSALS_AT_FILL`: no sweep either).
@@ -255,11 +264,7 @@ fn a_slotless_round_trip_looks_in_no_slot_table() {
             "{looked} lookups for {} round trips",
             ROUNDS * EXTRA
         );
-        for pool in &pools[MAX_CACHES..] {
-            let s = pool.stats();
-            assert_eq!((s.idle_cached(), s.idle_depot, s.live), (0, 1, 0), "{s:?}");
-            assert_eq!(s.hits + s.misses, ROUNDS as u64 + 1, "every get counted");
-        }
+        assert_slotless_rounds(&pools[MAX_CACHES..], ROUNDS);
         // The pools where it has a cache still find it, and their bit.
         let hits0: u64 = pools[..MAX_CACHES].iter().map(|p| p.stats().hits).sum();
         for pool in &pools[..MAX_CACHES] {
@@ -271,11 +276,7 @@ fn a_slotless_round_trip_looks_in_no_slot_table() {
             assert_eq!(pool.stats().idle_cached(), 1);
         }
         drop(pools);
-    })
-    .join()
-    .unwrap();
-    let made = manager.made.load(Ordering::Relaxed);
-    assert_eq!(manager.destroyed.load(Ordering::Relaxed), made);
+    });
 }
 
 /// Pools dropped while a thread's list filled leave entries that hold
