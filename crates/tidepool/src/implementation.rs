@@ -900,8 +900,30 @@
 //!   newest batch, so the depot's order and marks are as if it were there.
 //! * **Memory per (pool, thread).** A slot is allocated when its own thread
 //!   first takes a cache in the pool (the table's buckets hold pointers), so
-//!   a pool pays one slot per thread that cached in it, and a thread refused
-//!   a cache costs the pool nothing.
+//!   a thread refused a cache costs the pool nothing, and it is freed when
+//!   the thread stops caching there: at its exit, or when a sweep drops the
+//!   pool from its list (`Shared::retire_local`). So a pool holds a slot
+//!   only per thread that lists it now. Only the owner frees its slot, and
+//!   only while no other thread walks the table: every walk (the passes,
+//!   `stats`, `live_bound`, the places' recall) holds the table's
+//!   `walkers` lock for reading, and the free takes it with `try_write`,
+//!   leaving the slot in place (for the next thread with that id, or the
+//!   pool's drop) if a walk is in progress, so it never waits. Before the
+//!   slot goes, its counts move into the pool's (`created`, `destroyed`,
+//!   `misses`, `retired_gets`, `retired_returns`) under that write lock, and
+//!   every reader sums the pool's and the slots' within one walk:
+//!
+//!   ```text
+//!   slots(pool) ⊆ { t : pool ∈ list(t) }          (but a free a walk refused)
+//!   gets(pool) = retired_gets + Σ slots' gets + slot-less + waiters'
+//!   ```
+//!
+//!   What else a pool keeps per thread follows: the passes' per-id records
+//!   are cut back to the highest id with a slot once they are more than
+//!   twice that (`PassState::fit_ids`), and the depot frees the emptied
+//!   batches that no exchange took through a whole interval, as it
+//!   reclaims idle objects (`lw_empty`), and its lists' buffers when it
+//!   holds nothing.
 //! * **The reclaimer's rounds.** The registry keeps each pool's next deadline
 //!   in a heap; a round ticks only the pools that are due (O(log P) each),
 //!   and a pool that arms itself sets its deadline to its next pass and wakes

@@ -43,6 +43,28 @@ mod inner {
         }
     }
 
+    /// loom's reader-writer lock, with the poison-free signatures of the
+    /// `std` build's: a blocking `read`, a `try_write` that never waits.
+    #[derive(Debug)]
+    pub(crate) struct RwLock<T>(loom::sync::RwLock<T>);
+
+    impl<T> RwLock<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Self(loom::sync::RwLock::new(value))
+        }
+
+        pub(crate) fn read(&self) -> loom::sync::RwLockReadGuard<'_, T> {
+            self.0
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+        }
+
+        pub(crate) fn try_write(&self) -> Option<loom::sync::RwLockWriteGuard<'_, T>> {
+            self.0.try_write().ok()
+        }
+    }
+    pub(crate) use loom::sync::RwLockReadGuard;
+
     /// loom's condition variable; loom has no time, so a deadline is
     /// ignored (a model never times out).
     #[derive(Debug)]
@@ -81,7 +103,7 @@ mod inner {
             fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering,
         };
     }
-    pub(crate) use parking_lot::{Mutex, MutexGuard};
+    pub(crate) use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
     pub(crate) use std::thread::yield_now;
     pub(crate) use std::thread_local;
 

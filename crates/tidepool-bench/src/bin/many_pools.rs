@@ -28,7 +28,11 @@
 //! * `RSS` at three points: with the P pools made and unused, during the
 //!   flow (at its end), and 3 intervals after the threads exit; `per pair`
 //!   is (RSS after − RSS of the unused pools) / (pools × threads that
-//!   used them), the memory a (pool, thread) pair leaves behind;
+//!   used them), the memory a (pool, thread) pair leaves behind, and
+//!   `heap/pair` the same for the live heap: what the pools still hold
+//!   for those pairs, apart from what the allocator keeps;
+//! * `trim MB`: RSS right after that, once `malloc_trim` (glibc) has
+//!   returned the allocator's free pages to the system;
 //! * `heap MB b/a`: the bytes allocated and not freed (a counting global
 //!   allocator) with the pools built, and after: what RSS holds beyond it
 //!   is the allocator's (freed memory it keeps, pages half in use);
@@ -439,7 +443,7 @@ fn main() -> ExitCode {
         a.threads, a.secs, ms
     );
     println!(
-        "{:>6} {:<9} {:>8} {:>9} {:>9} {:>8} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>13} {:>9} {:>10}",
+        "{:>6} {:<9} {:>8} {:>9} {:>9} {:>8} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>13} {:>9} {:>9} {:>10}",
         "P",
         "subject",
         "ns/op",
@@ -452,8 +456,10 @@ fn main() -> ExitCode {
         "RSS MB",
         "flow MB",
         "after MB",
+        "trim MB",
         "heap MB b/a",
         "B/pair",
+        "heap/pair",
         "reclaimer"
     );
     for &p in &a.pools {
@@ -463,8 +469,9 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
             let per_pair = (r["rss_after_kib"] - r["rss_built_kib"]) * 1024.0 / r["pairs"];
+            let heap_per_pair = (r["heap_after_kib"] - r["heap_built_kib"]) * 1024.0 / r["pairs"];
             println!(
-                "{:>6} {:<9} {:>8.1} {:>9.0} {:>9.0} {:>8.0} {:>7} {:>9} {:>8} {:>8.1} {:>8.1} {:>8.1} {:>6.1}/{:<6.1} {:>9.0} {:>9.3}%",
+                "{:>6} {:<9} {:>8.1} {:>9.0} {:>9.0} {:>8.0} {:>7} {:>9} {:>8} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>6.1}/{:<6.1} {:>9.0} {:>9.0} {:>9.3}%",
                 p,
                 subject,
                 r["ns_op"],
@@ -477,9 +484,11 @@ fn main() -> ExitCode {
                 r["rss_built_kib"] / 1024.0,
                 r["rss_flow_kib"] / 1024.0,
                 r["rss_after_kib"] / 1024.0,
+                r["rss_trimmed_kib"] / 1024.0,
                 r["heap_built_kib"] / 1024.0,
                 r["heap_after_kib"] / 1024.0,
                 per_pair,
+                heap_per_pair,
                 r["reclaimer"] * 100.0,
             );
         }

@@ -15,5 +15,5 @@ pub(crate) mod thread;
 pub(crate) mod words;
 
 pub(crate) use slot::{IfBusy, LocalSlot, Slot};
-pub(crate) use table::SlotTable;
+pub(crate) use table::{SlotTable, Walk};
 pub(crate) use thread::ThreadExit;

@@ -32,13 +32,14 @@ use super::slot::Slot;
 use super::thread;
 use crate::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use crate::sync::process::{AtomicU64, Ordering as ProcessOrdering};
+use crate::sync::{RwLock, RwLockReadGuard};
 
 /// Buckets for ids `0..MAX_TIDS`: more threads than any system lets live
 /// at once (ids are recycled smallest-first, so an id is below the number
 /// of threads alive when it was handed out). A thread with a larger id
 /// has no slot in any table and takes the slot-less path (`covers`). Not
 /// one per bit of `usize`: the pointers are in every pool's shared state.
-const BUCKETS: usize = 32;
+const BUCKETS: usize = 31;
 
 /// One past the largest id a table holds a slot for.
 const MAX_TIDS: usize = (1 << BUCKETS) - 1;
@@ -70,6 +71,9 @@ pub(crate) struct SlotTable<T> {
     /// One past the highest bucket ever published: walks stop there instead
     /// of loading all `BUCKETS` pointers.
     high: AtomicUsize,
+    /// Held for reading by every walk over other threads' slots ([`Walk`]),
+    /// for writing by an owner freeing its own ([`retire`](Self::retire)).
+    walkers: RwLock<()>,
     /// The table owns the slots (and through them, cached objects).
     _owns: PhantomData<Box<Padded<T>>>,
 }
@@ -104,6 +108,7 @@ impl<T> SlotTable<T> {
             first: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             buckets: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             high: AtomicUsize::new(0),
+            walkers: RwLock::new(()),
             _owns: PhantomData,
         }
     }
@@ -156,7 +161,8 @@ impl<T> SlotTable<T> {
         // Pairs with the `AcqRel` publication of the slot in
         // `get_or_alloc`: it is initialised before we read it. A non-null
         // slot pointer comes from `Box::into_raw` and is freed only in
-        // `Drop` (`&mut self`), so it outlives any `&self` borrow.
+        // `Drop` (`&mut self`) or by its own thread in `retire`: it outlives
+        // the owner's borrow, and a walk's (`walkers`).
         let slot = self.entry(tid)?.load(Ordering::Acquire);
         (!slot.is_null()).then_some(slot.cast_const())
     }
@@ -303,13 +309,63 @@ impl<T> SlotTable<T> {
         })
     }
 
-    /// Every slot that exists, with the id it belongs to.
-    pub(crate) fn for_each<'a>(&'a self, mut f: impl FnMut(usize, &'a Slot<T>)) {
-        for (tid, slot) in self.slot_ptrs() {
-            // SAFETY: a non-null entry is a live slot (see `slot_ptr`), as
-            // long as `self`.
-            f(tid, unsafe { &**slot });
+    /// Every slot that exists, with the id it belongs to; no slot is freed
+    /// while the walk runs.
+    pub(crate) fn for_each(&self, f: impl FnMut(usize, &Slot<T>)) {
+        self.walk().for_each(f);
+    }
+
+    /// A walk over the slots that may outlast one [`for_each`](Self::for_each)
+    /// call: the slots it hands out stay allocated until it is dropped.
+    pub(crate) fn walk(&self) -> Walk<'_, T> {
+        Walk {
+            table: self,
+            _read: self.walkers.read(),
         }
+    }
+
+    /// Frees the calling thread's slot, if it has one and no walk is in
+    /// progress, running `fold` on it first while no walk can start: the
+    /// caller moves the slot's counts into the pool's there, so that every
+    /// walk sees them in one place or the other, never both or neither.
+    /// `false` (the slot stays) if a walk holds the table.
+    ///
+    /// # Safety
+    ///
+    /// `tid` is the calling thread's own id, and the thread holds no
+    /// reference to the slot and has forgotten it ([`thread::forget`]):
+    /// the slot's cache holds no object (its drop would not run the
+    /// manager's `destroy`).
+    pub(crate) unsafe fn retire(&self, tid: usize, fold: impl FnOnce(&Slot<T>)) -> bool {
+        let Some(entry) = self.entry(tid) else {
+            return false;
+        };
+        let Some(write) = self.walkers.try_write() else {
+            return false;
+        };
+        let slot = entry.load(Ordering::Acquire);
+        if slot.is_null() {
+            return false;
+        }
+        // SAFETY: a non-null entry is a live slot (see `slot_ptr`).
+        fold(unsafe { &**slot });
+        // Only this thread publishes or unpublishes its entry, and no walk
+        // runs (the write lock): nobody else can hold the slot now.
+        entry.store(ptr::null_mut(), Ordering::Release);
+        drop(write);
+        // SAFETY: published by `get_or_alloc` from `Box::into_raw`, now
+        // unpublished; the owner (the caller) holds no reference to it, and
+        // a walk that starts from here on reads the null entry.
+        drop(unsafe { Box::from_raw(slot) });
+        true
+    }
+
+    /// How many slots exist now.
+    #[cfg(test)]
+    pub(crate) fn allocated(&self) -> usize {
+        let mut n = 0;
+        self.for_each(|_, _| n += 1);
+        n
     }
 
     /// Every slot, with exclusive access.
@@ -319,6 +375,24 @@ impl<T> SlotTable<T> {
             // reference to any slot exists (slots are allocations of their
             // own, apart from the table the walk reads).
             f(unsafe { &mut **slot });
+        }
+    }
+}
+
+/// A walk over a table's slots ([`SlotTable::walk`]): while it lives, no
+/// slot is freed.
+pub(crate) struct Walk<'a, T> {
+    table: &'a SlotTable<T>,
+    _read: RwLockReadGuard<'a, ()>,
+}
+
+impl<T> Walk<'_, T> {
+    /// Every slot that exists, with the id it belongs to.
+    pub(crate) fn for_each<'w>(&'w self, mut f: impl FnMut(usize, &'w Slot<T>)) {
+        for (tid, slot) in self.table.slot_ptrs() {
+            // SAFETY: a non-null entry is a live slot (see `slot_ptr`), and
+            // stays one while `self` holds `walkers` for reading.
+            f(tid, unsafe { &**slot });
         }
     }
 }
@@ -427,6 +501,36 @@ mod tests {
         });
         assert_eq!(ids, [3, 5]);
         assert_eq!(table.get(5).map(|s| s as *const Slot<u32>), Some(a));
+    }
+
+    #[test]
+    fn a_slot_is_freed_only_while_no_walk_holds_the_table() {
+        let table = SlotTable::<u32>::new();
+        for tid in [2, 40] {
+            let _ = table.get_or_alloc(tid);
+        }
+        let mut folded = Vec::new();
+        {
+            let walk = table.walk();
+            let mut seen = 0;
+            walk.for_each(|_, _| seen += 1);
+            // SAFETY: no reference to the slot is held, and it caches
+            // nothing (a `u32` table's slot is never filled here).
+            assert!(!unsafe { table.retire(40, |_| folded.push(40)) });
+            assert_eq!((seen, table.allocated()), (2, 2), "the walk's slots stay");
+        }
+        // SAFETY: as above.
+        assert!(unsafe { table.retire(40, |_| folded.push(40)) });
+        // SAFETY: as above; nothing is left to free.
+        assert!(!unsafe { table.retire(40, |_| folded.push(40)) });
+        // SAFETY: as above; an id that never had a slot.
+        assert!(!unsafe { table.retire(7, |_| folded.push(7)) });
+        assert_eq!(folded, [40], "folded once, by the free that happened");
+        assert!(table.get(40).is_none() && table.get(2).is_some());
+        assert_eq!(table.allocated(), 1);
+        // The id's next owner gets a fresh slot.
+        let _ = table.get_or_alloc(40);
+        assert_eq!(table.allocated(), 2);
     }
 
     #[test]

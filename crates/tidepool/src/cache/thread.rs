@@ -127,6 +127,18 @@ pub(crate) fn remember(table: u64, slot: NonNull<()>) {
     });
 }
 
+/// Forgets the remembered slot if it is the one in the table `table`:
+/// this thread is about to free it (`SlotTable::retire`).
+#[inline]
+pub(crate) fn forget(table: u64) {
+    let _ = HOT.try_with(|hot| {
+        if hot.table.get() == table {
+            hot.table.set(0);
+            hot.slot.set(NonNull::dangling());
+        }
+    });
+}
+
 /// Thread ids that [`slot_bit`] gives a bit: a pool's first line keeps one
 /// word with a bit per such id (`Shared::slotted`).
 pub(crate) const SLOT_BITS: usize = u64::BITS as usize;

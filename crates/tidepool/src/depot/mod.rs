@@ -124,6 +124,12 @@ struct Shelves<T> {
     /// Emptied batches with room for `batch_size` objects, for reuse.
     /// `empty.len() <= max_idle / batch_size`.
     empty: Vec<Vec<T>>,
+    /// The fewest emptied batches kept since the current reclaim interval
+    /// began: that many at the bottom of `empty` sat unused through it,
+    /// and a tick frees them, as it reclaims idle objects, so a pool
+    /// nobody uses keeps no memory for exchanges that do not come.
+    /// `lw_empty <= empty.len()`.
+    lw_empty: usize,
     /// The fewest held during each earlier interval, the latest first, less
     /// what was reclaimed since: `lw_past[0]` is the previous interval's.
     lw_past: [usize; MAX_WINDOW - 1],
@@ -166,6 +172,7 @@ impl<T> Depot<T> {
                 loose: Loose::new(),
                 full: Vec::new(),
                 empty: Vec::new(),
+                lw_empty: 0,
                 objects: 0,
                 purged: 0,
                 in_purge: 0,
@@ -312,7 +319,7 @@ impl<T> Depot<T> {
         } else {
             shelves.full.push(shelf);
         }
-        Ok(shelves.empty.pop().unwrap_or_default())
+        Ok(shelves.take_empty().unwrap_or_default())
     }
 
     /// [`take_one`](Self::take_one) for a get by a thread with no cache
@@ -446,6 +453,18 @@ impl<T> Depot<T> {
         let unpurged = idle_all_interval.saturating_sub(shelves.purged);
         let purge = shelves.take_oldest(unpurged, |shelf| !shelf.purged);
         shelves.in_purge += purge.iter().map(Vec::len).sum::<usize>();
+        // The emptied batches no exchange took through the last interval
+        // (they hold no object: freeing them runs no user code).
+        let unused_empties = shelves.lw_empty.min(shelves.empty.len());
+        shelves.empty.drain(..unused_empties);
+        shelves.lw_empty = shelves.empty.len();
+        // A depot left with nothing lets the lists' own buffers go too.
+        if shelves.full.is_empty() {
+            shelves.full = Vec::new();
+        }
+        if shelves.empty.is_empty() {
+            shelves.empty = Vec::new();
+        }
         Tick { reclaim, purge }
     }
 
@@ -573,8 +592,7 @@ impl<T> Shelves<T> {
             }
             _ => {
                 let mut items = self
-                    .empty
-                    .pop()
+                    .take_empty()
                     .unwrap_or_else(|| Vec::with_capacity(batch_size));
                 items.push(item);
                 self.full.push(Shelf {
@@ -583,6 +601,13 @@ impl<T> Shelves<T> {
                 });
             }
         }
+    }
+
+    /// The newest emptied batch, if any, lowering its low-water mark.
+    fn take_empty(&mut self) -> Option<Vec<T>> {
+        let empty = self.empty.pop()?;
+        self.lw_empty = self.lw_empty.min(self.empty.len());
+        Some(empty)
     }
 
     /// Accounts for `n` objects leaving.
@@ -698,6 +723,44 @@ mod tests {
         let empty = depot.donate(mine).unwrap();
         assert!(empty.is_empty() && empty.capacity() >= 4);
         assert_eq!(depot.counts().idle, 8);
+    }
+
+    /// How many emptied batches the depot keeps.
+    fn empties(depot: &Depot<u32>) -> usize {
+        depot.lock().empty.len()
+    }
+
+    #[test]
+    fn emptied_batches_unused_through_an_interval_are_freed_at_its_tick() {
+        let depot = Depot::new(4, 16);
+        for i in 0..3 {
+            depot.donate(batch(i * 4..i * 4 + 4)).unwrap();
+        }
+        // Three threads refill, each handing its empty batch in.
+        let mut threads = [Vec::new(), Vec::new(), Vec::new()];
+        for mine in &mut threads {
+            *mine = Vec::with_capacity(4);
+            assert!(refill(&depot, mine));
+        }
+        assert_eq!(empties(&depot), 3);
+        // They were kept during this interval, not through a whole one.
+        let _ = depot.tick(1, 0, 2);
+        assert_eq!(empties(&depot), 3);
+        // One donation takes one back during the next interval: the two
+        // that nobody took go at its tick, and the taken one's place stays
+        // for the batch the donor hands in next.
+        let [first, ..] = &mut threads;
+        let empty = depot.donate(mem::take(first)).unwrap();
+        assert!(empty.capacity() >= 4, "an emptied batch, reused");
+        let _ = depot.tick(1, 0, 2);
+        assert_eq!(empties(&depot), 0);
+        // A pool nobody uses keeps none: an empty handed in now is freed
+        // at the tick after the next.
+        depot.keep_empty(empty);
+        let _ = depot.tick(1, 0, 2);
+        assert_eq!(empties(&depot), 1, "kept through part of an interval");
+        let _ = depot.tick(1, 0, 2);
+        assert_eq!(empties(&depot), 0);
     }
 
     #[test]

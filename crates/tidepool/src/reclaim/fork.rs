@@ -42,7 +42,12 @@
 //! cost every depot visit a shared atomic): as for any structure with a
 //! lock, a pool whose lock an *application* thread holds at the instant of
 //! a fork is not usable in the child. The thread-id and stack registries
-//! install handlers of their own for their locks.
+//! install handlers of their own for their locks. A slot table's walk lock
+//! (`cache/table.rs`) is held for reading by walks, the reclaimer's under
+//! the gate, and for writing only by an application thread freeing its own
+//! slot, for a few stores, with `try_write`: held for reading at a fork it
+//! costs the child no more than a slot left in place; for writing, it is
+//! that application-thread case.
 
 use std::cell::{Cell, RefCell};
 use std::sync::{Once, OnceLock};

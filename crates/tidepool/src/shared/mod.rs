@@ -49,7 +49,7 @@ use std::sync::{Arc, Weak};
 use crossbeam_utils::CachePadded;
 
 use crate::cache::credit::Credit;
-use crate::cache::{thread, LocalSlot, SlotTable, ThreadExit};
+use crate::cache::{thread, LocalSlot, SlotTable, ThreadExit, Walk};
 use crate::callbacks::{self, Callbacks, Caught, PanicRecord, Site};
 use crate::depot::{Depot, Lone};
 use crate::reclaim::Clock;
@@ -163,7 +163,13 @@ struct Slotless {
 /// summed over every slot plus this):
 /// * `existing == created - destroyed - detached <= max_live`
 /// * `live == gets - returns - discarded - detached`
-///   (`gets`, `returns` summed over every slot plus the slot-less ones)
+///   (`gets`, `returns` summed over every slot plus the slot-less ones,
+///   plus `retired_gets`, `retired_returns`)
+///
+/// A slot freed when its thread stopped caching here (`retire_local`)
+/// leaves its counts in `created`, `destroyed`, `misses`,
+/// `retired_gets` and `retired_returns`, moved there while no walk of
+/// the slots runs, so a reader that walks them sees each count once.
 /// * `live + idle + destroying == existing`,
 ///   `idle == depot + sum(cache lengths)`,
 ///   `destroying == teardown.destroying()` (queued or being destroyed)
@@ -185,6 +191,9 @@ struct Counters {
     empty_gets: SharedCounter,
     /// Objects made elsewhere and adopted (each also a create and a get).
     adopted: SharedCounter,
+    /// The gets and returns of freed slots (`retire_local`).
+    retired_gets: SharedCounter,
+    retired_returns: SharedCounter,
 }
 
 impl<M: Manage> Shared<M> {
@@ -252,13 +261,44 @@ impl<M: Manage> Shared<M> {
     /// slot-less one. Destroyed is read first, so that a concurrent
     /// destroy cannot make `created - destroyed` negative.
     pub(crate) fn lifetime_counts(&self) -> (u64, u64) {
+        self.lifetime_counts_in(&self.slots.walk())
+    }
+
+    /// [`lifetime_counts`](Self::lifetime_counts) within `walk`: one walk for
+    /// both sums, so no slot's counts move into the pool's between them.
+    fn lifetime_counts_in(&self, walk: &Walk<'_, M::Item>) -> (u64, u64) {
         let mut destroyed = self.counters.destroyed.read();
-        self.slots
-            .for_each(|_, slot| destroyed += slot.lifetime_counts().1);
+        walk.for_each(|_, slot| destroyed += slot.lifetime_counts().1);
         let mut created = self.counters.created.read();
-        self.slots
-            .for_each(|_, slot| created += slot.lifetime_counts().0);
+        walk.for_each(|_, slot| created += slot.lifetime_counts().0);
         (created, destroyed)
+    }
+
+    /// Frees this thread's slot, which it no longer caches in (its exit, or
+    /// its list of caches dropped the pool), moving the slot's counts into
+    /// the pool's; a slot some walk holds stays (`SlotTable::retire`).
+    /// Then a thread that used thousands of pools leaves no memory in
+    /// them. Runs on thread `tid`, with the slot unclaimed and its cache
+    /// empty (released, or revoked and given up).
+    fn retire_local(&self, tid: usize) {
+        thread::forget(self.table_id);
+        let c = &*self.counters;
+        // SAFETY: `tid` is the calling thread's id (both callers run on
+        // it), which holds no reference to its slot past this call, and the
+        // remembered pair is forgotten just above; the slot's cache is empty
+        // (the callers' state), so freeing it drops no object.
+        let _ = unsafe {
+            self.slots.retire(tid, |slot| {
+                debug_assert_eq!(slot.credit().held(), 0, "recalled first");
+                let (gets, returns) = slot.counts();
+                let (created, destroyed) = slot.lifetime_counts();
+                c.retired_gets.add(gets);
+                c.retired_returns.add(returns);
+                c.created.add(created);
+                c.destroyed.add(destroyed);
+                c.misses.add(slot.misses());
+            })
+        };
     }
 
     /// Settles the panics one operation caught (see `callbacks.rs`).
@@ -826,15 +866,21 @@ impl<M: Manage> Shared<M> {
         // The depot's lone counts under its lock, once among the ends and
         // once after the fence among the starts (the lock orders them as
         // the fence does the atomics).
+        // One walk for both: no freed slot's counts move between them.
+        let walk = self.slots.walk();
         let mut ends = c.discarded.read()
             + c.detached.read()
             + self.depot.lone_counts(&self.lone).1
-            + c.waiter_returns.read();
-        self.slots.for_each(|_, slot| ends += slot.counts().1);
+            + c.waiter_returns.read()
+            + c.retired_returns.read();
+        walk.for_each(|_, slot| ends += slot.counts().1);
         fence(Ordering::Acquire);
-        let mut starts =
-            self.slotless.gets.read() + self.depot.lone_counts(&self.lone).0 + c.waiter_gets.read();
-        self.slots.for_each(|_, slot| starts += slot.counts().0);
+        let mut starts = self.slotless.gets.read()
+            + self.depot.lone_counts(&self.lone).0
+            + c.waiter_gets.read()
+            + c.retired_gets.read();
+        walk.for_each(|_, slot| starts += slot.counts().0);
+        drop(walk);
         // More ends than starts would be a counting bug: then keep the pool
         // (a leak) rather than free it under a guard.
         starts.checked_sub(ends).unwrap_or(u64::MAX)
@@ -846,19 +892,23 @@ impl<M: Manage> Shared<M> {
         let c = &*self.counters;
         // Read the subtrahends before what they are subtracted from, so a
         // concurrent destroy cannot make a difference negative.
+        // One walk for every sum over the slots: a slot freed meanwhile
+        // has its counts in the pool's before or after all of them.
+        let walk = self.slots.walk();
         let detached = c.detached.read();
         let discarded = c.discarded.read();
-        let mut returns = c.waiter_returns.read();
-        let mut gets = self.slotless.gets.read() + c.waiter_gets.read();
-        self.slots.for_each(|_, slot| {
+        let mut returns = c.waiter_returns.read() + c.retired_returns.read();
+        let mut gets = self.slotless.gets.read() + c.waiter_gets.read() + c.retired_gets.read();
+        walk.for_each(|_, slot| {
             let (g, r) = slot.counts();
             gets += g;
             returns += r;
         });
         // Every create is a miss: a get, a prefill, a waiter's create.
-        let (created, destroyed) = self.lifetime_counts();
+        let (created, destroyed) = self.lifetime_counts_in(&walk);
         let mut misses = c.misses.read();
-        self.slots.for_each(|_, slot| misses += slot.misses());
+        walk.for_each(|_, slot| misses += slot.misses());
+        drop(walk);
         let empty_gets = c.empty_gets.read();
         // The depot's counts, its slot-less gets and returns with them, in
         // one look under its lock, after the slots' (as a pass moves
@@ -997,6 +1047,9 @@ impl<M: Manage> ThreadExit for Shared<M> {
             let n = places.recall(|visit| visit(slot.credit()));
             self.places_freed(places, n);
         }
+        // Out of the list, so out of the table: a thread that moves among
+        // thousands of pools keeps slots only in those it caches in.
+        self.retire_local(tid);
         false
     }
 
@@ -1024,6 +1077,8 @@ impl<M: Manage> ThreadExit for Shared<M> {
             let n = places.recall(|visit| visit(slot.credit()));
             self.places_freed(places, n);
         }
+        // The next thread with this id allocates its own, if it comes.
+        self.retire_local(tid);
     }
 }
 

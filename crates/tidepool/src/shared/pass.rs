@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cache::{IfBusy, Slot};
+use crate::cache::{IfBusy, Slot, Walk};
 use crate::callbacks::{Caught, Site};
 use crate::depot::MAX_WINDOW;
 use crate::reclaim::fork;
@@ -129,6 +129,30 @@ struct PassState {
     /// operation count at which a purge tick last took it.
     purge_seen: Vec<(u64, u64)>,
     purge_taken_at: Vec<u64>,
+}
+
+impl PassState {
+    /// Forgets the ids from `ids` on, which have no slot (their threads
+    /// stopped caching here, and the slots were freed), once they are most
+    /// of what is kept: a pool whose threads have gone keeps no memory per
+    /// thread. A slot made later for such an id starts afresh, as a new one
+    /// does.
+    fn fit_ids(&mut self, ids: usize) {
+        let kept = [self.seen.len(), self.window.len(), self.purge_seen.len()];
+        if kept.into_iter().all(|len| len <= 2 * ids) {
+            return;
+        }
+        fn fit<T>(v: &mut Vec<T>, ids: usize) {
+            v.truncate(ids);
+            v.shrink_to_fit();
+        }
+        fit(&mut self.seen, ids);
+        fit(&mut self.taken_at, ids);
+        fit(&mut self.low, ids);
+        fit(&mut self.window, ids);
+        fit(&mut self.purge_seen, ids);
+        fit(&mut self.purge_taken_at, ids);
+    }
 }
 
 /// The working-set window of a pool that has not seen a reclaim undone:
@@ -253,8 +277,10 @@ impl<M: Manage> Shared<M> {
                 now.saturating_add(self.reclaim.purge_delay),
                 Ordering::Relaxed,
             );
+            // The slots taken below stay allocated while `walk` lives.
+            let walk = self.slots.walk();
             let mut quiet = Vec::new();
-            self.slots.for_each(|tid, slot| {
+            walk.for_each(|tid, slot| {
                 if state.purge_seen.len() <= tid {
                     state.purge_seen.resize(tid + 1, (u64::MAX, u64::MAX));
                     state.purge_taken_at.resize(tid + 1, u64::MAX);
@@ -317,10 +343,14 @@ impl<M: Manage> Shared<M> {
             // (a put-only cache never needs what it holds). Every other busy
             // cache begins a new period, and gives back the objects it held
             // without needing through this period and the last.
+            let walk = self.slots.walk();
             let mut quiet = Vec::new();
             let mut put_only = Vec::new();
             let mut used = false;
-            self.slots.for_each(|tid, slot| {
+            // One past the highest id with a slot here.
+            let mut ids = 0;
+            walk.for_each(|tid, slot| {
+                ids = tid + 1;
                 if state.seen.len() <= tid {
                     state.seen.resize(tid + 1, (u64::MAX, u64::MAX));
                     state.taken_at.resize(tid + 1, u64::MAX);
@@ -359,6 +389,8 @@ impl<M: Manage> Shared<M> {
                 .add((quiet.len() + put_only.len()) as u64);
             let taken = Slot::revoke_remote(quiet, IfBusy::Flush);
             let passing = Slot::revoke_remote(put_only, IfBusy::Flush);
+            drop(walk);
+            state.fit_ids(ids);
             self.adapt_window(&mut state, intervals);
             let others = self.other_uses();
             used |= std::mem::replace(&mut state.others_seen, others) != others;
@@ -717,9 +749,11 @@ impl<M: Manage> Shared<M> {
                             .store(until.max(1), Ordering::Relaxed);
                         self.depot.set_cap(floor);
                     }
-                    let owned = self.owned_slots();
+                    let walk = self.slots.walk();
+                    let owned = Self::owned_slots(&walk);
                     self.reclaim.caches_taken.add(owned.len() as u64);
                     let taken = Slot::revoke_remote(owned, IfBusy::Flush);
+                    drop(walk);
                     drop(state);
                     taken
                 };
@@ -815,9 +849,9 @@ impl<M: Manage> Shared<M> {
     }
 
     /// Every thread cache that some thread owns right now.
-    fn owned_slots(&self) -> Vec<&Slot<M::Item>> {
+    fn owned_slots<'w>(walk: &'w Walk<'_, M::Item>) -> Vec<&'w Slot<M::Item>> {
         let mut owned = Vec::new();
-        self.slots.for_each(|_, slot| {
+        walk.for_each(|_, slot| {
             if slot.is_owned() {
                 owned.push(slot);
             }
@@ -844,7 +878,8 @@ impl<M: Manage> Shared<M> {
         let caches = {
             let _gate = fork::gate();
             let _state = self.reclaim.lock.lock();
-            Slot::revoke_remote(self.owned_slots(), IfBusy::Flush)
+            let walk = self.slots.walk();
+            Slot::revoke_remote(Self::owned_slots(&walk), IfBusy::Flush)
         };
         let depot = self.depot.take_down_to(0);
         caches.into_iter().chain(depot).collect()
@@ -915,8 +950,9 @@ impl<M: Manage> Shared<M> {
     pub(crate) fn steal_cache(&self, me: Option<usize>) -> Vec<Vec<M::Item>> {
         let _gate = fork::gate();
         let _state = self.reclaim.lock.lock();
+        let walk = self.slots.walk();
         let mut others = Vec::new();
-        self.slots.for_each(|tid, slot| {
+        walk.for_each(|tid, slot| {
             if Some(tid) != me && slot.is_owned() {
                 others.push((tid, slot));
             }

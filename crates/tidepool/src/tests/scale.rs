@@ -195,6 +195,11 @@ fn a_thread_keeps_at_most_max_caches() {
         let (_, visited, len) = watch_work();
         assert!(visited - visited0 <= MAX_CACHES as u64, "one sweep");
         assert_eq!(len, MAX_CACHES);
+        // The sweep dropped the drained pools from the list, and the slots
+        // there with them: slots only where the thread caches.
+        let slots = |p: &Pool<&'static Counting>| p.shared.slots.allocated();
+        assert!(pools[..EXTRA].iter().all(|p| slots(p) == 0));
+        assert!(pools[EXTRA..].iter().all(|p| slots(p) == 1));
         for pool in &pools {
             let s = pool.stats();
             assert_eq!(s.live, 0);
@@ -318,6 +323,43 @@ fn a_full_list_of_dropped_pools_makes_room_at_its_first_sweep() {
     })
     .join()
     .unwrap();
+    let made = manager.made.load(Ordering::Relaxed);
+    assert_eq!(manager.destroyed.load(Ordering::Relaxed), made);
+}
+
+/// A thread that used many pools leaves no slot in any of them once it has
+/// exited, and every count stays exact: the slots' counts live on in the
+/// pools'. Without that, each (pool, thread) pair ever used kept its slot
+/// until the pool dropped.
+#[test]
+#[cfg_attr(miri, ignore = "builds a hundred pools")]
+fn an_exited_thread_leaves_no_slot_behind() {
+    const POOLS: usize = 100;
+    const ROUNDS: usize = 3;
+    let manager = counting();
+    let pools: std::sync::Arc<Vec<Pool<&'static Counting>>> = std::sync::Arc::new(
+        (0..POOLS)
+            .map(|_| Pool::builder(manager).background(false).build().unwrap())
+            .collect(),
+    );
+    let slots = |p: &Pool<&'static Counting>| p.shared.slots.allocated();
+    for _ in 0..2 {
+        let used = std::sync::Arc::clone(&pools);
+        std::thread::spawn(move || {
+            round_trips(&used, ROUNDS);
+            assert!(used.iter().all(|p| slots(p) == 1), "one slot each");
+        })
+        .join()
+        .unwrap();
+        assert!(pools.iter().all(|p| slots(p) == 0), "none after the exit");
+    }
+    for pool in pools.iter() {
+        let s = pool.stats();
+        assert_eq!(s.hits + s.misses, 2 * ROUNDS as u64, "{s:?}");
+        assert_eq!((s.live, s.created, s.idle), (0, 1, 1), "{s:?}");
+        assert_eq!(s.idle + s.destroying, s.created - s.destroyed, "{s:?}");
+    }
+    drop(pools);
     let made = manager.made.load(Ordering::Relaxed);
     assert_eq!(manager.destroyed.load(Ordering::Relaxed), made);
 }
