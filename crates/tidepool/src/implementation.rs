@@ -900,11 +900,15 @@
 //!   newest batch, so the depot's order and marks are as if it were there.
 //! * **Memory per (pool, thread).** A slot is allocated when its own thread
 //!   first takes a cache in the pool (the table's buckets hold pointers), so
-//!   a thread refused a cache costs the pool nothing, and it is freed when
-//!   the thread stops caching there: at its exit, or when a sweep drops the
-//!   pool from its list (`Shared::retire_local`). So a pool holds a slot
-//!   only per thread that lists it now. Only the owner frees its slot, and
-//!   only while no other thread walks the table: every walk (the passes,
+//!   a thread refused a cache costs the pool nothing, and it is freed at
+//!   the thread's exit (`Shared::retire_local`), in every pool it lists and
+//!   every pool a sweep dropped from its list (kept apart, `given_up`,
+//!   pruned of dropped pools and duplicates as it doubles). Not at the
+//!   sweep: that runs inside some pool's get (its claim), maybe under a
+//!   user callback that another pool's get or put called while holding its
+//!   own slot, which the sweep could be the one to give up. So a thread
+//!   that has gone leaves no slot anywhere. Only the owner frees its slot,
+//!   and only while no other thread walks the table: every walk (the passes,
 //!   `stats`, `live_bound`, the places' recall) holds the table's
 //!   `walkers` lock for reading, and the free takes it with `try_write`,
 //!   leaving the slot in place (for the next thread with that id, or the
@@ -914,13 +918,14 @@
 //!   every reader sums the pool's and the slots' within one walk:
 //!
 //!   ```text
-//!   slots(pool) ⊆ { t : pool ∈ list(t) }          (but a free a walk refused)
+//!   slots(pool) ⊆ { t alive : pool ∈ list(t) ∪ given_up(t) }  (but a free a walk refused)
 //!   gets(pool) = retired_gets + Σ slots' gets + slot-less + waiters'
 //!   ```
 //!
 //!   What else a pool keeps per thread follows: the passes' per-id records
-//!   are cut back to the highest id with a slot once they are more than
-//!   twice that (`PassState::fit_ids`), and the depot frees the emptied
+//!   are about one slot each (its `serial`; another slot for the id starts
+//!   afresh), cut back to the highest id with a slot once they are more
+//!   than twice that (`PassState::fit_ids`), and the depot frees the emptied
 //!   batches that no exchange took through a whole interval, as it
 //!   reclaims idle objects (`lw_empty`), and its lists' buffers when it
 //!   holds nothing.

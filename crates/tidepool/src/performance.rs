@@ -497,7 +497,7 @@
 //!   earlier), 240–483 and 901–1,154 objects were left at 5,000 and 20,000
 //!   pools, gone by 17 intervals.
 //! * Memory after the exit, on the Xeon (load average 0.7 before the run;
-//!   the same command, slots freed when their threads stop caching, the
+//!   the same command, slots freed at their threads' exit, the
 //!   depot's unused emptied batches and the passes' per-id records let go),
 //!   RSS built / after / after `malloc_trim` and live heap built / after:
 //!

@@ -94,6 +94,7 @@ use super::local::LocalCache;
 use super::thread;
 use crate::fence::{heavy_fence, light_fence};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use crate::sync::process::{AtomicU64 as ProcessU64, Ordering as ProcessOrdering};
 use crate::sync::{back_off, OwnerCounter, UnsafeCell};
 
 const UNCLAIMED: u8 = 0;
@@ -190,6 +191,10 @@ pub(crate) struct Slot<T> {
     /// the id registry's lock orders one owner's last access before the
     /// next owner's first.
     watched: AtomicBool,
+    /// Unique in the process, never reused: a slot freed at its thread's
+    /// exit and the one the id's next owner allocates (maybe at the same
+    /// address) are told apart by it (the passes' per-id records).
+    serial: u64,
 }
 
 // SAFETY: `Slot` is shared between threads only through `&Slot`, and the one
@@ -218,6 +223,10 @@ impl<T> Default for Slot<T> {
             trim: AtomicUsize::new(0),
             trim_removed: AtomicUsize::new(0),
             watched: AtomicBool::new(false),
+            serial: {
+                static NEXT: ProcessU64 = ProcessU64::new(0);
+                NEXT.fetch_add(1, ProcessOrdering::Relaxed)
+            },
         }
     }
 }
@@ -227,6 +236,11 @@ impl<T> Slot<T> {
     /// the operation it is doing.
     pub(crate) fn counts(&self) -> (u64, u64) {
         (self.gets.read(), self.returns.read())
+    }
+
+    /// This slot's serial (see the field).
+    pub(crate) fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// Objects created, destroyed by this slot's owners:

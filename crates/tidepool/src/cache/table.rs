@@ -22,6 +22,20 @@
 //! each range any thread of it ever touched). Thread ids are recycled
 //! smallest-first, so the table stays about as big as the largest number of
 //! threads that ever used the pool at once.
+//!
+//! A slot is freed at its thread's exit (`cache/thread.rs`: in the pools
+//! the thread lists and in those a sweep dropped from its list), by that
+//! thread only ([`retire`](SlotTable::retire)), and only while no other
+//! thread walks the table: every walk holds `walkers` for reading
+//! ([`Walk`]); the free takes it for writing and gives up at once if it
+//! cannot (a walk in progress, or one that a fork left held in the child).
+//! A slot not freed then stays for the next thread with that id, or until
+//! the table drops.
+//!
+//! ```text
+//!  walk:   walkers.read()  ⇒  no slot it sees is freed before it ends
+//!  retire: walkers.try_write(), fold the counts, unpublish, unlock, free
+//! ```
 
 use std::marker::PhantomData;
 use std::ptr::{self, NonNull};
@@ -114,10 +128,16 @@ impl<T> SlotTable<T> {
     }
 
     /// The slot for `tid`, if it was allocated.
+    ///
+    /// # Safety
+    ///
+    /// `tid` is the calling thread's own id (only that thread frees the
+    /// slot, [`retire`](Self::retire)), and the reference is not used after
+    /// that thread frees it.
     #[inline(always)]
-    pub(crate) fn get(&self, tid: usize) -> Option<&Slot<T>> {
-        // SAFETY: `slot_ptr` points at a live, initialised slot that
-        // outlives the `&self` borrow (see there).
+    pub(crate) unsafe fn get(&self, tid: usize) -> Option<&Slot<T>> {
+        // SAFETY: `slot_ptr` points at a live, initialised slot, which
+        // only its own thread (the caller, by the contract) frees.
         self.slot_ptr(tid).map(|slot| unsafe { &**slot })
     }
 
@@ -235,13 +255,18 @@ impl<T> SlotTable<T> {
     /// first thread with an id in that range) if it does not exist yet.
     ///
     /// `tid` is one the table [`covers`](Self::covers) (panics otherwise).
+    ///
+    /// # Safety
+    ///
+    /// As for [`get`](Self::get).
     #[cold]
-    pub(crate) fn get_or_alloc(&self, tid: usize) -> &Slot<T> {
+    pub(crate) unsafe fn get_or_alloc(&self, tid: usize) -> &Slot<T> {
         assert!(
             Self::covers(tid),
             "thread id {tid} past the table's buckets"
         );
-        if let Some(slot) = self.get(tid) {
+        // SAFETY: the caller's contract.
+        if let Some(slot) = unsafe { self.get(tid) } {
             return slot;
         }
         thread::forget_absent();
@@ -276,7 +301,8 @@ impl<T> SlotTable<T> {
             // never published.
             drop(unsafe { Box::from_raw(fresh) });
         }
-        self.get(tid).expect("slot was just published")
+        // SAFETY: the caller's contract.
+        unsafe { self.get(tid) }.expect("slot was just published")
     }
 
     /// Every entry, inline and in the published buckets, with its id, in id
@@ -332,10 +358,10 @@ impl<T> SlotTable<T> {
     ///
     /// # Safety
     ///
-    /// `tid` is the calling thread's own id, and the thread holds no
-    /// reference to the slot and has forgotten it ([`thread::forget`]):
-    /// the slot's cache holds no object (its drop would not run the
-    /// manager's `destroy`).
+    /// `tid` is the calling thread's own id; the thread holds no reference
+    /// to the slot, in this frame or any frame up its stack, and has
+    /// forgotten it ([`thread::forget`]); the slot's cache holds no object
+    /// (its drop would not run the manager's `destroy`).
     pub(crate) unsafe fn retire(&self, tid: usize, fold: impl FnOnce(&Slot<T>)) -> bool {
         let Some(entry) = self.entry(tid) else {
             return false;
@@ -423,6 +449,19 @@ impl<T> Drop for SlotTable<T> {
 mod tests {
     use super::*;
 
+    /// `tid`'s slot in `table`. The tests free a slot only while they hold
+    /// no reference to it.
+    fn slot_of<T>(table: &SlotTable<T>, tid: usize) -> Option<&Slot<T>> {
+        // SAFETY: see above; no other thread frees these slots.
+        unsafe { table.get(tid) }
+    }
+
+    /// `tid`'s slot in `table`, allocated if need be (as `slot_of`).
+    fn alloc<T>(table: &SlotTable<T>, tid: usize) -> &Slot<T> {
+        // SAFETY: as in `slot_of`.
+        unsafe { table.get_or_alloc(tid) }
+    }
+
     /// The calling thread's slot in `table`, as its owner looks it up.
     fn local<T>(table: &SlotTable<T>) -> Option<&Slot<T>> {
         // SAFETY: the table's own id.
@@ -449,10 +488,13 @@ mod tests {
         let table = SlotTable::<u32>::new();
         for tid in [MAX_TIDS, MAX_TIDS + 1, usize::MAX - 1] {
             assert!(!SlotTable::<u32>::covers(tid));
-            assert!(table.get(tid).is_none(), "{tid}");
+            assert!(slot_of(&table, tid).is_none(), "{tid}");
         }
         assert!(SlotTable::<u32>::covers(MAX_TIDS - 1));
-        assert!(table.get(MAX_TIDS - 1).is_none(), "covered, not allocated");
+        assert!(
+            slot_of(&table, MAX_TIDS - 1).is_none(),
+            "covered, not allocated"
+        );
     }
 
     #[test]
@@ -461,19 +503,19 @@ mod tests {
             let tid = thread::current_tid_or_register().unwrap();
             let a = SlotTable::<u32>::new();
             assert!(local(&a).is_none(), "no bucket yet");
-            let in_a: *const Slot<u32> = a.get_or_alloc(tid);
+            let in_a: *const Slot<u32> = alloc(&a, tid);
             assert!(std::ptr::eq(local(&a).unwrap(), in_a));
             assert!(std::ptr::eq(local(&a).unwrap(), in_a), "remembered");
             // Another table, alive at once, and then one made after `a` is
             // gone (maybe at `a`'s address): each finds its own slot.
             let b = SlotTable::<u32>::new();
-            let in_b: *const Slot<u32> = b.get_or_alloc(tid);
+            let in_b: *const Slot<u32> = alloc(&b, tid);
             assert!(std::ptr::eq(local(&b).unwrap(), in_b));
             assert!(std::ptr::eq(local(&a).unwrap(), in_a));
             drop(a);
             let c = SlotTable::<u32>::new();
             assert!(local(&c).is_none(), "nothing of `a` leaks into `c`");
-            let in_c: *const Slot<u32> = c.get_or_alloc(tid);
+            let in_c: *const Slot<u32> = alloc(&c, tid);
             assert!(std::ptr::eq(local(&c).unwrap(), in_c));
         })
         .join()
@@ -483,31 +525,31 @@ mod tests {
     #[test]
     fn slots_are_allocated_on_demand_and_stable() {
         let table = SlotTable::<u32>::new();
-        assert!(table.get(5).is_none());
-        let a = table.get_or_alloc(5) as *const Slot<u32>;
-        let b = table.get_or_alloc(5) as *const Slot<u32>;
+        assert!(slot_of(&table, 5).is_none());
+        let a = alloc(&table, 5) as *const Slot<u32>;
+        let b = alloc(&table, 5) as *const Slot<u32>;
         assert_eq!(a, b);
         assert!(
-            table.get(3).is_none(),
+            slot_of(&table, 3).is_none(),
             "its own slot only, not its bucket's"
         );
-        assert!(table.get(0).is_none());
-        let c = table.get_or_alloc(3) as *const Slot<u32>;
+        assert!(slot_of(&table, 0).is_none());
+        let c = alloc(&table, 3) as *const Slot<u32>;
         assert_ne!(a, c);
         let mut ids = Vec::new();
         table.for_each(|id, slot| {
-            assert!(std::ptr::eq(slot, table.get(id).unwrap()));
+            assert!(std::ptr::eq(slot, slot_of(&table, id).unwrap()));
             ids.push(id);
         });
         assert_eq!(ids, [3, 5]);
-        assert_eq!(table.get(5).map(|s| s as *const Slot<u32>), Some(a));
+        assert_eq!(slot_of(&table, 5).map(|s| s as *const Slot<u32>), Some(a));
     }
 
     #[test]
     fn a_slot_is_freed_only_while_no_walk_holds_the_table() {
         let table = SlotTable::<u32>::new();
         for tid in [2, 40] {
-            let _ = table.get_or_alloc(tid);
+            let _ = alloc(&table, tid);
         }
         let mut folded = Vec::new();
         {
@@ -526,10 +568,10 @@ mod tests {
         // SAFETY: as above; an id that never had a slot.
         assert!(!unsafe { table.retire(7, |_| folded.push(7)) });
         assert_eq!(folded, [40], "folded once, by the free that happened");
-        assert!(table.get(40).is_none() && table.get(2).is_some());
+        assert!(slot_of(&table, 40).is_none() && slot_of(&table, 2).is_some());
         assert_eq!(table.allocated(), 1);
         // The id's next owner gets a fresh slot.
-        let _ = table.get_or_alloc(40);
+        let _ = alloc(&table, 40);
         assert_eq!(table.allocated(), 2);
     }
 
@@ -538,7 +580,7 @@ mod tests {
         let mut table = SlotTable::<u32>::new();
         let ids = [0, INLINE - 1, INLINE, 40, 3];
         for id in ids {
-            let _ = table.get_or_alloc(id);
+            let _ = alloc(&table, id);
         }
         assert!(table.buckets[..INLINE_BUCKETS]
             .iter()
@@ -548,13 +590,13 @@ mod tests {
             .is_null());
         let mut seen = Vec::new();
         table.for_each(|id, slot| {
-            assert!(std::ptr::eq(slot, table.get(id).unwrap()));
+            assert!(std::ptr::eq(slot, slot_of(&table, id).unwrap()));
             seen.push(id);
         });
         assert_eq!(seen, [0, 3, INLINE - 1, INLINE, 40]);
         let mut n = 0;
         table.for_each_mut(|_| n += 1);
         assert_eq!(n, ids.len());
-        assert!(table.get(1).is_none() && table.get(41).is_none());
+        assert!(slot_of(&table, 1).is_none() && slot_of(&table, 41).is_none());
     }
 }

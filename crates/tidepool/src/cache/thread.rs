@@ -36,15 +36,18 @@ const NO_TID: usize = usize::MAX;
 
 /// A pool that keeps per-thread caches and wants them back when a thread exits.
 pub(crate) trait ThreadExit: Send + Sync {
-    /// Called on the exiting thread `tid`, from its TLS destructor, once per
-    /// pool it used: move its cache back to the depot.
+    /// Called on the exiting thread `tid`, from its TLS destructor, for each
+    /// pool it lists and each a sweep dropped from its list (maybe more than
+    /// once for one pool: a call after the first finds no slot): move its
+    /// cache back to the depot, and free its slot.
     fn thread_exit(&self, tid: usize);
 
     /// Called on thread `tid` by a sweep of its list ([`watch`]): whether
     /// its cache in this pool is still claimed. A cache the reclaimer took
     /// back (it holds nothing) is given up instead, as at thread exit, and
     /// the answer is `false`: the pool leaves the list, and the thread may
-    /// take a cache elsewhere.
+    /// take a cache elsewhere (its slot stays until the exit: the sweep
+    /// may run inside this pool's own operation, which holds it).
     fn still_cached(&self, tid: usize) -> bool;
 }
 
@@ -271,15 +274,18 @@ pub(crate) fn watch(pool: impl FnOnce() -> Weak<dyn ThreadExit>) -> bool {
             // Outside the borrow: `still_cached` runs no user code, but the
             // last reference to a pool may be dropped here (its drop is).
             let mut kept = Vec::with_capacity(list.len());
+            let mut gone = Vec::new();
             for weak in list {
                 if let Some(strong) = weak.upgrade() {
                     if strong.still_cached(tid) {
                         kept.push(weak);
+                    } else {
+                        gone.push(weak);
                     }
                 }
             }
             let room = GUARD
-                .try_with(|guard| guard.pools.borrow_mut().after_sweep(kept))
+                .try_with(|guard| guard.pools.borrow_mut().after_sweep(kept, gone))
                 .unwrap_or(false);
             if !room {
                 refuse_next(REFUSALS_PER_SWEEP);
@@ -321,6 +327,16 @@ struct Watched {
     pools: Vec<Weak<dyn ThreadExit>>,
     /// The length at which the next push sweeps.
     sweep_at: usize,
+    /// Pools a sweep dropped from `pools` whose slot this thread still
+    /// holds: the sweep runs inside some pool's operation (a get's claim,
+    /// maybe under a user callback that pool called), which may hold that
+    /// very slot, so the slot is freed only at the thread's exit, with the
+    /// others ([`ThreadExit::thread_exit`] on a slot already freed, or
+    /// re-claimed and listed again, does nothing more). Pruned of dropped
+    /// pools and duplicates when it has doubled since the last prune.
+    given_up: Vec<Weak<dyn ThreadExit>>,
+    /// The length at which `given_up` is pruned next.
+    prune_at: usize,
     /// Entries pushed and visited by sweeps, and calls to
     /// [`admit`](Self::admit), for the tests' work counts.
     #[cfg(test)]
@@ -362,10 +378,24 @@ impl Watched {
     }
 
     /// Puts back what a full sweep kept; `true` if there is room now.
-    /// Pools watched meanwhile (by a drop the sweep caused) stay.
-    fn after_sweep(&mut self, mut kept: Vec<Weak<dyn ThreadExit>>) -> bool {
+    /// Pools watched meanwhile (by a drop the sweep caused) stay. `gone`:
+    /// the live pools the sweep dropped, whose slots wait for the exit.
+    fn after_sweep(
+        &mut self,
+        mut kept: Vec<Weak<dyn ThreadExit>>,
+        mut gone: Vec<Weak<dyn ThreadExit>>,
+    ) -> bool {
         kept.append(&mut self.pools);
         self.pools = kept;
+        self.given_up.append(&mut gone);
+        if self.given_up.len() >= self.prune_at {
+            self.given_up.retain(|p| p.strong_count() > 0);
+            self.given_up
+                .sort_unstable_by_key(|p| p.as_ptr().cast::<()>());
+            self.given_up
+                .dedup_by(|a, b| std::ptr::addr_eq(a.as_ptr(), b.as_ptr()));
+            self.prune_at = (2 * self.given_up.len()).max(MIN_SWEEP);
+        }
         self.sweep_at = self.next_sweep();
         self.pools.len() < MAX_CACHES
     }
@@ -449,8 +479,14 @@ impl ThreadGuard {
             hot.refusals_left.set(0);
             hot.absent.set(0);
         });
-        let pools = std::mem::take(&mut self.pools.borrow_mut().pools);
-        for pool in pools {
+        let (pools, given_up) = {
+            let mut watched = self.pools.borrow_mut();
+            (
+                std::mem::take(&mut watched.pools),
+                std::mem::take(&mut watched.given_up),
+            )
+        };
+        for pool in pools.into_iter().chain(given_up) {
             if let Some(pool) = pool.upgrade() {
                 pool.thread_exit(self.tid);
             }

@@ -166,7 +166,7 @@ struct Slotless {
 ///   (`gets`, `returns` summed over every slot plus the slot-less ones,
 ///   plus `retired_gets`, `retired_returns`)
 ///
-/// A slot freed when its thread stopped caching here (`retire_local`)
+/// A slot freed at its thread's exit (`retire_local`)
 /// leaves its counts in `created`, `destroyed`, `misses`,
 /// `retired_gets` and `retired_returns`, moved there while no walk of
 /// the slots runs, so a reader that walks them sees each count once.
@@ -274,19 +274,20 @@ impl<M: Manage> Shared<M> {
         (created, destroyed)
     }
 
-    /// Frees this thread's slot, which it no longer caches in (its exit, or
-    /// its list of caches dropped the pool), moving the slot's counts into
+    /// Frees this thread's slot at its exit (from the pools it lists and
+    /// those a sweep dropped from its list), moving the slot's counts into
     /// the pool's; a slot some walk holds stays (`SlotTable::retire`).
     /// Then a thread that used thousands of pools leaves no memory in
-    /// them. Runs on thread `tid`, with the slot unclaimed and its cache
-    /// empty (released, or revoked and given up).
+    /// them. Runs on thread `tid`, in its exit (nothing up its stack holds
+    /// a slot), with the slot unclaimed and its cache empty (released).
     fn retire_local(&self, tid: usize) {
         thread::forget(self.table_id);
         let c = &*self.counters;
-        // SAFETY: `tid` is the calling thread's id (both callers run on
-        // it), which holds no reference to its slot past this call, and the
-        // remembered pair is forgotten just above; the slot's cache is empty
-        // (the callers' state), so freeing it drops no object.
+        // SAFETY: `tid` is the calling thread's id (its exit runs on it),
+        // which holds no reference to its slot past this call (nothing up
+        // the stack of a thread exit does), and the remembered pair is
+        // forgotten just above; the slot's cache is empty (released), so
+        // freeing it drops no object.
         let _ = unsafe {
             self.slots.retire(tid, |slot| {
                 debug_assert_eq!(slot.credit().held(), 0, "recalled first");
@@ -352,11 +353,9 @@ impl<M: Manage> Shared<M> {
             return None;
         }
         // SAFETY: `tid` is this thread's own id, not released (we are not in
-        // its exit: `current_tid_or_register` returned it).
-        let found = this
-            .slots
-            .get(tid)
-            .map(|slot| unsafe { LocalSlot::new(slot) });
+        // its exit: `current_tid_or_register` returned it), so only this
+        // thread frees the slot, at its exit.
+        let found = unsafe { this.slots.get(tid) }.map(|slot| unsafe { LocalSlot::new(slot) });
         // A claimed cache, or a re-claim (after the reclaimer took the
         // cache back, or a `trim_local`), is already watched: no list work,
         // however many pools this thread uses. A new cache must be admitted
@@ -1031,7 +1030,9 @@ impl<M: Manage> Shared<M> {
 
 impl<M: Manage> ThreadExit for Shared<M> {
     fn still_cached(&self, tid: usize) -> bool {
-        let Some(slot) = self.slots.get(tid) else {
+        // SAFETY: we run on thread `tid` (a sweep of its own list), which
+        // frees its slot only at its exit.
+        let Some(slot) = (unsafe { self.slots.get(tid) }) else {
             return false;
         };
         // SAFETY: we run on thread `tid` (a sweep of its own list), which
@@ -1047,15 +1048,16 @@ impl<M: Manage> ThreadExit for Shared<M> {
             let n = places.recall(|visit| visit(slot.credit()));
             self.places_freed(places, n);
         }
-        // Out of the list, so out of the table: a thread that moves among
-        // thousands of pools keeps slots only in those it caches in.
-        self.retire_local(tid);
+        // Its slot stays until the thread exits: a caller up the stack (a
+        // user callback inside this pool's own get or put) may hold it.
         false
     }
 
     fn thread_exit(&self, tid: usize) {
         probe!(ThreadExit);
-        let Some(slot) = self.slots.get(tid) else {
+        // SAFETY: we run on thread `tid`, which frees the slot below, after
+        // its last use.
+        let Some(slot) = (unsafe { self.slots.get(tid) }) else {
             return;
         };
         // SAFETY: we run on thread `tid`, in its TLS destructor, before its id

@@ -129,17 +129,44 @@ struct PassState {
     /// operation count at which a purge tick last took it.
     purge_seen: Vec<(u64, u64)>,
     purge_taken_at: Vec<u64>,
+    /// The serial of the slot each id's records are about
+    /// ([`Slot::serial`]): another slot for the id (its next owner's, the
+    /// first freed at its thread's exit) starts with fresh records.
+    serials: Vec<u64>,
 }
 
 impl PassState {
+    /// Makes room for `tid`'s records, fresh ones if they were about
+    /// another slot than the one with `serial`.
+    fn track(&mut self, tid: usize, serial: u64) {
+        if self.serials.len() <= tid {
+            let ids = tid + 1;
+            self.serials.resize(ids, u64::MAX);
+            self.seen.resize(ids, (u64::MAX, u64::MAX));
+            self.taken_at.resize(ids, u64::MAX);
+            self.low.resize(ids, 0);
+            self.window.resize(ids, (u64::MAX, 0));
+            self.purge_seen.resize(ids, (u64::MAX, u64::MAX));
+            self.purge_taken_at.resize(ids, u64::MAX);
+        }
+        if self.serials[tid] != serial {
+            self.serials[tid] = serial;
+            self.seen[tid] = (u64::MAX, u64::MAX);
+            self.taken_at[tid] = u64::MAX;
+            self.low[tid] = 0;
+            self.window[tid] = (u64::MAX, 0);
+            self.purge_seen[tid] = (u64::MAX, u64::MAX);
+            self.purge_taken_at[tid] = u64::MAX;
+        }
+    }
+
     /// Forgets the ids from `ids` on, which have no slot (their threads
     /// stopped caching here, and the slots were freed), once they are most
     /// of what is kept: a pool whose threads have gone keeps no memory per
-    /// thread. A slot made later for such an id starts afresh, as a new one
-    /// does.
+    /// thread. A slot made later for such an id starts afresh, as another
+    /// slot for a kept id does (`track`).
     fn fit_ids(&mut self, ids: usize) {
-        let kept = [self.seen.len(), self.window.len(), self.purge_seen.len()];
-        if kept.into_iter().all(|len| len <= 2 * ids) {
+        if self.serials.len() <= 2 * ids {
             return;
         }
         fn fit<T>(v: &mut Vec<T>, ids: usize) {
@@ -152,6 +179,7 @@ impl PassState {
         fit(&mut self.window, ids);
         fit(&mut self.purge_seen, ids);
         fit(&mut self.purge_taken_at, ids);
+        fit(&mut self.serials, ids);
     }
 }
 
@@ -281,10 +309,7 @@ impl<M: Manage> Shared<M> {
             let walk = self.slots.walk();
             let mut quiet = Vec::new();
             walk.for_each(|tid, slot| {
-                if state.purge_seen.len() <= tid {
-                    state.purge_seen.resize(tid + 1, (u64::MAX, u64::MAX));
-                    state.purge_taken_at.resize(tid + 1, u64::MAX);
-                }
+                state.track(tid, slot.serial());
                 let counts = slot.counts();
                 let busy = std::mem::replace(&mut state.purge_seen[tid], counts) != counts;
                 let ops = counts.0 + counts.1;
@@ -351,11 +376,7 @@ impl<M: Manage> Shared<M> {
             let mut ids = 0;
             walk.for_each(|tid, slot| {
                 ids = tid + 1;
-                if state.seen.len() <= tid {
-                    state.seen.resize(tid + 1, (u64::MAX, u64::MAX));
-                    state.taken_at.resize(tid + 1, u64::MAX);
-                    state.low.resize(tid + 1, 0);
-                }
+                state.track(tid, slot.serial());
                 let (gets, returns) = slot.counts();
                 let ops = gets + returns;
                 let (seen_gets, seen_returns) = state.seen[tid];
@@ -501,6 +522,9 @@ impl<M: Manage> Shared<M> {
             self.counters.waiter_gets.read(),
             self.counters.waiter_returns.read(),
             self.counters.adopted.read(),
+            // A thread that used the pool and exited since: its counts.
+            self.counters.retired_gets.read(),
+            self.counters.retired_returns.read(),
         ]
         .into_iter()
         .fold(0, u64::wrapping_add)
@@ -619,9 +643,7 @@ impl<M: Manage> Shared<M> {
         let (mut total_ops, mut balanced, mut owners) = (0, 0, 0);
         self.slots.for_each(|tid, slot| {
             let owned = slot.is_owned();
-            if state.window.len() <= tid {
-                state.window.resize(tid + 1, (u64::MAX, 0));
-            }
+            state.track(tid, slot.serial());
             let (gets, returns) = slot.counts();
             // A cache new since the window began counts from zero.
             let (seen_gets, seen_returns) = match state.window[tid] {
