@@ -907,7 +907,7 @@
 //!   sweep: that runs inside some pool's get (its claim), maybe under a
 //!   user callback that another pool's get or put called while holding its
 //!   own slot, which the sweep could be the one to give up. So a thread
-//!   that has gone leaves no slot anywhere. Only the owner frees its slot,
+//!   that has gone leaves no slot anywhere, but one whose free met a walk. Only the owner frees its slot,
 //!   and only while no other thread walks the table: every walk (the passes,
 //!   `stats`, `live_bound`, the places' recall) holds the table's
 //!   `walkers` lock for reading, and the free takes it with `try_write`,
@@ -921,6 +921,11 @@
 //!   slots(pool) ⊆ { t alive : pool ∈ list(t) ∪ given_up(t) }  (but a free a walk refused)
 //!   gets(pool) = retired_gets + Σ slots' gets + slot-less + waiters'
 //!   ```
+//!
+//!   The passes see the use a thread made before it exited, not the exit:
+//!   a slot remembers the operations the last pass saw (`pass_seen`), and
+//!   the free adds only those since to `retired_unseen`, which the passes
+//!   count among the pool's other uses.
 //!
 //!   What else a pool keeps per thread follows: the passes' per-id records
 //!   are about one slot each (its `serial`; another slot for the id starts

@@ -195,6 +195,11 @@ pub(crate) struct Slot<T> {
     /// exit and the one the id's next owner allocates (maybe at the same
     /// address) are told apart by it (the passes' per-id records).
     serial: u64,
+    /// `gets + returns` as the last reclaim pass saw them: what the owner
+    /// did after it, the pass has yet to see (a slot freed at its thread's
+    /// exit leaves that much use for the next pass, `Shared::retire_local`).
+    /// Written by the pass only, under the table's walk lock.
+    pass_seen: AtomicU64,
 }
 
 // SAFETY: `Slot` is shared between threads only through `&Slot`, and the one
@@ -227,6 +232,7 @@ impl<T> Default for Slot<T> {
                 static NEXT: ProcessU64 = ProcessU64::new(0);
                 NEXT.fetch_add(1, ProcessOrdering::Relaxed)
             },
+            pass_seen: AtomicU64::new(0),
         }
     }
 }
@@ -241,6 +247,17 @@ impl<T> Slot<T> {
     /// This slot's serial (see the field).
     pub(crate) fn serial(&self) -> u64 {
         self.serial
+    }
+
+    /// Notes that a pass saw `ops` gets and returns.
+    pub(crate) fn note_pass_seen(&self, ops: u64) {
+        self.pass_seen.store(ops, Ordering::Relaxed);
+    }
+
+    /// The gets and returns no pass has seen yet.
+    pub(crate) fn unseen_by_pass(&self) -> u64 {
+        let (gets, returns) = self.counts();
+        (gets + returns).saturating_sub(self.pass_seen.load(Ordering::Relaxed))
     }
 
     /// Objects created, destroyed by this slot's owners:

@@ -77,7 +77,8 @@ type Padded<T> = CachePadded<Slot<T>>;
 pub(crate) struct SlotTable<T> {
     /// This table's id: unique in the process and never reused, so a
     /// thread that remembers `(id, slot)` ([`thread::remembered`]) can
-    /// trust a match for as long as the table lives (slots never move).
+    /// trust a match for as long as the table lives (slots never move, and
+    /// only their own thread frees them, forgetting the pair first).
     id: u64,
     first: [AtomicPtr<Padded<T>>; INLINE],
     /// `buckets[..INLINE_BUCKETS]` stay null.
@@ -225,8 +226,9 @@ impl<T> SlotTable<T> {
             // `slot` came from `self.slot_ptr(tid)` for this thread's id, which
             // it has not released since (its release forgets the pair).
             // Ids are never reused, and `id` is this table's (the caller's
-            // contract), so the match means this very table, and
-            // its slots live, unmoved, as long as `&self`. A table's id is
+            // contract), so the match means this very table; its slots
+            // never move, and this one is freed only by this thread, at its
+            // exit, which forgets the pair first. A table's id is
             // never 0, so `slot` was stored with it (not the dangling
             // placeholder).
             return Some(unsafe { &**slot.cast::<Padded<T>>().as_ptr() });

@@ -38,8 +38,9 @@ const NO_TID: usize = usize::MAX;
 pub(crate) trait ThreadExit: Send + Sync {
     /// Called on the exiting thread `tid`, from its TLS destructor, for each
     /// pool it lists and each a sweep dropped from its list (maybe more than
-    /// once for one pool: a call after the first finds no slot): move its
-    /// cache back to the depot, and free its slot.
+    /// once for one pool: a later call finds no slot, or one an earlier call
+    /// could not free, and tries again): move its cache back to the depot,
+    /// and free its slot.
     fn thread_exit(&self, tid: usize);
 
     /// Called on thread `tid` by a sweep of its list ([`watch`]): whether

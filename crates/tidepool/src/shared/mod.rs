@@ -107,10 +107,10 @@ pub(crate) struct Shared<M: Manage> {
     /// cache here, counted under the depot's lock (`depot/lone.rs`).
     lone: Lone,
     /// Which threads have a slot in `slots`: bit `t` (`thread::slot_bit`)
-    /// set by thread `t` when it allocates its slot, never cleared (a slot
-    /// lives as long as the table). A thread whose bit is clear knows it
-    /// has no cache here without looking in the table, whose lines the
-    /// slot-less get would otherwise touch:
+    /// set by thread `t` when it allocates its slot, never cleared (a set
+    /// bit says only that a slot may exist: the thread's exit frees it). A
+    /// thread whose bit is clear knows it has no cache here without looking
+    /// in the table, whose lines the slot-less get would otherwise touch:
     /// `slotted & slot_bit(t) == 0  ⇒  slots has no slot for t`.
     slotted: AtomicU64,
     /// `config.background`, kept here too: a put by a thread with no cache
@@ -194,6 +194,10 @@ struct Counters {
     /// The gets and returns of freed slots (`retire_local`).
     retired_gets: SharedCounter,
     retired_returns: SharedCounter,
+    /// The part of them no reclaim pass saw while the slots lived
+    /// (`Slot::unseen_by_pass`): to the passes, the use those threads made
+    /// of the pool before they exited, not the exits themselves.
+    retired_unseen: SharedCounter,
 }
 
 impl<M: Manage> Shared<M> {
@@ -295,6 +299,7 @@ impl<M: Manage> Shared<M> {
                 let (created, destroyed) = slot.lifetime_counts();
                 c.retired_gets.add(gets);
                 c.retired_returns.add(returns);
+                c.retired_unseen.add(slot.unseen_by_pass());
                 c.created.add(created);
                 c.destroyed.add(destroyed);
                 c.misses.add(slot.misses());
@@ -1137,6 +1142,41 @@ mod layout_tests {
     /// and the depot's (its lock, loose object and marks; see
     /// `depot::tests`). Each line is a likely cache and TLB miss when the
     /// pools outnumber the caches.
+    /// A slot freed at its thread's exit leaves its counts in the pool's,
+    /// and, for the passes, only the use no pass saw while it lived: an
+    /// exit is not a use of the pool.
+    #[test]
+    fn an_exit_leaves_the_counts_and_only_the_use_no_pass_saw() {
+        let pool = std::sync::Arc::new(
+            crate::Pool::builder(|| Box::new(0u64))
+                .background(false)
+                .build()
+                .unwrap(),
+        );
+        let used = std::sync::Arc::clone(&pool);
+        std::thread::spawn(move || {
+            for _ in 0..3 {
+                drop(used.get().unwrap());
+            }
+            // What a pass records of each slot it walks.
+            used.shared.slots.for_each(|_, slot| {
+                let (gets, returns) = slot.counts();
+                slot.note_pass_seen(gets + returns);
+            });
+            for _ in 0..2 {
+                drop(used.get().unwrap());
+            }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(pool.shared.slots.allocated(), 0, "freed at the exit");
+        let c = &*pool.shared.counters;
+        assert_eq!((c.retired_gets.read(), c.retired_returns.read()), (5, 5));
+        assert_eq!(c.retired_unseen.read(), 4, "the round trips after the pass");
+        let s = pool.stats();
+        assert_eq!((s.hits + s.misses, s.live, s.created), (5, 0, 1), "{s:?}");
+    }
+
     /// A process may hold thousands of pools, each this state at least:
     /// what a pool without `max_live` does not use (the budget's padded
     /// lines) is boxed, and the table holds bucket pointers for the ids any

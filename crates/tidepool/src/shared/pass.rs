@@ -161,7 +161,7 @@ impl PassState {
     }
 
     /// Forgets the ids from `ids` on, which have no slot (their threads
-    /// stopped caching here, and the slots were freed), once they are most
+    /// exited, and the slots were freed), once they are most
     /// of what is kept: a pool whose threads have gone keeps no memory per
     /// thread. A slot made later for such an id starts afresh, as another
     /// slot for a kept id does (`track`).
@@ -379,6 +379,7 @@ impl<M: Manage> Shared<M> {
                 state.track(tid, slot.serial());
                 let (gets, returns) = slot.counts();
                 let ops = gets + returns;
+                slot.note_pass_seen(ops);
                 let (seen_gets, seen_returns) = state.seen[tid];
                 state.seen[tid] = (gets, returns);
                 let busy = (seen_gets, seen_returns) != (gets, returns);
@@ -522,9 +523,9 @@ impl<M: Manage> Shared<M> {
             self.counters.waiter_gets.read(),
             self.counters.waiter_returns.read(),
             self.counters.adopted.read(),
-            // A thread that used the pool and exited since: its counts.
-            self.counters.retired_gets.read(),
-            self.counters.retired_returns.read(),
+            // What threads that have exited since did here after the last
+            // pass saw their slots.
+            self.counters.retired_unseen.read(),
         ]
         .into_iter()
         .fold(0, u64::wrapping_add)
