@@ -487,6 +487,25 @@
 //!   run of 5 (load average 0.3 before it): inline 23 ns (22–35), one
 //!   line 28, a pair 37 (30–98), `spread` 79 (56–186), tidepool 92
 //!   (78–168), 3.9× inline and 1.17× `spread`.
+//! * On the Xeon (2 vCPUs, a 260 MB last level; commit ed9d9252, load
+//!   average 0.6 before), the gap at 20,000 pools has three parts.
+//!   `many_pools --child S 20000 100 --secs 2 --builds 0`: one thread,
+//!   tidepool 69–77 ns per get + put against 29 for the `Mutex<Vec>`;
+//!   8 threads, 446–499 against 206–218. With no passes (interval
+//!   100 s), tidepool took 66 ns with one thread and 326 with 8 (392 with
+//!   passes, the same minutes): at 100 ms over 20,000 pools the passes,
+//!   200,000 a second, use 22–26 % of a core, which the 8 threads lose.
+//!   `pool_layout --runs 3 --spread-bytes B`, B from 2,048 down to 128:
+//!   inline 27–28, one pair of lines each 31–37, `spread` 47 at 2,048
+//!   bytes and 38–41 at 128 to 512, tidepool 55–63. So the layout is
+//!   about 15 ns of tidepool's 55, and its code about as much again:
+//!   callgrind counts 168 instructions per slot-less round trip
+//!   (`get_slow` 77, `put_other_from` 44, `put_slotless` 47). Huge pages
+//!   (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`) changed nothing there: 70
+//!   against 72 ns, one thread. A get + put at the `Mutex<Vec>`'s cost
+//!   needs all three: the slot-less pair packed in one array with the
+//!   handle pointing there, a shorter slot-less path, and cheaper passes
+//!   over pools no thread touched since the last.
 //! * Idle objects 3 intervals after the exit: none. During the flow the
 //!   depot's level swings as threads without a cache take and return, so
 //!   many pools see a reclaim undone and lengthen their working-set window

@@ -70,6 +70,13 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
     let mut spec = spec(settings);
     spec.make_worker = recorder.make_worker();
     let mut report = run_spec(&spec, settings, progress);
+    // A policy with no window ratio measured nothing in the steady state
+    // of any run: say so, rather than leave a blank.
+    for r in &report.results {
+        if !r.metrics.contains_key("window_ratio") {
+            report.notes.push(no_ratio_note(r.policy));
+        }
+    }
     // What the controller saw, run by run: a signal that never reached the
     // pool is a run that measured nothing.
     for rec in recorder.take_records() {
@@ -82,6 +89,12 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
         }
     }
     report
+}
+
+/// The note for a policy none of whose runs completed a request in the
+/// steady state (so it has no window ratio).
+pub fn no_ratio_note(policy: PolicyKind) -> String {
+    format!("{policy}: no request completed in the steady state of any run (the machine stalled), so no window ratio")
 }
 
 pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
@@ -310,7 +323,14 @@ fn metrics(out: &RunOutput, plan: &Plan) -> BTreeMap<String, f64> {
     // The steady state: the fio load's phase less its first fifth (the
     // burst's requests are still completing then).
     let from = sent - 0.8 * plan.phases[SIGNAL_PHASE - 1].min.as_secs_f64() * 1e3;
-    let steady = out.rate_between(from, sent);
+    let mut steady = out.rate_between(from, sent);
+    if steady <= 0.0 {
+        // Nothing completed in it (a stall of the machine longer than the
+        // window, as a loaded VM can give a short quick run): the whole
+        // phase, burst tail and all, rather than no steady rate at all.
+        let load_start = out.phase_starts.get(SIGNAL_PHASE - 1).copied().flatten();
+        steady = load_start.map_or(0.0, |start| out.rate_between(start, sent));
+    }
     let window = out.rate_between(arrived, arrived + w);
     m.insert("rate_steady".into(), steady);
     m.insert("rate_window".into(), window);
@@ -436,4 +456,57 @@ pub(crate) fn claims(s: &ScenarioReport) -> Vec<Claim> {
         ),
         verdict,
     }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::harness::output_of;
+
+    /// Samples every 5 ms through the quick plan's phases, `per_sample`
+    /// giving the requests completed in the 5 ms ending at each time.
+    fn run_of(plan: &Plan, per_sample: impl Fn(f64) -> u64) -> RunOutput {
+        let mut starts = vec![Some(0.0)];
+        let mut t = 0.0;
+        for phase in &plan.phases[..plan.phases.len() - 1] {
+            t += phase.min.as_secs_f64() * 1e3;
+            starts.push(Some(t));
+        }
+        let end = t + plan.phases.last().unwrap().min.as_secs_f64() * 1e3;
+        let times: Vec<f64> = (0..=(end / 5.0) as usize).map(|i| i as f64 * 5.0).collect();
+        let done: Vec<u64> = times
+            .iter()
+            .scan(0, |n, &t| {
+                *n += per_sample(t);
+                Some(*n)
+            })
+            .collect();
+        let mut out = output_of(&times, &done);
+        out.series.created = vec![0; times.len()];
+        out.phase_starts = starts;
+        out
+    }
+
+    #[test]
+    fn a_stall_through_the_steady_window_measures_the_whole_load_phase() {
+        let plan = spec(&Settings::new(true)).plan;
+        let ms = |i: usize| plan.phases[i].min.as_secs_f64() * 1e3;
+        let (load_start, load) = (ms(0), ms(SIGNAL_PHASE - 1));
+        let sent = load_start + load;
+        // Requests complete in the load phase's first tenth only (the
+        // measured window leaves out its first fifth), then nothing until
+        // the signal, then steadily.
+        let m = metrics(
+            &run_of(&plan, |t| {
+                u64::from((load_start..load_start + 0.1 * load).contains(&t) || t > sent) * 10
+            }),
+            &plan,
+        );
+        assert!(m["rate_steady"] > 0.0, "{m:?}");
+        assert!(m["window_ratio"].is_finite(), "{m:?}");
+        // Nothing at all before the signal: no ratio, not a division by 0.
+        let m = metrics(&run_of(&plan, |t| u64::from(t > sent) * 10), &plan);
+        assert_eq!(m["rate_steady"], 0.0);
+        assert!(!m.contains_key("window_ratio"), "{m:?}");
+    }
 }

@@ -723,31 +723,38 @@ fn thin(samples: &mut Vec<Sample>) {
     }
 }
 
+/// A run's output with only the sample times and completions set, for
+/// the tests of what is measured from them.
+#[cfg(test)]
+pub(crate) fn output_of(t_ms: &[f64], completed: &[u64]) -> RunOutput {
+    RunOutput {
+        series: Series {
+            t_ms: t_ms.to_vec(),
+            ..Series::default()
+        },
+        failures: 0,
+        first_failure: None,
+        completed: completed.last().copied().unwrap_or(0),
+        created: 0,
+        phase_starts: Vec::new(),
+        phase_settled: Vec::new(),
+        aborted: false,
+        quiescent_idle: 0,
+        quiescent_live: 0,
+        after_exit_existing: 0,
+        completed_series: completed.to_vec(),
+        pressure: PressureCounts::default(),
+        cpu_ms: f64::NAN,
+        cpu_clock_start_ms: 0.0,
+    }
+}
+
 #[cfg(test)]
 mod rate_tests {
     use super::*;
 
     fn output(t_ms: &[f64], completed: &[u64]) -> RunOutput {
-        RunOutput {
-            series: Series {
-                t_ms: t_ms.to_vec(),
-                ..Series::default()
-            },
-            failures: 0,
-            first_failure: None,
-            completed: completed.last().copied().unwrap_or(0),
-            created: 0,
-            phase_starts: Vec::new(),
-            phase_settled: Vec::new(),
-            aborted: false,
-            quiescent_idle: 0,
-            quiescent_live: 0,
-            after_exit_existing: 0,
-            completed_series: completed.to_vec(),
-            pressure: PressureCounts::default(),
-            cpu_ms: f64::NAN,
-            cpu_clock_start_ms: 0.0,
-        }
+        output_of(t_ms, completed)
     }
 
     #[test]
