@@ -282,11 +282,13 @@ fn fio_pressure_measures_throughput_and_idle_resident_memory_around_the_signal()
             let v = r.metric(key);
             assert!(v.is_finite() && v >= 0.0, "{} {key}: {v}", r.policy);
         }
-        // A ratio, or (a run in which nothing completed through the whole
-        // steady phase) its absence said in the report, with a zero rate.
+        // A ratio, or (its one run stalled through the whole fio load, so
+        // nothing completed before the signal) its absence said in the
+        // report, with a zero steady rate and requests completing after.
         let ratio = r.metric("window_ratio");
         if ratio.is_nan() {
             assert_eq!(r.metric("rate_steady"), 0.0, "{}: no ratio", r.policy);
+            assert!(r.metric("rate_window") > 0.0, "{}: nothing ran", r.policy);
             let note = tidepool_lab::scenario::fio_pressure::no_ratio_note(r.policy);
             assert!(s.notes.contains(&note), "{}: no ratio, no note", r.policy);
         } else {
@@ -310,6 +312,12 @@ fn fio_pressure_measures_throughput_and_idle_resident_memory_around_the_signal()
             assert_eq!(received, expected, "{}", r.policy);
         }
     }
+    // Runs are one after another: a stall takes the ratio of one at most.
+    let unmeasured = s
+        .results
+        .iter()
+        .filter(|r| r.metric("window_ratio").is_nan());
+    assert!(unmeasured.count() <= 1, "{:?}", s.notes);
     let t = result(s, PolicyKind::Tidepool);
     // The burst left idle stacks beyond the working set: resident before,
     // and the signal took their memory back (Critical drains to min_idle).

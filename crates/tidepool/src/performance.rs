@@ -489,12 +489,13 @@
 //!   (78–168), 3.9× inline and 1.17× `spread`.
 //! * On the Xeon (2 vCPUs, a 260 MB last level; commit ed9d9252, load
 //!   average 0.6 before), the gap at 20,000 pools has three parts.
-//!   `many_pools --child S 20000 100 --secs 2 --builds 0`: one thread,
-//!   tidepool 69–77 ns per get + put against 29 for the `Mutex<Vec>`;
-//!   8 threads, 446–499 against 206–218. With no passes (interval
-//!   100 s), tidepool took 66 ns with one thread and 326 with 8 (392 with
-//!   passes, the same minutes): at 100 ms over 20,000 pools the passes,
-//!   200,000 a second, use 22–26 % of a core, which the 8 threads lose.
+//!   `many_pools --child S 20000 100 --secs 2 --builds 0 --threads T`:
+//!   one thread, tidepool 69–77 ns per get + put against 29 for the
+//!   `Mutex<Vec>`; 8 threads, 446–499 against 206–218. A pair of runs
+//!   with the interval at 100 ms and at 100 s (no passes), taken one after
+//!   the other: one thread 73 and 66 ns, 8 threads 392 and 326. At 100 ms
+//!   over 20,000 pools the passes, 200,000 a second, use 22–26 % of a
+//!   core, which the 8 threads lose.
 //!   `pool_layout --runs 3 --spread-bytes B`, B from 2,048 down to 128:
 //!   inline 27–28, one pair of lines each 31–37, `spread` 47 at 2,048
 //!   bytes and 38–41 at 128 to 512, tidepool 55–63. So the layout is

@@ -31,7 +31,7 @@ use std::time::Duration;
 use crate::policy::PolicyKind;
 use crate::report::format::Human;
 use crate::report::plot::Metric;
-use crate::report::{Claim, Column, Format, ScenarioReport, Verdict};
+use crate::report::{Claim, Column, Format, PolicyResult, ScenarioReport, Verdict};
 use crate::scenario::fio::{FioSize, QEMU_STACK_SIZE};
 use crate::scenario::harness::{Load, Phase, Plan, RunOutput};
 use crate::scenario::pressure::signal::{self, Recorder};
@@ -70,13 +70,8 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
     let mut spec = spec(settings);
     spec.make_worker = recorder.make_worker();
     let mut report = run_spec(&spec, settings, progress);
-    // A policy with no window ratio measured nothing in the steady state
-    // of any run: say so, rather than leave a blank.
-    for r in &report.results {
-        if !r.metrics.contains_key("window_ratio") {
-            report.notes.push(no_ratio_note(r.policy));
-        }
-    }
+    let said = ratio_notes(&report.results);
+    report.notes.extend(said);
     // What the controller saw, run by run: a signal that never reached the
     // pool is a run that measured nothing.
     for rec in recorder.take_records() {
@@ -91,10 +86,45 @@ pub(crate) fn run(settings: &Settings, progress: &dyn Progress) -> ScenarioRepor
     report
 }
 
-/// The note for a policy none of whose runs completed a request in the
-/// steady state (so it has no window ratio).
+/// The run metric set (to 1) where nothing completed in the trimmed steady
+/// window and the steady rates are the whole fio load phase's.
+pub const WHOLE_PHASE: &str = "steady_whole_phase";
+
+/// The note for a policy none of whose runs completed a request in the fio
+/// load before the signal (so it has no window ratio).
 pub fn no_ratio_note(policy: PolicyKind) -> String {
-    format!("{policy}: no request completed in the steady state of any run (the machine stalled), so no window ratio")
+    format!(
+        "{policy}: no request completed in the fio load before the signal in any run \
+         (likely a stall of the machine), so no window ratio"
+    )
+}
+
+/// The note for a policy's run whose steady rates are the whole fio load
+/// phase's ([`WHOLE_PHASE`]).
+pub fn whole_phase_note(policy: PolicyKind, run: usize) -> String {
+    format!(
+        "{policy}, run {}: nothing completed in the last four fifths of the fio load \
+         (likely a stall of the machine), so its steady rates are the whole phase's, \
+         burst tail included",
+        run + 1
+    )
+}
+
+/// What the report says of the runs' steady rates: which were taken over the
+/// whole phase, which policies have no window ratio.
+pub(crate) fn ratio_notes(results: &[PolicyResult]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for r in results {
+        for (i, run) in r.runs.iter().enumerate() {
+            if run.metrics.contains_key(WHOLE_PHASE) {
+                notes.push(whole_phase_note(r.policy, i));
+            }
+        }
+        if !r.metrics.contains_key("window_ratio") {
+            notes.push(no_ratio_note(r.policy));
+        }
+    }
+    notes
 }
 
 pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
@@ -192,7 +222,8 @@ pub(crate) fn spec(settings: &Settings) -> Spec<'static> {
         format!(
             "throughput: requests completed in the pressure window (the {} after the signal \
              reached the pool) per second, over the same in the last {} of the fio load before \
-             the signal was sent (its first fifth is left out: the burst's requests end then); \
+             the signal was sent (its first fifth is left out: the burst's requests end then; \
+             a run in which nothing completed there measures the whole phase, and says so); \
              the plot's throughput is a moving window of about 20 ms. The machine is shared: \
              wall-clock rates move with other processes' load, so requests per CPU-second of \
              the process (all threads) and page faults per request are given beside",
@@ -324,12 +355,18 @@ fn metrics(out: &RunOutput, plan: &Plan) -> BTreeMap<String, f64> {
     // burst's requests are still completing then).
     let from = sent - 0.8 * plan.phases[SIGNAL_PHASE - 1].min.as_secs_f64() * 1e3;
     let mut steady = out.rate_between(from, sent);
+    // The span the steady rates (requests, faults, CPU) are taken over.
+    let mut steady_from = from;
     if steady <= 0.0 {
         // Nothing completed in it (a stall of the machine longer than the
         // window, as a loaded VM can give a short quick run): the whole
-        // phase, burst tail and all, rather than no steady rate at all.
-        let load_start = out.phase_starts.get(SIGNAL_PHASE - 1).copied().flatten();
-        steady = load_start.map_or(0.0, |start| out.rate_between(start, sent));
+        // phase, burst tail and all, rather than no steady rate at all,
+        // marked so that the report says which runs these are.
+        if let Some(start) = out.phase_starts.get(SIGNAL_PHASE - 1).copied().flatten() {
+            steady = out.rate_between(start, sent);
+            steady_from = start;
+            m.insert(WHOLE_PHASE.into(), 1.0);
+        }
     }
     let window = out.rate_between(arrived, arrived + w);
     m.insert("rate_steady".into(), steady);
@@ -361,11 +398,11 @@ fn metrics(out: &RunOutput, plan: &Plan) -> BTreeMap<String, f64> {
             .checked_sub(*out.completed_series.get(a)?)?;
         (done > 0).then(|| f as f64 / done as f64)
     };
-    if let (Some(st), Some(win)) = (faults(from, sent), faults(arrived, arrived + w)) {
+    if let (Some(st), Some(win)) = (faults(steady_from, sent), faults(arrived, arrived + w)) {
         m.insert("faults_per_req_steady".into(), st);
         m.insert("faults_per_req_window".into(), win);
     }
-    if let (Some(st), Some(win)) = (per_cpu(from, sent), per_cpu(arrived, arrived + w)) {
+    if let (Some(st), Some(win)) = (per_cpu(steady_from, sent), per_cpu(arrived, arrived + w)) {
         m.insert("per_cpu_steady".into(), st);
         m.insert("per_cpu_window".into(), win);
         m.insert("cpu_ratio".into(), win / st);
@@ -382,6 +419,9 @@ fn metrics(out: &RunOutput, plan: &Plan) -> BTreeMap<String, f64> {
         let bytes = |r: std::ops::Range<usize>| -> Vec<f64> {
             res[r].iter().map(|kib| kib * 1024.0).collect()
         };
+        // Over the trimmed window even after a stall: memory is sampled
+        // whether or not requests complete, and the burst's tail would
+        // lower the floor before.
         let before = bytes(out.range(from, sent));
         let during = bytes(out.range(arrived, arrived + w));
         // Floors: the idle memory no request used at any moment of the
@@ -411,7 +451,16 @@ pub(crate) fn claims(s: &ScenarioReport) -> Vec<Claim> {
     let Some(t) = s.result(PolicyKind::Tidepool) else {
         return Vec::new();
     };
-    let ratio = t.metrics.get("window_ratio").copied();
+    // Runs whose steady rate took in the burst's tail say nothing of the
+    // window against the steady state: the claim is on the others.
+    let ratios: Vec<f64> = t
+        .runs
+        .iter()
+        .filter(|r| !r.metrics.contains_key(WHOLE_PHASE))
+        .filter_map(|r| r.metrics.get("window_ratio").copied())
+        .filter(|v| v.is_finite())
+        .collect();
+    let ratio = (!ratios.is_empty()).then(|| crate::report::median(&ratios));
     let drop = t.metrics.get("resident_drop").copied();
     let each = t
         .runs
@@ -463,8 +512,8 @@ mod tests {
     use super::*;
     use crate::scenario::harness::output_of;
 
-    /// Samples every 5 ms through the quick plan's phases, `per_sample`
-    /// giving the requests completed in the 5 ms ending at each time.
+    /// Samples at the plan's step through its phases, `per_sample` giving
+    /// the requests completed in the step ending at each time.
     fn run_of(plan: &Plan, per_sample: impl Fn(f64) -> u64) -> RunOutput {
         let mut starts = vec![Some(0.0)];
         let mut t = 0.0;
@@ -473,7 +522,10 @@ mod tests {
             starts.push(Some(t));
         }
         let end = t + plan.phases.last().unwrap().min.as_secs_f64() * 1e3;
-        let times: Vec<f64> = (0..=(end / 5.0) as usize).map(|i| i as f64 * 5.0).collect();
+        let step = plan.sample_every.as_secs_f64() * 1e3;
+        let times: Vec<f64> = (0..=(end / step) as usize)
+            .map(|i| i as f64 * step)
+            .collect();
         let done: Vec<u64> = times
             .iter()
             .scan(0, |n, &t| {
@@ -490,23 +542,81 @@ mod tests {
     #[test]
     fn a_stall_through_the_steady_window_measures_the_whole_load_phase() {
         let plan = spec(&Settings::new(true)).plan;
+        let step = plan.sample_every.as_secs_f64() * 1e3;
         let ms = |i: usize| plan.phases[i].min.as_secs_f64() * 1e3;
         let (load_start, load) = (ms(0), ms(SIGNAL_PHASE - 1));
         let sent = load_start + load;
-        // Requests complete in the load phase's first tenth only (the
+        let from = sent - 0.8 * load;
+        // Requests complete steadily from the start: the last four fifths
+        // of the load are measured, at 10 per sample, not the burst's 30.
+        let m = metrics(
+            &run_of(&plan, |t| if t <= load_start { 30 } else { 10 }),
+            &plan,
+        );
+        assert_eq!(m["rate_steady"], 10.0 / (step / 1e3), "{m:?}");
+        assert!(!m.contains_key(WHOLE_PHASE), "{m:?}");
+        // Through the burst, then in the load phase's first tenth only (the
         // measured window leaves out its first fifth), then nothing until
-        // the signal, then steadily.
+        // the signal, then steadily: the whole load phase, marked.
         let m = metrics(
             &run_of(&plan, |t| {
-                u64::from((load_start..load_start + 0.1 * load).contains(&t) || t > sent) * 10
+                let early = t > load_start && t <= load_start + 0.1 * load;
+                u64::from(t <= load_start || early || t > sent) * 10
             }),
             &plan,
         );
-        assert!(m["rate_steady"] > 0.0, "{m:?}");
+        let early_samples =
+            ((load_start + 0.1 * load) / step).floor() - (load_start / step).floor();
+        assert!(from > load_start + 0.1 * load);
+        assert_eq!(
+            m["rate_steady"],
+            early_samples * 10.0 / (load / 1e3),
+            "{m:?}"
+        );
+        assert_eq!(m[WHOLE_PHASE], 1.0);
         assert!(m["window_ratio"].is_finite(), "{m:?}");
         // Nothing at all before the signal: no ratio, not a division by 0.
         let m = metrics(&run_of(&plan, |t| u64::from(t > sent) * 10), &plan);
         assert_eq!(m["rate_steady"], 0.0);
         assert!(!m.contains_key("window_ratio"), "{m:?}");
+    }
+
+    #[test]
+    fn runs_measured_over_the_whole_phase_and_policies_with_no_ratio_are_named() {
+        use crate::report::RunRecord;
+        use crate::scenario::summarize;
+        let run = |pairs: &[(&str, f64)]| RunRecord {
+            metrics: pairs.iter().map(|&(k, v)| (k.to_owned(), v)).collect(),
+            series: Default::default(),
+            first_failure: None,
+            pressure: Default::default(),
+        };
+        let results = vec![
+            summarize(
+                PolicyKind::Tidepool,
+                vec![run(&[("window_ratio", 0.9)]), run(&[("window_ratio", 1.0)])],
+                "window_ratio",
+            ),
+            summarize(
+                PolicyKind::None,
+                vec![
+                    run(&[("window_ratio", 1.2), (WHOLE_PHASE, 1.0)]),
+                    run(&[("rate_steady", 0.0)]),
+                ],
+                "window_ratio",
+            ),
+            summarize(
+                PolicyKind::Qemu2024,
+                vec![run(&[("rate_steady", 0.0)])],
+                "window_ratio",
+            ),
+        ];
+        assert_eq!(
+            ratio_notes(&results),
+            vec![
+                whole_phase_note(PolicyKind::None, 0),
+                no_ratio_note(PolicyKind::Qemu2024),
+            ]
+        );
     }
 }
