@@ -753,15 +753,11 @@ pub(crate) fn output_of(t_ms: &[f64], completed: &[u64]) -> RunOutput {
 mod rate_tests {
     use super::*;
 
-    fn output(t_ms: &[f64], completed: &[u64]) -> RunOutput {
-        output_of(t_ms, completed)
-    }
-
     #[test]
     fn the_rate_uses_the_samples_inside_the_span() {
         // 1,000 requests per 10 ms sample, then 4,000: the span 15..45 ms
         // holds the samples at 20, 30, 40 ms.
-        let out = output(
+        let out = output_of(
             &[0.0, 10.0, 20.0, 30.0, 40.0, 50.0],
             &[0, 10, 20, 30, 70, 80],
         );
@@ -772,7 +768,7 @@ mod rate_tests {
     fn a_span_with_too_few_samples_widens_to_the_nearest_ones() {
         // One sample (at 30 ms) inside 25..35 ms: measured between 20 and
         // 40 ms instead of reported as nothing.
-        let out = output(&[0.0, 20.0, 30.0, 40.0], &[0, 100, 150, 300]);
+        let out = output_of(&[0.0, 20.0, 30.0, 40.0], &[0, 100, 150, 300]);
         assert_eq!(out.rate_between(25.0, 35.0), 200.0 / 0.020);
         // None inside at all: the samples around the span.
         assert_eq!(out.rate_between(21.0, 29.0), 50.0 / 0.010);
