@@ -307,34 +307,36 @@ impl<T> SlotTable<T> {
         unsafe { self.get(tid) }.expect("slot was just published")
     }
 
-    /// Every entry, inline and in the published buckets, with its id, in id
-    /// order.
-    fn entries(&self) -> impl Iterator<Item = (usize, &AtomicPtr<Padded<T>>)> + '_ {
-        let high = self.high.load(Ordering::Acquire);
-        let bucketed = self.buckets[..high]
-            .iter()
-            .enumerate()
-            .flat_map(|(bucket, ptr)| {
-                let base = ptr.load(Ordering::Acquire);
-                let len = if base.is_null() { 0 } else { 1usize << bucket };
-                let first_id = (1usize << bucket) - 1;
-                (0..len).map(move |index| {
-                    // SAFETY: as in `entry`: a published bucket holds
-                    // `1 << bucket` initialised entries, freed only in
-                    // `Drop`, so they live as long as `&self`.
-                    (first_id + index, unsafe { &*base.add(index) })
-                })
-            });
-        self.first.iter().enumerate().chain(bucketed)
-    }
-
-    /// Every slot that exists, with its id: the raw pointers the
-    /// allocations gave (see `slot_ptr`).
-    fn slot_ptrs(&self) -> impl Iterator<Item = (usize, *mut Padded<T>)> + '_ {
-        self.entries().filter_map(|(tid, entry)| {
+    /// Runs `f` on every slot that exists, with its id, in id order: the
+    /// raw pointers the allocations gave (see `slot_ptr`). Plain loops over
+    /// the inline entries and the published buckets: the reclaimer walks
+    /// every pool's table several times a pass, and a table nearly always
+    /// holds a few slots or none.
+    #[inline(always)]
+    fn each_slot_ptr(&self, mut f: impl FnMut(usize, *mut Padded<T>)) {
+        for (tid, entry) in self.first.iter().enumerate() {
             let slot = entry.load(Ordering::Acquire);
-            (!slot.is_null()).then_some((tid, slot))
-        })
+            if !slot.is_null() {
+                f(tid, slot);
+            }
+        }
+        let high = self.high.load(Ordering::Acquire);
+        for bucket in INLINE_BUCKETS..high {
+            let base = self.buckets[bucket].load(Ordering::Acquire);
+            if base.is_null() {
+                continue;
+            }
+            let first_id = (1usize << bucket) - 1;
+            for index in 0..1usize << bucket {
+                // SAFETY: as in `entry`: a published bucket holds
+                // `1 << bucket` initialised entries, freed only in `Drop`,
+                // so they live as long as `&self`.
+                let slot = unsafe { &*base.add(index) }.load(Ordering::Acquire);
+                if !slot.is_null() {
+                    f(first_id + index, slot);
+                }
+            }
+        }
     }
 
     /// Every slot that exists, with the id it belongs to; no slot is freed
@@ -398,12 +400,12 @@ impl<T> SlotTable<T> {
 
     /// Every slot, with exclusive access.
     pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(&mut Slot<T>)) {
-        for (_, slot) in self.slot_ptrs() {
+        self.each_slot_ptr(|_, slot| {
             // SAFETY: as in `for_each`, plus `&mut self` means no other
             // reference to any slot exists (slots are allocations of their
             // own, apart from the table the walk reads).
-            f(unsafe { &mut **slot });
-        }
+            f(unsafe { &mut **slot })
+        });
     }
 }
 
@@ -417,22 +419,22 @@ pub(crate) struct Walk<'a, T> {
 impl<T> Walk<'_, T> {
     /// Every slot that exists, with the id it belongs to.
     pub(crate) fn for_each<'w>(&'w self, mut f: impl FnMut(usize, &'w Slot<T>)) {
-        for (tid, slot) in self.table.slot_ptrs() {
+        self.table.each_slot_ptr(|tid, slot| {
             // SAFETY: a non-null entry is a live slot (see `slot_ptr`), and
             // stays one while `self` holds `walkers` for reading.
-            f(tid, unsafe { &**slot });
-        }
+            f(tid, unsafe { &*slot })
+        });
     }
 }
 
 impl<T> Drop for SlotTable<T> {
     fn drop(&mut self) {
-        for (_, slot) in self.slot_ptrs() {
+        self.each_slot_ptr(|_, slot| {
             // SAFETY: `slot` was published by `get_or_alloc` from
             // `Box::into_raw`, and `&mut self` means nothing borrows it any
             // more; the walk reads the buckets, freed only below.
-            drop(unsafe { Box::from_raw(slot) });
-        }
+            drop(unsafe { Box::from_raw(slot) })
+        });
         let high = self.high.load(Ordering::Acquire);
         for (bucket, ptr) in self.buckets[..high].iter().enumerate() {
             let base = ptr.load(Ordering::Acquire);

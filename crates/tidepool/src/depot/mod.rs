@@ -649,26 +649,40 @@ impl<T> Shelves<T> {
     /// `limit` objects, splitting a batch to take exactly `limit` if need
     /// be. Leaves the low-water marks to the caller.
     fn take_oldest(&mut self, limit: usize, pick: impl Fn(&Shelf<T>) -> bool) -> Vec<Vec<T>> {
+        // Every pass's tick asks twice (reclaim, purge), most often for
+        // nothing: no allocation and no walk then.
+        if limit == 0 || self.full.is_empty() {
+            return Vec::new();
+        }
         let mut budget = limit;
         let mut taken = Vec::new();
-        let mut kept = Vec::with_capacity(self.full.len());
-        for mut shelf in mem::take(&mut self.full) {
-            if budget == 0 || !pick(&shelf) {
-                kept.push(shelf);
-                continue;
+        let (mut removed, mut removed_purged) = (0, 0);
+        // In place, the kept batches in their order.
+        self.full.retain_mut(|shelf| {
+            if budget == 0 || !pick(shelf) {
+                return true;
             }
             let n = shelf.items.len().min(budget);
             budget -= n;
-            self.remove(n, shelf.purged);
+            removed += n;
+            if shelf.purged {
+                removed_purged += n;
+            }
             if n == shelf.items.len() {
-                taken.push(shelf.items);
+                taken.push(mem::take(&mut shelf.items));
+                false
             } else {
                 // The oldest objects of a batch are at its bottom.
                 taken.push(shelf.items.drain(..n).collect());
-                kept.push(shelf);
+                true
             }
+        });
+        self.remove(removed - removed_purged, false);
+        self.remove(removed_purged, true);
+        // The list's buffer follows what it holds, as a rebuilt one would.
+        if self.full.capacity() > 2 * self.full.len().max(4) {
+            self.full.shrink_to_fit();
         }
-        self.full = kept;
         taken
     }
 }
@@ -723,6 +737,34 @@ mod tests {
         let empty = depot.donate(mine).unwrap();
         assert!(empty.is_empty() && empty.capacity() >= 4);
         assert_eq!(depot.counts().idle, 8);
+    }
+
+    /// Each tick asks twice for the oldest objects, most often for none:
+    /// the list of batches is then left as it is, and a take works in it,
+    /// keeping the order and the counts.
+    #[test]
+    fn taking_the_oldest_works_in_place_and_not_at_all_for_none() {
+        let depot = Depot::new(4, 16);
+        for i in 0..3 {
+            depot.donate(batch(i * 4..i * 4 + 4)).unwrap();
+        }
+        let mut shelves = depot.lock();
+        shelves.full[0].purged = true;
+        shelves.purged = 4;
+        let list = shelves.full.as_ptr();
+        assert!(shelves.take_oldest(0, |_| true).is_empty());
+        assert_eq!(shelves.full.as_ptr(), list, "nothing taken: the list stays");
+        // The six oldest: the first batch whole, the bottom of the second.
+        let taken = shelves.take_oldest(6, |_| true);
+        assert_eq!(taken, vec![batch(0..4), vec![4, 5]]);
+        assert_eq!(shelves.full.as_ptr(), list, "taken in place");
+        let left: Vec<Vec<u32>> = shelves.full.iter().map(|s| s.items.clone()).collect();
+        assert_eq!(left, vec![vec![6, 7], batch(8..12)]);
+        assert_eq!((shelves.objects, shelves.purged), (6, 0));
+        // Only the batches `pick` allows.
+        let taken = shelves.take_oldest(8, |shelf| shelf.items.len() == 4);
+        assert_eq!(taken, vec![batch(8..12)]);
+        assert_eq!(shelves.objects, 2);
     }
 
     /// How many emptied batches the depot keeps.
