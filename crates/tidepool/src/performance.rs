@@ -527,15 +527,16 @@
 //!   every further line a pool's get + put touches is a miss to L3 or
 //!   memory here. So on this machine too, bar 1 needs each pool's
 //!   slot-less state on one line, packed apart from the rest.
-//!   The reclaim passes cost fewer instructions since (the table walks
-//!   are plain loops, and a tick that takes nothing from the depot leaves
-//!   its list of batches alone): under callgrind, `many_pools --child tidepool 20000 100 --secs 8
-//!   --builds 0 --threads 1`, 3,922 instructions per pool tick on the
-//!   reclaimer thread at commit 1423fee1, 2,714 after (`background_tick`
-//!   inclusive, over its calls). In the 8-thread flow the reclaimer's
-//!   share of a core did not move beyond the runs' spread (16–26 % before,
-//!   25–26 % after, three runs each, alternating): at this rate its cost
-//!   is misses on 20,000 pools' lines more than instructions.
+//!   At commit d24c9bc1 the passes cost fewer instructions (the table
+//!   walks are plain loops, and a tick that takes nothing from the depot
+//!   leaves its list of batches alone). Under callgrind, `many_pools
+//!   --child tidepool 20000 100 --secs 8 --builds 0 --threads 1`: 3,922
+//!   instructions per pool tick on the reclaimer thread at commit
+//!   1423fee1, 2,714 after (`background_tick` inclusive, over its calls).
+//!   In the 8-thread flow the reclaimer's share of a core did not move
+//!   beyond the runs' spread (16–26 % before, 25–26 % after, three runs
+//!   each, alternating): at this rate its cost is misses on 20,000 pools'
+//!   lines more than instructions.
 //! * Idle objects 3 intervals after the exit: none. During the flow the
 //!   depot's level swings as threads without a cache take and return, so
 //!   many pools see a reclaim undone and lengthen their working-set window

@@ -651,13 +651,29 @@ impl<T> Shelves<T> {
     fn take_oldest(&mut self, limit: usize, pick: impl Fn(&Shelf<T>) -> bool) -> Vec<Vec<T>> {
         // Every pass's tick asks twice (reclaim, purge), most often for
         // nothing: no allocation and no walk then.
-        if limit == 0 || self.full.is_empty() {
-            return Vec::new();
+        let taken = if limit == 0 || self.full.is_empty() {
+            Vec::new()
+        } else {
+            self.take_oldest_in_place(limit, pick)
+        };
+        // The list's buffer follows what it holds: a burst's spare room
+        // goes once the list is below half of it.
+        if self.full.capacity() > 2 * self.full.len().max(4) {
+            self.full.shrink_to_fit();
         }
+        taken
+    }
+
+    /// [`take_oldest`](Self::take_oldest)'s work, in the list itself: the
+    /// kept batches stay in their order.
+    fn take_oldest_in_place(
+        &mut self,
+        limit: usize,
+        pick: impl Fn(&Shelf<T>) -> bool,
+    ) -> Vec<Vec<T>> {
         let mut budget = limit;
         let mut taken = Vec::new();
         let (mut removed, mut removed_purged) = (0, 0);
-        // In place, the kept batches in their order.
         self.full.retain_mut(|shelf| {
             if budget == 0 || !pick(shelf) {
                 return true;
@@ -679,10 +695,6 @@ impl<T> Shelves<T> {
         });
         self.remove(removed - removed_purged, false);
         self.remove(removed_purged, true);
-        // The list's buffer follows what it holds, as a rebuilt one would.
-        if self.full.capacity() > 2 * self.full.len().max(4) {
-            self.full.shrink_to_fit();
-        }
         taken
     }
 }
@@ -749,22 +761,33 @@ mod tests {
             depot.donate(batch(i * 4..i * 4 + 4)).unwrap();
         }
         let mut shelves = depot.lock();
+        // The two oldest batches purged.
         shelves.full[0].purged = true;
-        shelves.purged = 4;
+        shelves.full[1].purged = true;
+        shelves.purged = 8;
         let list = shelves.full.as_ptr();
         assert!(shelves.take_oldest(0, |_| true).is_empty());
         assert_eq!(shelves.full.as_ptr(), list, "nothing taken: the list stays");
+        assert_eq!((shelves.objects, shelves.purged), (12, 8));
         // The six oldest: the first batch whole, the bottom of the second.
         let taken = shelves.take_oldest(6, |_| true);
         assert_eq!(taken, vec![batch(0..4), vec![4, 5]]);
         assert_eq!(shelves.full.as_ptr(), list, "taken in place");
-        let left: Vec<Vec<u32>> = shelves.full.iter().map(|s| s.items.clone()).collect();
-        assert_eq!(left, vec![vec![6, 7], batch(8..12)]);
-        assert_eq!((shelves.objects, shelves.purged), (6, 0));
+        let left: Vec<(Vec<u32>, bool)> = shelves
+            .full
+            .iter()
+            .map(|s| (s.items.clone(), s.purged))
+            .collect();
+        assert_eq!(left, vec![(vec![6, 7], true), (batch(8..12), false)]);
+        assert_eq!((shelves.objects, shelves.purged), (6, 2));
         // Only the batches `pick` allows.
-        let taken = shelves.take_oldest(8, |shelf| shelf.items.len() == 4);
+        let taken = shelves.take_oldest(8, |shelf| !shelf.purged);
         assert_eq!(taken, vec![batch(8..12)]);
-        assert_eq!(shelves.objects, 2);
+        assert_eq!((shelves.objects, shelves.purged), (2, 2));
+        let taken = shelves.take_oldest(8, |_| true);
+        assert_eq!(taken, vec![vec![6, 7]]);
+        assert_eq!((shelves.objects, shelves.purged), (0, 0));
+        assert!(shelves.take_oldest(8, |_| true).is_empty(), "none left");
     }
 
     /// How many emptied batches the depot keeps.
