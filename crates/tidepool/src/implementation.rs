@@ -666,7 +666,7 @@
 //!
 //! Where the object or place is made available by atomics alone (no lock
 //! shared with the waiter's look), the second look follows a `SeqCst`
-//! fence (`Shared::waiters_after_freeing`) that pairs with one the waiter
+//! fence (`Head::waiters_after_freeing`) that pairs with one the waiter
 //! runs between queueing and looking: either the look finds it or the
 //! freer sees the waiter. A revoker waits out only owners that claimed
 //! their slot since the last fork (`cache::thread::fork_generation`).
@@ -678,7 +678,7 @@
 //!
 //! # Batch size
 //!
-//! The batch size is per pool and adapts (`Shared::batch`, changed only under
+//! The batch size is per pool and adapts (`Head::batch`, changed only under
 //! the reclaim lock in `shared/pass.rs`, `adapt_batch`), as the kmem magazine
 //! layer resizes its magazines. It looks at traffic windows: each ends at a
 //! reclaim pass, or early, after `WINDOW_EXCHANGES` (64) depot exchanges by
@@ -864,16 +864,28 @@
 //!   ```
 //! * **Cache and TLB misses on the slot-less path.** With thousands of pools
 //!   few of a pool's lines stay in the caches, so a get and a put there cost
-//!   about one miss per line they touch. They touch two lines of the pool's
-//!   shared state, one 128-byte pair, and the object (`Shared` and `Depot`
+//!   about one miss per line they touch. They touch two lines of the pool,
+//!   one 128-byte pair, and the object: the pool's *head*
+//!   (`shared/head.rs`), which is not in the pool's shared state but in a
+//!   cell of a dense store of heads (`shared/arena.rs`: cells of 384 bytes
+//!   carved from 64 KiB chunks, reused once their pool is dropped, never
+//!   given back). The handle holds the head's pointer beside its `Arc`, and
+//!   the get and put paths take the head as an argument, so the slot-less
+//!   ones never read the shared state: with 20,000 pools, the lines they
+//!   touch sit on about 1,900 pages instead of one or two per pool, which
+//!   the TLB can hold. The slot-less get also prefetches the depot's line
+//!   before it reads line 0, so the two misses overlap (the lock's locked
+//!   instruction would otherwise wait for line 0 first). `Head` and `Depot`
 //!   are `repr(C)`, hot first, the depot on a line of its own; tests in
-//!   `shared/mod.rs` and `depot/mod.rs` check it):
+//!   `shared/mod.rs` and `depot/mod.rs` check it:
 //!
 //!   ```text
+//!   Pool { shared, head } ──► Head (a cell in the arena; Shared owns it)
 //!   line 0   waiters' count, batch size, table id, slotted,     read: every get, put
 //!            background
 //!            lone gets and returns (depot/lone.rs)               written: slot-less ones
 //!   line 1   the depot's lock, loose object, objects, cap, marks written: every depot op
+//!   lines 2+ the rest of the depot (batches, marks, sizes)       depot ops on batches
 //!   ```
 //!
 //!   A cached get and put read line 0 only (with their slot). The table's

@@ -537,6 +537,27 @@
 //!   beyond the runs' spread (16–26 % before, 25–26 % after, three runs
 //!   each, alternating): at this rate its cost is misses on 20,000 pools'
 //!   lines more than instructions.
+//! * The head apart (`shared/head.rs`, at the commit that moved it): each
+//!   pool's waiters' count, table id, `slotted`, lone counts and depot
+//!   live in a 384-byte cell of a dense store, the handle points there,
+//!   and the slot-less get and put read nothing else of the pool. On the
+//!   AMD EPYC VM, `pool_layout --child tidepool 20000 2000000 2048`, 12
+//!   runs of each build alternating: 89–202 ns per get + put, median 151,
+//!   against 137–292, median 236, before (1.56×); `inline` 25–46 in the
+//!   same minutes. Cachegrind (a 2 MiB last level, as above) counts about
+//!   the same last-level misses per get + put as before (1.9 against 1.7:
+//!   the handle is two words now), so the gain is the TLB's, which
+//!   cachegrind does not model: 20,000 heads span about 7.5 MB of dense
+//!   cells where the pools' states spanned 40 MB. In the 8-thread flow
+//!   (`many_pools --child S 20000 100 --secs 2 --builds 0 --threads 8`,
+//!   four runs of each alternating) tidepool did not move beyond the runs'
+//!   spread: 1,045–1,566 ns against 895–1,571 before, the `Mutex<Vec>`
+//!   217–464. There the other costs lead: a get on one of the thread's
+//!   1,024 cached pools that is not the one it remembers looks its slot up
+//!   in the pool's table (the shared state's line, the slot's, a batch's:
+//!   `get_refill` holds about a tenth of the samples), and the reclaimer,
+//!   over 20,000 pools at 100 ms, takes about a quarter of a core. Bar 1
+//!   of the scale issue is still not met on this machine.
 //! * Idle objects 3 intervals after the exit: none. During the flow the
 //!   depot's level swings as threads without a cache take and return, so
 //!   many pools see a reclaim undone and lengthen their working-set window

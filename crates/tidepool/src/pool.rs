@@ -10,6 +10,7 @@ use crate::pressure::Level;
 use crate::reclaim::Clock;
 #[cfg(not(loom))]
 use crate::reclaim::{registry, scheduler};
+use crate::shared::head::{Head, HeadPtr};
 use crate::shared::Shared;
 use crate::{Builder, Config, Error, Manage, OwnedPooled, Pooled, Stats};
 
@@ -52,10 +53,13 @@ pub struct Pool<M: Manage> {
     /// The last handle releases it through
     /// [`lifetime::close`](crate::shared::lifetime), which keeps the state until
     /// the last owned guard has ended. Owned guards hold an uncounted copy
-    /// of this pointer ([`Pool::alias`]). The handle is this one pointer
-    /// (the reclaimer's ticket lives in `Shared::life`), so the copy is one
-    /// word.
+    /// of this pointer and the head's ([`Pool::alias`]). The handle is
+    /// these two pointers (the reclaimer's ticket lives in `Shared::life`),
+    /// so the copy is two words.
     pub(crate) shared: ManuallyDrop<Arc<Shared<M>>>,
+    /// The pool's head (`shared/head.rs`), owned by the shared state: a
+    /// get and a put reach it without reading the rest of that state.
+    head: HeadPtr<M::Item>,
 }
 
 impl<M: Manage> Pool<M> {
@@ -136,8 +140,18 @@ impl<M: Manage> Pool<M> {
         #[cfg(loom)]
         let _ = background;
         Self {
+            head: shared.head_ptr(),
             shared: ManuallyDrop::new(shared),
         }
+    }
+
+    /// The pool's head.
+    #[inline(always)]
+    pub(crate) fn head(&self) -> &Head<M::Item> {
+        // SAFETY: the head is owned by the shared state, which this
+        // handle's `Arc` (or, for an alias, `lifetime`) keeps alive while
+        // the handle is used.
+        unsafe { self.head.get() }
     }
 
     /// An uncounted copy of this handle, for an owned guard: never dropped,
@@ -175,6 +189,7 @@ impl<M: Manage> Pool<M> {
         // (`ManuallyDrop`), so the count stays as it is.
         let shared = unsafe { Arc::from_raw(shared) };
         ManuallyDrop::new(Pool {
+            head: shared.head_ptr(),
             shared: ManuallyDrop::new(shared),
         })
     }
@@ -187,6 +202,7 @@ impl<M: Manage> Pool<M> {
         self.shared.life.acquire_handle();
         Pool {
             shared: ManuallyDrop::new(Arc::clone(&self.shared)),
+            head: self.shared.head_ptr(),
         }
     }
 
@@ -199,7 +215,7 @@ impl<M: Manage> Pool<M> {
     /// unchanged either way.
     #[inline]
     pub fn get(&self) -> Result<Pooled<'_, M>, Error<M::Error>> {
-        let item = Shared::get(&self.shared)?;
+        let item = Shared::get(&self.shared, self.head())?;
         Ok(Pooled::new(self, item))
     }
 
@@ -219,7 +235,7 @@ impl<M: Manage> Pool<M> {
     /// ```
     #[inline]
     pub fn try_get(&self) -> Option<Pooled<'_, M>> {
-        let item = Shared::try_get(&self.shared)?;
+        let item = Shared::try_get(&self.shared, self.head())?;
         Some(Pooled::new(self, item))
     }
 
@@ -261,7 +277,7 @@ impl<M: Manage> Pool<M> {
     /// As for [`get`](Pool::get).
     #[inline(always)]
     pub fn get_owned(self: &Arc<Self>) -> Result<OwnedPooled<M>, Error<M::Error>> {
-        let item = Shared::get(&self.shared)?;
+        let item = Shared::get(&self.shared, self.head())?;
         self.shared.life.note_owned();
         // SAFETY: `item` was just counted out of this pool.
         Ok(unsafe { OwnedPooled::new(self.alias(), item) })
@@ -451,7 +467,7 @@ impl<M: Manage> Pool<M> {
     /// [`max_idle`](Builder::max_idle) until
     /// [`set_max_idle`](Pool::set_max_idle) changes it.
     pub fn max_idle(&self) -> usize {
-        self.shared.depot.max_idle()
+        self.shared.head().depot.max_idle()
     }
 
     /// Changes the cap on idle objects in the depot while the pool is in

@@ -18,7 +18,7 @@ use super::words;
 ///
 /// Invariants: `loaded.len() <= loaded.capacity()`, likewise `spare`, and
 /// `push` fills a batch only up to its capacity (and the pool's batch size
-/// now), so it never allocates. The batch size adapts (`Shared::batch`):
+/// now), so it never allocates. The batch size adapts (`Head::batch`):
 /// a batch holds at most the largest batch size, `Config::max_batch`. Every batch put in here
 /// gets its room beforehand, outside the access bracket: nothing allocates
 /// (or frees) inside one.

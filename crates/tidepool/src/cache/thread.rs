@@ -144,7 +144,7 @@ pub(crate) fn forget(table: u64) {
 }
 
 /// Thread ids that [`slot_bit`] gives a bit: a pool's first line keeps one
-/// word with a bit per such id (`Shared::slotted`).
+/// word with a bit per such id (`Head::slotted`).
 pub(crate) const SLOT_BITS: usize = u64::BITS as usize;
 
 /// The bit of a pool's `slotted` word that says the thread with id `tid`

@@ -4,8 +4,8 @@
 //!
 //! The depot counts them under its lock, which those calls take anyway, so
 //! each count is a plain load and store, never a locked instruction. The
-//! counts live outside the depot, on the pool's first line
-//! (`shared/mod.rs`), beside what the same get and put read there: a
+//! counts live outside the depot, on the first line of the pool's head
+//! (`shared/head.rs`), beside what the same get and put read there: a
 //! slot-less round trip then touches that line and the depot's, one pair
 //! of lines, and writes no line that cached threads' gets and puts read
 //! other than this one.

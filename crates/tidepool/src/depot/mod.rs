@@ -56,8 +56,8 @@ pub(crate) const MAX_WINDOW: usize = 16;
 
 /// The shared, bounded store of idle batches. `repr(C)`, on a line of its
 /// own: its lock and the first line of [`Shelves`] lead, and
-/// [`Shared`](crate::shared::Shared) puts the depot on its second line,
-/// after the one that holds the [`Lone`] counts.
+/// the pool's [`Head`](crate::shared::head::Head) puts the depot on its
+/// second line, after the one that holds the [`Lone`] counts.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub(crate) struct Depot<T> {

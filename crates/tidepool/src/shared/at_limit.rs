@@ -28,10 +28,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use super::head::Head;
 use super::waiters::{Handoff, TaskTicket};
 use super::Shared;
 use crate::callbacks::Site;
-use crate::sync::atomic::{fence, Ordering};
 use crate::{Error, Manage};
 
 /// How many times one `get` goes round the recycle-then-retry loop before
@@ -48,7 +48,7 @@ impl<M: Manage> Shared<M> {
     #[cold]
     pub(crate) fn recycle_before_failing(&self, me: Option<usize>) -> bool {
         // 1. Donated to the depot since the caller looked.
-        if self.depot.counts().idle > 0 {
+        if self.head().depot.counts().idle > 0 {
             return true;
         }
         // 2. Another thread's cache: its batches go to the depot; what the
@@ -74,30 +74,30 @@ impl<M: Manage> Shared<M> {
     ) -> Result<M::Item, Error<M::Error>> {
         // Nobody waits: the plain get, recycling included. Somebody does:
         // join the queue behind them without taking anything first.
-        if !this.waiters.any() {
-            match Self::get(this) {
+        if !this.head().waiters.any() {
+            match Self::get(this, this.head()) {
                 Err(Error::Exhausted { .. }) => {}
                 done => return done,
             }
         }
         let limit = this.config.max_live.unwrap_or(usize::MAX);
         let deadline = Instant::now().checked_add(timeout);
-        let (ticket, first) = this.waiters.enqueue();
+        let (ticket, first) = this.head().waiters.enqueue();
         if first {
             // A put that saw no waiter just before we queued left its object
             // where a get finds it: look once more. (Behind other waiters
             // there is no such gap: every put since they queued served them.)
-            match Self::get(this) {
+            match Self::get(this, this.head()) {
                 Err(Error::Exhausted { .. }) => {}
                 done => {
-                    if let Some(handoff) = this.waiters.cancel(ticket) {
+                    if let Some(handoff) = this.head().waiters.cancel(ticket) {
                         this.pass_on(handoff);
                     }
                     return done;
                 }
             }
         }
-        match this.waiters.wait(ticket, deadline) {
+        match this.head().waiters.wait(ticket, deadline) {
             Some(handoff) => this.redeem(handoff),
             None => Err(Error::Timeout { limit }),
         }
@@ -112,7 +112,7 @@ impl<M: Manage> Shared<M> {
         cx: &mut Context<'_>,
     ) -> Poll<Result<M::Item, Error<M::Error>>> {
         if let Some(t) = ticket {
-            return match this.waiters.poll_served(t, cx.waker()) {
+            return match this.head().waiters.poll_served(t, cx.waker()) {
                 Some(handoff) => {
                     *ticket = None;
                     Poll::Ready(this.redeem(handoff))
@@ -120,16 +120,16 @@ impl<M: Manage> Shared<M> {
                 None => Poll::Pending,
             };
         }
-        if !this.waiters.any() {
-            match Self::get(this) {
+        if !this.head().waiters.any() {
+            match Self::get(this, this.head()) {
                 Err(Error::Exhausted { .. }) => {}
                 done => return Poll::Ready(done),
             }
         }
-        let (t, first) = this.waiters.enqueue_task(cx.waker());
+        let (t, first) = this.head().waiters.enqueue_task(cx.waker());
         if first {
             // The gap `get_timeout` closes the same way.
-            match Self::get(this) {
+            match Self::get(this, this.head()) {
                 Err(Error::Exhausted { .. }) => {}
                 done => {
                     this.cancel_get(t);
@@ -144,7 +144,7 @@ impl<M: Manage> Shared<M> {
     /// A `get_async` future dropped while queued: leaves the queue, and
     /// what it was handed meanwhile goes to the next waiter or the pool.
     pub(crate) fn cancel_get(&self, ticket: TaskTicket) {
-        if let Some(handoff) = self.waiters.cancel_task(ticket) {
+        if let Some(handoff) = self.head().waiters.cancel_task(ticket) {
             self.pass_on(handoff);
         }
     }
@@ -165,7 +165,8 @@ impl<M: Manage> Shared<M> {
         match handoff {
             Handoff::Place => self.release_place(),
             Handoff::Object(item) => {
-                if let Err(Handoff::Object(item)) = self.waiters.serve(Handoff::Object(item)) {
+                if let Err(Handoff::Object(item)) = self.head().waiters.serve(Handoff::Object(item))
+                {
                     if let Err(item) = self.shelve(item) {
                         self.destroy_batches(vec![vec![item]], Site::Upkeep);
                     }
@@ -180,35 +181,33 @@ impl<M: Manage> Shared<M> {
     /// the queue made its one look before the object got here.
     pub(crate) fn shelve(&self, item: M::Item) -> Result<(), M::Item> {
         probe!(Shelve);
-        self.depot.put_one(item)?;
-        self.after_shelving();
+        self.head().depot.put_one(item)?;
+        self.after_shelving(self.head());
         Ok(())
     }
 
     /// [`shelve`](Self::shelve) for a return by a thread with no cache
     /// here, counted by the depot as one (refused or not).
-    pub(crate) fn shelve_lone(&self, item: M::Item) -> Result<(), M::Item> {
+    /// `head` is this pool's.
+    pub(crate) fn shelve_lone(&self, head: &Head<M::Item>, item: M::Item) -> Result<(), M::Item> {
         probe!(Shelve);
-        self.depot.put_lone(item, &self.lone)?;
-        self.after_shelving();
+        head.depot.put_lone(item, &head.lone)?;
+        self.after_shelving(head);
         Ok(())
     }
 
-    /// An object was just shelved: serve whoever waits for it.
+    /// An object was just shelved: serve whoever waits for it (`head` is
+    /// this pool's).
     #[inline(always)]
-    fn after_shelving(&self) {
-        if self.waiters_after_freeing() {
+    fn after_shelving(&self, head: &Head<M::Item>) {
+        if head.waiters_after_freeing() {
             self.serve_waiters_from_depot();
         }
     }
 
-    /// Whether anyone waits, asked by a path that has just made an object
-    /// or a place available: the `SeqCst` fence pairs with the one a
-    /// waiter runs between queueing and its one look (`Waiters::push`), so
-    /// either that look finds what we made available or we see the waiter.
+    /// [`Head::waiters_after_freeing`].
     pub(crate) fn waiters_after_freeing(&self) -> bool {
-        fence(Ordering::SeqCst);
-        self.waiters.any()
+        self.head().waiters_after_freeing()
     }
 
     /// A guard's object, recycled, goes to the oldest waiter if there is
@@ -216,7 +215,7 @@ impl<M: Manage> Shared<M> {
     /// if nobody waits.
     #[cold]
     pub(crate) fn hand_to_waiter(&self, item: M::Item) -> Option<M::Item> {
-        match self.waiters.serve(Handoff::Object(item)) {
+        match self.head().waiters.serve(Handoff::Object(item)) {
             Ok(()) => {
                 self.counters.waiter_returns.add(1);
                 None
@@ -230,14 +229,14 @@ impl<M: Manage> Shared<M> {
     /// a revoked cache) go to the waiters, oldest first.
     #[cold]
     pub(crate) fn serve_waiters_from_depot(&self) {
-        while self.waiters.any() {
-            let Some(item) = self.depot.take_one() else {
+        while self.head().waiters.any() {
+            let Some(item) = self.head().depot.take_one() else {
                 return;
             };
-            if let Err(Handoff::Object(item)) = self.waiters.serve(Handoff::Object(item)) {
+            if let Err(Handoff::Object(item)) = self.head().waiters.serve(Handoff::Object(item)) {
                 // They left meanwhile: back where it was, and round again,
                 // as `shelve` does (one may have queued since).
-                if let Err(item) = self.depot.put_one(item) {
+                if let Err(item) = self.head().depot.put_one(item) {
                     self.destroy_batches(vec![vec![item]], Site::Upkeep);
                     return;
                 }

@@ -149,7 +149,8 @@ pub(crate) struct Life {
     handles: AtomicUsize,
     /// The pool's place in the reclaimer's registry, if it has one: closed
     /// by the last handle's drop. Kept here, not in the handle, so that the
-    /// handle is one pointer, which owned guards copy.
+    /// handle is two pointers (this state's and its head's), which owned
+    /// guards copy.
     #[cfg(not(loom))]
     ticket: std::sync::OnceLock<crate::reclaim::registry::Ticket>,
 }

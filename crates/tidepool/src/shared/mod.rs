@@ -24,6 +24,9 @@
 //! The files of this folder:
 //!
 //! * this one: the shared state, `get`, `stats`, thread exit, drop;
+//! * `head.rs`: the pool's head, what every get and put reads, apart from
+//!   the rest (the handle points at it);
+//! * `arena.rs`: the dense store the heads live in;
 //! * `put.rs`: the put path, every case of it, with a map at its top;
 //! * `destroy.rs`: the one path by which objects end, with its accounting;
 //! * `pass.rs`: everything reclaim does to this pool (interval passes,
@@ -34,8 +37,10 @@
 //! * `waiters.rs`: the FIFO queue of `get_timeout` callers;
 //! * `places.rs`: the `max_live` budget, lent to threads in chunks.
 
+pub(crate) mod arena;
 mod at_limit;
 mod destroy;
+pub(crate) mod head;
 pub(crate) mod lifetime;
 mod pass;
 pub(crate) mod places;
@@ -51,15 +56,16 @@ use crossbeam_utils::CachePadded;
 use crate::cache::credit::Credit;
 use crate::cache::{thread, LocalSlot, SlotTable, ThreadExit, Walk};
 use crate::callbacks::{self, Callbacks, Caught, PanicRecord, Site};
-use crate::depot::{Depot, Lone};
+use crate::depot::Depot;
 use crate::reclaim::Clock;
-use crate::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::atomic::{fence, Ordering};
 use crate::sync::SharedCounter;
 use crate::{Config, ConfigError, Error, Manage, Stats};
+use head::{Head, HeadCell, HeadPtr};
 use lifetime::Life;
 use places::Places;
 use teardown::Teardown;
-use waiters::{Handoff, Waiters};
+use waiters::Handoff;
 
 pub(crate) use put::PutRest;
 
@@ -76,53 +82,24 @@ struct Claimed<'a, T> {
 }
 
 /// Everything a pool's threads share. [`Pool`](crate::Pool) is an `Arc` of
-/// this; thread caches point back at it weakly for the thread-exit hand-off.
+/// this and a pointer to its head; thread caches point back at it weakly for the thread-exit hand-off.
 ///
-/// `repr(C)`, hot first. The first line holds what every get and put reads
-/// (the waiters' count, the batch size, the table's id, `background`) and
-/// the slot-less threads' counts ([`Lone`]); the depot, its lock and loose
-/// object and marks, fills the second. A get and a put by a thread with no
-/// cache here touch those two lines of the pool (one aligned pair) and the
-/// object; a cached one reads the first. The first line is written only by
-/// slot-less gets and puts and by waiters coming and going; the second by
-/// every depot operation (`implementation`, many pools per thread). A
-/// process with thousands of pools then misses in the caches and the TLB as
-/// little as the pools allow.
+/// What every get and put reads is not here but in the pool's [`Head`],
+/// which this owns and the handle points at: with thousands of pools,
+/// the heads sit side by side in few pages, and a get and a put by a
+/// thread with no cache in the pool touch its head and the object, not
+/// this (`implementation`, many pools per thread).
 #[repr(C)]
 pub(crate) struct Shared<M: Manage> {
-    /// `get_timeout` callers waiting at `max_live` (`waiters.rs`); its
-    /// count is read on every put, and written only when one comes or goes.
-    waiters: Waiters<M::Item>,
-    /// The batch size now: `config.burst <= batch <= config.max_batch`
-    /// (below `config.batch_size` only under `max_live`, see `pass.rs`),
-    /// changed only under the reclaim lock (`pass.rs`, `adapt_batch`: at a
-    /// reclaim pass, or when depot traffic ends a window early) and read
-    /// on every put.
-    batch: AtomicUsize,
-    /// `table_id == slots.id()`, never changed: the id every get and put
-    /// compares with the thread's remembered and absent tables, here so
-    /// that they need not reach the table's line.
-    table_id: u64,
-    /// Gets served and returns taken by the depot for threads with no
-    /// cache here, counted under the depot's lock (`depot/lone.rs`).
-    lone: Lone,
-    /// Which threads have a slot in `slots`: bit `t` (`thread::slot_bit`)
-    /// set by thread `t` when it allocates its slot, never cleared (a set
-    /// bit says only that a slot may exist: the thread's exit frees it). A
-    /// thread whose bit is clear knows it has no cache here without looking
-    /// in the table, whose lines the slot-less get would otherwise touch:
-    /// `slotted & slot_bit(t) == 0  ⇒  slots has no slot for t`.
-    slotted: AtomicU64,
-    /// `config.background`, kept here too: a put by a thread with no cache
-    /// reads it, and `config` is on another line.
-    background: bool,
-    /// `repr(C, align(64))`: the second line starts here.
-    pub(crate) depot: Depot<M::Item>,
+    /// What every get and put reads, and all a slot-less get and put
+    /// touch but the object (`head.rs`): in the heads' dense store, and
+    /// reached by the handle without reading this.
+    head: HeadCell<M::Item>,
     pub(crate) slots: SlotTable<M::Item>,
     /// Gets by threads with no cache here that had to create (or adopted):
     /// starts of [`live_bound`](Self::live_bound) like the slots' counts.
     /// Those the depot served, and every return by such a thread, are
-    /// [`lone`](Self::lone)'s.
+    /// [`Head::lone`]'s.
     slotless: Slotless,
     pub(crate) config: Config,
     /// Dropped by hand (and contained) in `Drop`: its `Drop` is user code.
@@ -156,7 +133,7 @@ struct Slotless {
 
 /// Pool-wide counts. Per-thread `gets`/`returns`/`created`/`destroyed`
 /// live in the slots; the slot-less threads' gets and returns in
-/// [`Lone`] ([`Depot::lone_counts`]), but for the gets that created or
+/// [`Lone`](crate::depot::Lone) ([`Depot::lone_counts`]), but for the gets that created or
 /// adopted, in [`Slotless`]; these are the slow-path counts.
 ///
 /// Invariants, exact whenever no thread is inside the pool (each count
@@ -203,13 +180,16 @@ struct Counters {
 impl<M: Manage> Shared<M> {
     pub(crate) fn new(manager: M, config: Config, clock: Arc<dyn Clock>) -> Self {
         let slots = SlotTable::new();
+        let depot = Depot::new(config.batch_size, config.max_idle).growing_to(config.max_batch);
         Self {
-            depot: Depot::new(config.batch_size, config.max_idle).growing_to(config.max_batch),
+            head: HeadCell::new(Head::new(
+                config.batch_size,
+                slots.id(),
+                config.background,
+                depot,
+            )),
             teardown: Teardown::new(teardown_limit(&config), config.teardown_chunk),
-            table_id: slots.id(),
             slots,
-            lone: Lone::new(),
-            slotted: AtomicU64::new(0),
             counters: CachePadded::default(),
             reclaim: CachePadded::new(ReclaimShared::new(
                 clock,
@@ -217,11 +197,8 @@ impl<M: Manage> Shared<M> {
                 config.purge_delay,
             )),
             life: CachePadded::default(),
-            batch: AtomicUsize::new(config.batch_size),
-            background: config.background,
             slotless: Slotless::default(),
             panics: PanicRecord::new::<M>(),
-            waiters: Waiters::new(),
             places: config.max_live.map(|limit| {
                 Box::new(Places::new(
                     limit,
@@ -233,15 +210,28 @@ impl<M: Manage> Shared<M> {
         }
     }
 
-    /// The batch size now (see `batch`).
+    /// The pool's head (`head.rs`), read through this state: for the
+    /// paths that reach the rest of it anyway. The handle's get and put
+    /// have the head's pointer at hand and pass it.
+    #[inline(always)]
+    pub(crate) fn head(&self) -> &Head<M::Item> {
+        self.head.get()
+    }
+
+    /// A pointer to the head, for the pool's handle.
+    pub(crate) fn head_ptr(&self) -> HeadPtr<M::Item> {
+        self.head.ptr()
+    }
+
+    /// The batch size now (see `Head::batch`).
     #[inline(always)]
     pub(crate) fn batch(&self) -> usize {
-        self.batch.load(Ordering::Relaxed)
+        self.head().batch()
     }
 
     /// Sets the batch size (a reclaim pass, under the reclaim lock).
     pub(crate) fn set_batch(&self, n: usize) {
-        self.batch.store(n, Ordering::Relaxed);
+        self.head().set_batch(n);
     }
 
     /// The manager.
@@ -285,7 +275,7 @@ impl<M: Manage> Shared<M> {
     /// them. Runs on thread `tid`, in its exit (nothing up its stack holds
     /// a slot), with the slot unclaimed and its cache empty (released).
     fn retire_local(&self, tid: usize) {
-        thread::forget(self.table_id);
+        thread::forget(self.head().table_id);
         let c = &*self.counters;
         // SAFETY: `tid` is the calling thread's id (its exit runs on it),
         // which holds no reference to its slot past this call (nothing up
@@ -318,7 +308,7 @@ impl<M: Manage> Shared<M> {
     fn local(&self) -> Option<LocalSlot<'_, M::Item>> {
         // SAFETY: `table_id == slots.id()` (set from it in `new`, never
         // changed).
-        let slot = unsafe { self.slots.local(self.table_id) }?;
+        let slot = unsafe { self.slots.local(self.head().table_id) }?;
         // SAFETY: the slot of this thread's own id, which it has not
         // released (`current_tid` returns `None`, and the remembered slot is
         // forgotten, from the moment it starts to).
@@ -326,24 +316,15 @@ impl<M: Manage> Shared<M> {
     }
 
     /// This thread's slot if it is the one remembered (the fast paths; see
-    /// [`SlotTable::remembered`]).
+    /// [`SlotTable::remembered`]); `head` is this pool's.
     #[inline(always)]
-    fn local_remembered(&self) -> Option<LocalSlot<'_, M::Item>> {
-        // SAFETY: as in `local`.
-        let slot = unsafe { self.slots.remembered(self.table_id) }?;
+    fn local_remembered<'a>(&'a self, head: &Head<M::Item>) -> Option<LocalSlot<'a, M::Item>> {
+        // SAFETY: as in `local` (`head.table_id == slots.id()`).
+        let slot = unsafe { self.slots.remembered(head.table_id) }?;
         // SAFETY: the slot of this thread's own id, which it has not
         // released (`current_tid` returns `None`, and the remembered slot is
         // forgotten, from the moment it starts to).
         Some(unsafe { LocalSlot::new(slot) })
-    }
-
-    /// Whether this thread surely has no slot here: its last lookup in this
-    /// pool's table found none, or its bit in `slotted` is clear (see
-    /// [`thread::surely_slotless`]). One thread-local access and the pool's
-    /// first line; the table itself is not touched.
-    #[inline(always)]
-    fn known_absent(&self) -> bool {
-        thread::surely_slotless(self.table_id, self.slotted.load(Ordering::Relaxed))
     }
 
     /// This thread's cache, claimed (or re-claimed after a revocation) now
@@ -389,7 +370,8 @@ impl<M: Manage> Shared<M> {
                 let local = unsafe { LocalSlot::new(this.slots.get_or_alloc(tid)) };
                 // Only this thread sets its bit, after its slot exists (see
                 // `slotted`); it reads its own write back.
-                this.slotted
+                this.head()
+                    .slotted
                     .fetch_or(thread::slot_bit(tid), Ordering::Relaxed);
                 local.set_watched(true);
                 local
@@ -456,14 +438,14 @@ impl<M: Manage> Shared<M> {
             .filter(|batch| !batch.is_empty())
             .filter_map(|batch| {
                 let donated = if idle {
-                    self.depot.donate_idle(batch)
+                    self.head().depot.donate_idle(batch)
                 } else {
-                    self.depot.donate(batch)
+                    self.head().depot.donate(batch)
                 };
                 donated.err()
             })
             .collect();
-        if self.waiters.any() {
+        if self.head().waiters.any() {
             self.serve_waiters_from_depot();
         }
         refused
@@ -471,45 +453,48 @@ impl<M: Manage> Shared<M> {
 
     // === get ===
 
+    /// `head` is this pool's (`Pool::head`, or [`head`](Self::head)).
     #[inline]
-    pub(crate) fn get(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
-        if let Some(slot) = this.local_remembered() {
+    pub(crate) fn get(this: &Arc<Self>, head: &Head<M::Item>) -> Result<M::Item, Error<M::Error>> {
+        if let Some(slot) = this.local_remembered(head) {
             if let Some(item) = slot.pop_loaded() {
                 return Ok(item);
             }
         }
-        Self::get_slow(this)
+        Self::get_slow(this, head)
     }
 
     /// An idle object if one is at hand (this thread's cache, then the
     /// depot); never creates. `None` is counted as an empty get.
     #[inline]
-    pub(crate) fn try_get(this: &Arc<Self>) -> Option<M::Item> {
-        if let Some(slot) = this.local_remembered() {
+    pub(crate) fn try_get(this: &Arc<Self>, head: &Head<M::Item>) -> Option<M::Item> {
+        if let Some(slot) = this.local_remembered(head) {
             if let Some(item) = slot.pop_loaded() {
                 return Some(item);
             }
         }
-        Self::try_get_slow(this)
+        Self::try_get_slow(this, head)
     }
 
     /// The loaded batch empty, or no cache yet: swap in the spare batch, or,
     /// both empty, refill from the depot or create.
     #[cold]
     #[inline(never)]
-    fn get_slow(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
+    fn get_slow(this: &Arc<Self>, head: &Head<M::Item>) -> Result<M::Item, Error<M::Error>> {
         // With thousands of pools, most gets: no cache here, and this
         // thread at its fill of them. Straight to the depot, in a frame
-        // that holds nothing of the refill below.
-        if this.known_absent() && thread::refuse_cheaply() {
-            return this.get_slotless();
+        // that holds nothing of the refill below, and touching nothing of
+        // the pool but its head.
+        head.prefetch_depot();
+        if head.known_absent() && thread::refuse_cheaply() {
+            return this.get_slotless(head);
         }
-        Self::get_refill(this)
+        Self::get_refill(this, head)
     }
 
     #[inline(never)]
-    fn get_refill(this: &Arc<Self>) -> Result<M::Item, Error<M::Error>> {
-        match Self::refill::<true>(this) {
+    fn get_refill(this: &Arc<Self>, head: &Head<M::Item>) -> Result<M::Item, Error<M::Error>> {
+        match Self::refill::<true>(this, head) {
             Ok(Some(item)) => Ok(item),
             Ok(None) => unreachable!("a get that may create always ends with an object"),
             Err(e) => Err(e),
@@ -520,8 +505,8 @@ impl<M: Manage> Shared<M> {
     /// without creating.
     #[cold]
     #[inline(never)]
-    fn try_get_slow(this: &Arc<Self>) -> Option<M::Item> {
-        let got = Self::refill::<false>(this).ok().flatten();
+    fn try_get_slow(this: &Arc<Self>, head: &Head<M::Item>) -> Option<M::Item> {
+        let got = Self::refill::<false>(this, head).ok().flatten();
         if got.is_none() {
             this.counters.empty_gets.add(1);
         }
@@ -532,12 +517,15 @@ impl<M: Manage> Shared<M> {
     /// depot, or (`CREATE`) new objects; without `CREATE`, `None` where a
     /// get would create.
     #[inline(always)]
-    fn refill<const CREATE: bool>(this: &Arc<Self>) -> Result<Option<M::Item>, Error<M::Error>> {
+    fn refill<const CREATE: bool>(
+        this: &Arc<Self>,
+        head: &Head<M::Item>,
+    ) -> Result<Option<M::Item>, Error<M::Error>> {
         // No cache here (as the get that came here just found), and this
         // thread at its fill of them: straight to the depot, as the claim
         // below would decide.
-        if this.known_absent() && thread::refuse_cheaply() {
-            return this.get_unclaimed::<CREATE>();
+        if head.known_absent() && thread::refuse_cheaply() {
+            return this.get_unclaimed::<CREATE>(head);
         }
         // Once a batch: the spare has objects (the swap `pop` does), found
         // without the claim below.
@@ -549,16 +537,16 @@ impl<M: Manage> Shared<M> {
             }
             // No cache here, and this thread at its fill of them: straight
             // to the depot, as the claim below would decide.
-            None if thread::refuse_cheaply() => return this.get_unclaimed::<CREATE>(),
+            None if thread::refuse_cheaply() => return this.get_unclaimed::<CREATE>(head),
             None => {}
         }
-        let batch_size = this.batch();
+        let batch_size = head.batch();
         // Times round the recycle-before-failing loop (`at_limit.rs`).
         let mut rounds = 0;
         let mut window_due = false;
         let item = loop {
             let Some(Claimed { slot, refused, .. }) = Self::claim_local(this) else {
-                return this.get_unclaimed::<CREATE>();
+                return this.get_unclaimed::<CREATE>(head);
             };
             // Nothing in hand yet: a panic here may reach the caller.
             this.destroy_batches(refused, Site::Caller);
@@ -569,7 +557,7 @@ impl<M: Manage> Shared<M> {
                 continue; // revoked meanwhile: claim again
             }
             slot.note_empty();
-            if let Some(mut batch) = this.depot.take_full() {
+            if let Some(mut batch) = head.depot.take_full() {
                 window_due |= this.note_exchange(batch.len());
                 // Room for a whole batch, made here, outside the bracket (a
                 // batch split by reclaim may be short of it).
@@ -577,7 +565,7 @@ impl<M: Manage> Shared<M> {
                 let item = batch.pop().expect("full batches are never empty");
                 probe!(Refill);
                 match slot.install_loaded(batch) {
-                    Ok(empty) => this.depot.keep_empty(empty),
+                    Ok(empty) => head.depot.keep_empty(empty),
                     // Revoked meanwhile: the rest goes back.
                     Err(batch) => {
                         let refused = this.donate_all(vec![batch]);
@@ -635,16 +623,20 @@ impl<M: Manage> Shared<M> {
     /// (`CREATE`) a new one; without `CREATE`, `None` where a get would
     /// create.
     #[inline(always)]
-    fn get_unclaimed<const CREATE: bool>(&self) -> Result<Option<M::Item>, Error<M::Error>> {
+    fn get_unclaimed<const CREATE: bool>(
+        &self,
+        head: &Head<M::Item>,
+    ) -> Result<Option<M::Item>, Error<M::Error>> {
         if !CREATE {
-            return Ok(self.depot.take_lone(&self.lone));
+            return Ok(head.depot.take_lone(&head.lone));
         }
-        self.get_slotless().map(Some)
+        self.get_slotless(head).map(Some)
     }
 
+    /// `head` is this pool's.
     #[inline(always)]
-    fn get_slotless(&self) -> Result<M::Item, Error<M::Error>> {
-        match self.depot.take_lone(&self.lone) {
+    fn get_slotless(&self, head: &Head<M::Item>) -> Result<M::Item, Error<M::Error>> {
+        match head.depot.take_lone(&head.lone) {
             Some(item) => Ok(item),
             None => self.get_slotless_create(),
         }
@@ -663,7 +655,7 @@ impl<M: Manage> Shared<M> {
                     if rounds < at_limit::ROUNDS && self.recycle_before_failing(None) =>
                 {
                     rounds += 1;
-                    if let Some(item) = self.depot.take_lone(&self.lone) {
+                    if let Some(item) = self.head().depot.take_lone(&self.head().lone) {
                         return Ok(item);
                     }
                 }
@@ -806,7 +798,7 @@ impl<M: Manage> Shared<M> {
         let Some(places) = &self.places else {
             return;
         };
-        if self.waiters.any() && self.waiters.serve(Handoff::Place).is_ok() {
+        if self.head().waiters.any() && self.head().waiters.serve(Handoff::Place).is_ok() {
             return;
         }
         probe!(ReleasePlace);
@@ -827,13 +819,13 @@ impl<M: Manage> Shared<M> {
     /// count for each, while there are both.
     #[cold]
     fn serve_waiters_places(&self, places: &Places) {
-        while self.waiters.any() {
+        while self.head().waiters.any() {
             let local = self.local();
             let credit = local.as_ref().map(LocalSlot::credit);
             if places.reserve(credit, self.credits()).is_err() {
                 return;
             }
-            if self.waiters.serve(Handoff::Place).is_err() {
+            if self.head().waiters.serve(Handoff::Place).is_err() {
                 // They left meanwhile: back to the count, and round again
                 // (one may have queued since).
                 places.release(credit);
@@ -874,13 +866,13 @@ impl<M: Manage> Shared<M> {
         let walk = self.slots.walk();
         let mut ends = c.discarded.read()
             + c.detached.read()
-            + self.depot.lone_counts(&self.lone).1
+            + self.head().depot.lone_counts(&self.head().lone).1
             + c.waiter_returns.read()
             + c.retired_returns.read();
         walk.for_each(|_, slot| ends += slot.counts().1);
         fence(Ordering::Acquire);
         let mut starts = self.slotless.gets.read()
-            + self.depot.lone_counts(&self.lone).0
+            + self.head().depot.lone_counts(&self.head().lone).0
             + c.waiter_gets.read()
             + c.retired_gets.read();
         walk.for_each(|_, slot| starts += slot.counts().0);
@@ -917,7 +909,7 @@ impl<M: Manage> Shared<M> {
         // The depot's counts, its slot-less gets and returns with them, in
         // one look under its lock, after the slots' (as a pass moves
         // objects from caches into it).
-        let (depot, (lone_gets, lone_returns)) = self.depot.counts_with(&self.lone);
+        let (depot, (lone_gets, lone_returns)) = self.head().depot.counts_with(&self.head().lone);
         returns += lone_returns;
         gets += lone_gets;
         let live = gets.saturating_sub(returns + discarded + detached);
@@ -933,7 +925,7 @@ impl<M: Manage> Shared<M> {
             trimmed: r.trimmed.read(),
             working_set: existing.saturating_sub(depot.idle_unused as u64),
             callback_panics: self.panics.count(),
-            waiting: self.waiters.len() as u64,
+            waiting: self.head().waiters.len() as u64,
             limit_folds: self.places.as_deref().map_or(0, Places::folds),
             created,
             destroyed,
@@ -1011,7 +1003,7 @@ impl<M: Manage> Shared<M> {
         to: impl FnOnce(usize) -> Option<usize>,
     ) -> Result<usize, ConfigError> {
         let floor = self.config.batch_size.max(self.config.min_idle);
-        let over = self.depot.resize_max_idle(|now| {
+        let over = self.head().depot.resize_max_idle(|now| {
             let new = to(now).ok_or_else(|| {
                 ConfigError::new(
                     "max_idle",
@@ -1098,7 +1090,7 @@ impl<M: Manage> Drop for Shared<M> {
         self.slots.for_each_mut(|slot| {
             batches.extend(slot.take_all_exclusive());
         });
-        batches.extend(self.depot.take_down_to(0));
+        batches.extend(self.head().depot.take_down_to(0));
         // A destructor (maybe a thread-local one): nothing may unwind. One
         // chunk here; the rest goes to the reclaimer with the manager.
         self.tear_down(batches, 1, Site::PoolDrop);
@@ -1133,6 +1125,7 @@ mod layout_tests {
     use std::mem::offset_of;
 
     use super::*;
+    use crate::depot::Lone;
 
     /// A get and a put by a thread with no cache here (with thousands of
     /// pools, most of them) touch two lines of the pool, one aligned pair:
@@ -1190,25 +1183,60 @@ mod layout_tests {
 
     #[test]
     fn a_slotless_get_and_put_touch_one_pair_of_lines_of_the_pool() {
-        type S = Shared<fn() -> Box<[u8; 256]>>;
+        type H = Head<Box<[u8; 256]>>;
         let line = |offset: usize| offset / 64;
         let first = [
             // `Waiters` is `repr(C)` with its count first.
-            offset_of!(S, waiters),
-            offset_of!(S, batch),
-            offset_of!(S, table_id),
-            offset_of!(S, lone),
-            offset_of!(S, lone) + size_of::<Lone>() - 1,
-            offset_of!(S, slotted),
-            offset_of!(S, background),
+            offset_of!(H, waiters),
+            offset_of!(H, batch),
+            offset_of!(H, table_id),
+            offset_of!(H, lone),
+            offset_of!(H, lone) + size_of::<Lone>() - 1,
+            offset_of!(H, slotted),
+            offset_of!(H, background),
         ];
         assert!(first.iter().all(|&o| line(o) == 0), "{first:?}");
-        assert_eq!(offset_of!(S, depot), 64, "the depot's hot line second");
-        // Alignment keeps the lines where the offsets say, and the two in
-        // one 128-byte pair where the pool is aligned so (x86-64, where
-        // `CachePadded` is).
-        assert_eq!(std::mem::align_of::<S>() % 64, 0);
-        #[cfg(target_arch = "x86_64")]
-        assert_eq!(std::mem::align_of::<S>() % 128, 0);
+        assert_eq!(offset_of!(H, depot), 64, "the depot's hot line second");
+        // Alignment keeps the lines where the offsets say; a cell of the
+        // arena holds a head, and keeps the two lines in one 128-byte pair.
+        assert_eq!(std::mem::align_of::<H>() % 64, 0);
+        assert!(size_of::<H>() <= arena::CELL, "{} bytes", size_of::<H>());
+        assert_eq!(arena::CELL % 128, 0);
+        assert_eq!(arena::CELL_ALIGN % 128, 0);
+    }
+
+    /// With thousands of pools, the heads a get and a put touch sit side
+    /// by side in the arena, not each in its pool's own allocation a whole
+    /// shared state apart: pools built one after another have heads one
+    /// cell apart (but where a chunk ends), and the handle points there.
+    #[test]
+    fn the_heads_of_many_pools_sit_side_by_side() {
+        type Make = fn() -> Box<[u8; 256]>;
+        let n = if cfg!(miri) { 40 } else { 1000 };
+        let pools: Vec<crate::Pool<Make>> = (0..n)
+            .map(|_| {
+                crate::Pool::builder((|| Box::new([0u8; 256])) as Make)
+                    .background(false)
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        let heads: Vec<usize> = pools
+            .iter()
+            .map(|p| std::ptr::from_ref(p.head()) as usize)
+            .collect();
+        for (p, &h) in pools.iter().zip(&heads) {
+            assert_eq!(h, std::ptr::from_ref(p.shared.head()) as usize);
+            assert_eq!(h % arena::CELL_ALIGN, 0);
+        }
+        // Other tests build pools at the same time, so neighbours may be
+        // theirs; still, most steps are one cell, none is a shared state.
+        let one_cell = heads
+            .windows(2)
+            .filter(|w| w[1].abs_diff(w[0]) == arena::CELL)
+            .count();
+        assert!(one_cell > heads.len() / 2, "{one_cell} of {}", heads.len());
+        let shared_size = size_of::<Shared<Make>>();
+        assert!(shared_size > 2 * arena::CELL, "{shared_size}");
     }
 }

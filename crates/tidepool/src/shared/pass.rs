@@ -326,7 +326,7 @@ impl<M: Manage> Shared<M> {
         // so this tick purges them too.
         let refused = self.donate_all_idle(taken);
         self.reclaim_batches(refused, site, &mut caught);
-        self.purge_batches(self.depot.purge_tick(), &mut caught);
+        self.purge_batches(self.head().depot.purge_tick(), &mut caught);
         self.settle(caught, site);
     }
 
@@ -417,7 +417,10 @@ impl<M: Manage> Shared<M> {
             let others = self.other_uses();
             used |= std::mem::replace(&mut state.others_seen, others) != others;
             let window = Self::tick_window(&mut state, used, intervals);
-            let tick = self.depot.tick(intervals, self.config.min_idle, window);
+            let tick = self
+                .head()
+                .depot
+                .tick(intervals, self.config.min_idle, window);
             let reclaiming: u64 = tick.reclaim.iter().map(|b| b.len() as u64).sum();
             if reclaiming > 0 {
                 // How long the reclaimed objects had sat unused: the window,
@@ -515,7 +518,7 @@ impl<M: Manage> Shared<M> {
     /// or adopted plus the objects handed to and from waiters. Under the
     /// pass lock (the lone counts take the depot's).
     fn other_uses(&self) -> u64 {
-        let (gets, returns) = self.depot.lone_counts(&self.lone);
+        let (gets, returns) = self.head().depot.lone_counts(&self.head().lone);
         [
             gets,
             returns,
@@ -675,7 +678,7 @@ impl<M: Manage> Shared<M> {
     /// Two batches also fit in the depot's `max_idle`, which
     /// `Pool::set_max_idle` may have lowered since the build.
     fn limit_batch(&self, owners: usize) -> usize {
-        let idle = (self.depot.max_idle() / 2).max(self.config.batch_size);
+        let idle = (self.head().depot.max_idle() / 2).max(self.config.batch_size);
         match self.config.max_live {
             Some(limit) if !self.config.batch_fixed => idle.min(limit / (4 * owners.max(1))),
             _ => idle,
@@ -749,13 +752,13 @@ impl<M: Manage> Shared<M> {
         let destroyed = match level {
             Level::Medium => {
                 self.reclaim.pressure_medium.add(1);
-                let unused = self.depot.reclaim_unused(floor);
+                let unused = self.head().depot.reclaim_unused(floor);
                 let n = self.reclaim_batches(unused, site, &mut caught);
                 // What the working set keeps in the depot stays, its pages
                 // released (the next pass would purge it an interval from
                 // now): the cheap step first, no object destroyed for it.
                 // Thread caches, the hot end, are left alone.
-                self.purge_batches(self.depot.take_unpurged(usize::MAX), &mut caught);
+                self.purge_batches(self.head().depot.take_unpurged(usize::MAX), &mut caught);
                 n
             }
             Level::Critical => {
@@ -770,7 +773,7 @@ impl<M: Manage> Shared<M> {
                         self.reclaim
                             .hold_until
                             .store(until.max(1), Ordering::Relaxed);
-                        self.depot.set_cap(floor);
+                        self.head().depot.set_cap(floor);
                     }
                     let walk = self.slots.walk();
                     let owned = Self::owned_slots(&walk);
@@ -786,8 +789,8 @@ impl<M: Manage> Shared<M> {
                 // and would keep them (in the lab's `fio-pressure`, up to
                 // 3/4 of a drain was lost that way). Only what `min_idle`
                 // asks for is shelved (none under a hold: the cap refuses).
-                let mut doomed = self.depot.take_down_to(floor);
-                let mut room = floor.saturating_sub(self.depot.counts().idle);
+                let mut doomed = self.head().depot.take_down_to(floor);
+                let mut room = floor.saturating_sub(self.head().depot.counts().idle);
                 let mut keep = Vec::new();
                 for batch in taken {
                     if batch.len() <= room {
@@ -823,7 +826,7 @@ impl<M: Manage> Shared<M> {
         let last = self.reclaim.last_critical.load(Ordering::Relaxed);
         last != u64::MAX
             && self.reclaim.now().saturating_sub(last) < nanos(self.config.reclaim_interval)
-            && self.depot.counts().idle >= self.config.min_idle
+            && self.head().depot.counts().idle >= self.config.min_idle
     }
 
     /// How long the critical signal arriving at `now` holds the depot at
@@ -867,7 +870,7 @@ impl<M: Manage> Shared<M> {
         let until = self.reclaim.hold_until.load(Ordering::Relaxed);
         if until != 0 && now >= until {
             self.reclaim.hold_until.store(0, Ordering::Relaxed);
-            self.depot.set_cap(usize::MAX);
+            self.head().depot.set_cap(usize::MAX);
         }
     }
 
@@ -888,7 +891,10 @@ impl<M: Manage> Shared<M> {
     /// (never below `min_idle`).
     pub(crate) fn reclaim_unused(&self) -> usize {
         self.recall_credits();
-        let trimmed = self.depot.take_unused_since_mark(self.config.min_idle);
+        let trimmed = self
+            .head()
+            .depot
+            .take_unused_since_mark(self.config.min_idle);
         let mut caught = Caught::default();
         let n = self.destroy_all(trimmed, &mut caught);
         self.reclaim.reclaimed.add(n as u64);
@@ -904,7 +910,7 @@ impl<M: Manage> Shared<M> {
             let walk = self.slots.walk();
             Slot::revoke_remote(Self::owned_slots(&walk), IfBusy::Flush)
         };
-        let depot = self.depot.take_down_to(0);
+        let depot = self.head().depot.take_down_to(0);
         caches.into_iter().chain(depot).collect()
     }
 
@@ -1005,7 +1011,7 @@ impl<M: Manage> Shared<M> {
     /// `limit`. Returns how many were purged.
     pub(crate) fn purge(&self, limit: usize) -> usize {
         let mut caught = Caught::default();
-        let n = self.purge_batches(self.depot.take_unpurged(limit), &mut caught);
+        let n = self.purge_batches(self.head().depot.take_unpurged(limit), &mut caught);
         self.settle(caught, Site::Caller);
         n
     }
@@ -1035,7 +1041,7 @@ impl<M: Manage> Shared<M> {
                 broken.push(batch);
             }
         }
-        let refused = self.depot.restore_purged(kept);
+        let refused = self.head().depot.restore_purged(kept);
         // A waiter that queued while they were out looked in the depot
         // without them.
         if self.waiters_after_freeing() {
@@ -1049,7 +1055,7 @@ impl<M: Manage> Shared<M> {
     /// were created.
     pub(crate) fn prefill(&self) -> Result<usize, crate::Error<M::Error>> {
         let mut created = 0;
-        while self.depot.counts().idle < self.config.min_idle {
+        while self.head().depot.counts().idle < self.config.min_idle {
             let item = self.create()?;
             created += 1;
             if let Err(item) = self.shelve(item) {

@@ -43,6 +43,7 @@
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
+use super::head::Head;
 use super::Shared;
 use crate::cache::thread;
 use crate::callbacks::{Caught, Site};
@@ -72,17 +73,22 @@ impl<M: Manage> Shared<M> {
     ///
     /// `item` holds an object of this pool that it counts as out; `put`
     /// takes it, exactly once, and the caller never touches `item` again.
+    /// `head` is this pool's head.
     #[inline(always)]
-    pub(crate) unsafe fn put(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>) {
+    pub(crate) unsafe fn put(
+        this: &Arc<Self>,
+        head: &Head<M::Item>,
+        item: &mut ManuallyDrop<M::Item>,
+    ) {
         let rest = if std::thread::panicking() {
             PutRest::Other { recycled: false }
         } else {
             // SAFETY: our caller's contract; the thread is not panicking.
-            unsafe { Self::put_fast::<true>(this, item) }
+            unsafe { Self::put_fast::<true>(this, head, item) }
         };
         // SAFETY: `rest` is what `put_fast` left on `item` (or it did not
         // run, and `item` is untouched).
-        unsafe { Self::put_rest(this, item, rest) }
+        unsafe { Self::put_rest(this, head, item, rest) }
     }
 
     /// The fast path: the object recycled in place and cached in this
@@ -104,9 +110,10 @@ impl<M: Manage> Shared<M> {
     #[inline(always)]
     pub(crate) unsafe fn put_fast<const PANICKING_CHECKED: bool>(
         this: &Arc<Self>,
+        head: &Head<M::Item>,
         item: &mut ManuallyDrop<M::Item>,
     ) -> PutRest {
-        let Some(slot) = this.local_remembered() else {
+        let Some(slot) = this.local_remembered(head) else {
             return PutRest::Other { recycled: false };
         };
         if !PANICKING_CHECKED && std::thread::panicking() {
@@ -120,13 +127,13 @@ impl<M: Manage> Shared<M> {
         // After `recycle`, right before the push: a waiter that queued
         // while `recycle` ran looks for the object only once, as it queues
         // (`at_limit.rs`), so a put that checked before would strand it.
-        if this.waiters.any() {
+        if head.waiters.any() {
             return PutRest::Other { recycled: true };
         }
         // SAFETY: `item` holds an object this pool counts as out (our
         // caller's contract); `push_loaded_from` takes it only when it
         // returns `true`, and its last store (the count) ends its access.
-        if unsafe { slot.push_loaded_from(item, this.batch()) } {
+        if unsafe { slot.push_loaded_from(item, head.batch()) } {
             return PutRest::Done;
         }
         PutRest::Other { recycled: true }
@@ -142,6 +149,7 @@ impl<M: Manage> Shared<M> {
     #[inline(always)]
     pub(crate) unsafe fn put_rest(
         this: &Arc<Self>,
+        head: &Head<M::Item>,
         item: &mut ManuallyDrop<M::Item>,
         rest: PutRest,
     ) {
@@ -150,7 +158,9 @@ impl<M: Manage> Shared<M> {
         match rest {
             PutRest::Done => {}
             // SAFETY: see above.
-            PutRest::Other { recycled } => unsafe { Self::put_other_from(this, item, recycled) },
+            PutRest::Other { recycled } => unsafe {
+                Self::put_other_from(this, head, item, recycled)
+            },
             // SAFETY: see above.
             PutRest::Refused => unsafe { this.discard_from(item) },
             // SAFETY: see above.
@@ -166,9 +176,14 @@ impl<M: Manage> Shared<M> {
     /// `item` holds an object this pool counts as out, ours to take, once.
     #[cold]
     #[inline(never)]
-    unsafe fn put_other_from(this: &Arc<Self>, item: &mut ManuallyDrop<M::Item>, recycled: bool) {
+    unsafe fn put_other_from(
+        this: &Arc<Self>,
+        head: &Head<M::Item>,
+        item: &mut ManuallyDrop<M::Item>,
+        recycled: bool,
+    ) {
         // SAFETY: our caller's contract.
-        Self::put_other(this, unsafe { ManuallyDrop::take(item) }, recycled);
+        Self::put_other(this, head, unsafe { ManuallyDrop::take(item) }, recycled);
     }
 
     /// `recycle` said no: the object is destroyed.
@@ -199,16 +214,16 @@ impl<M: Manage> Shared<M> {
     /// A panicking thread, this thread's cache not the one remembered or
     /// none yet (`recycle` not run), waiters at `max_live` or the loaded
     /// batch full (`recycled`: it ran).
-    fn put_other(this: &Arc<Self>, item: M::Item, recycled: bool) {
+    fn put_other(this: &Arc<Self>, head: &Head<M::Item>, item: M::Item, recycled: bool) {
         let item = if recycled {
             item
         } else if std::thread::panicking() {
             // The object may be half-updated.
             return this.discard(item);
-        } else if this.known_absent() {
+        } else if head.known_absent() {
             // A thread that knows it has no slot here is registered and not
             // exiting (`thread::surely_slotless`).
-            return Self::put_absent(this, item);
+            return Self::put_absent(this, head, item);
         } else if this.local().is_none() {
             return Self::put_cold(this, item);
         } else {
@@ -219,7 +234,7 @@ impl<M: Manage> Shared<M> {
         };
         // To the oldest waiter at `max_live` (if they left meanwhile, it is
         // cached as usual), else into the cache.
-        if this.waiters.any() {
+        if head.waiters.any() {
             if let Some(item) = this.hand_to_waiter(item) {
                 Self::push_local_or_slow(this, item);
             }
@@ -251,26 +266,26 @@ impl<M: Manage> Shared<M> {
             Some(_) => Site::Caller,
             None => Site::ThreadExit,
         };
-        Self::put_uncached(this, item, site);
+        Self::put_uncached(this, this.head(), item, site);
     }
 
     /// A thread that knows it has no cache here (the put after a slot-less
     /// get): [`put_cold`](Self::put_cold) without its look at the thread's
     /// state.
     #[inline(always)]
-    fn put_absent(this: &Arc<Self>, item: M::Item) {
-        Self::put_uncached(this, item, Site::Caller);
+    fn put_absent(this: &Arc<Self>, head: &Head<M::Item>, item: M::Item) {
+        Self::put_uncached(this, head, item, Site::Caller);
     }
 
     /// The rest of [`put_cold`](Self::put_cold): recycled, the object goes
     /// to a waiter, the depot, or a cache claimed now.
     #[inline(always)]
-    fn put_uncached(this: &Arc<Self>, item: M::Item, site: Site) {
+    fn put_uncached(this: &Arc<Self>, head: &Head<M::Item>, item: M::Item, site: Site) {
         if let Some(item) = this.recycle(item, site) {
             // As in `put_other`: a waiter that queues after this look is
             // served by `put_slow`, which looks again after a fresh claim
             // of this thread's cache or after shelving the object.
-            if this.waiters.any() {
+            if head.waiters.any() {
                 if let Some(item) = this.hand_to_waiter(item) {
                     Self::put_slow(this, item, site);
                 }
@@ -279,7 +294,7 @@ impl<M: Manage> Shared<M> {
             // This thread at its fill of caches: to the depot, as the
             // claim in `put_slow` would decide.
             if thread::refuse_cheaply() {
-                return this.put_slotless(item, site);
+                return this.put_slotless(head, item, site);
             }
             Self::put_slow(this, item, site);
         }
@@ -324,7 +339,7 @@ impl<M: Manage> Shared<M> {
         let mut window_due = false;
         loop {
             let Some(claimed) = Self::claim_local(this) else {
-                this.put_slotless(item, site);
+                this.put_slotless(this.head(), item, site);
                 if !refused.is_empty() {
                     this.tear_down(refused, 1, site);
                 }
@@ -354,7 +369,7 @@ impl<M: Manage> Shared<M> {
                 continue;
             };
             let moved = full.len();
-            let mut empty = match this.depot.donate(full) {
+            let mut empty = match this.head().depot.donate(full) {
                 Ok(empty) => {
                     window_due |= this.note_exchange(moved);
                     empty
@@ -380,11 +395,11 @@ impl<M: Manage> Shared<M> {
     /// cached put does once a batch is left to the reclaimer; without one,
     /// it runs here.
     #[cold]
-    fn put_slotless(&self, item: M::Item, site: Site) {
-        if let Err(item) = self.shelve_lone(item) {
+    fn put_slotless(&self, head: &Head<M::Item>, item: M::Item, site: Site) {
+        if let Err(item) = self.shelve_lone(head, item) {
             self.tear_down(vec![vec![item]], 1, site);
         }
-        if !self.background {
+        if !head.background {
             self.upkeep(false);
         }
     }

@@ -49,8 +49,8 @@ pub(crate) enum Handoff<T> {
 /// The waiting `get_timeout` callers of one pool.
 #[derive(Debug)]
 /// `repr(C)`: the count, read on every put, leads, and the queue is boxed,
-/// so the two words sit on the pool's first line (`Shared`) and leave the
-/// rest of it to what a get and a put read.
+/// so the two words sit on the first line of the pool's head (`Head`) and
+/// leave the rest of it to what a get and a put read.
 #[repr(C)]
 pub(crate) struct Waiters<T> {
     /// Waiters queued and not yet served: read without the lock on the put
@@ -136,7 +136,7 @@ impl<T> Waiters<T> {
         q.waiting.push_back((id, wake));
         // `SeqCst`, then the caller looks at the pool once more: a put that
         // read `count == 0` before this put its object where that look
-        // finds it. The fence pairs with `Shared::waiters_after_freeing`'s
+        // finds it. The fence pairs with `Head::waiters_after_freeing`'s
         // (a place or object made available by atomics alone, no lock).
         let before = self.count.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);

@@ -117,12 +117,14 @@ fn a_reclaim_visits_no_list_of_pools() {
 
 /// 8 threads each make and drop 12,500 pools (100,000 in all), using each
 /// once, and keep one in a thousand: a thread's list of pools never holds
-/// more than a sweep's worth of dropped ones.
+/// more than a sweep's worth of dropped ones, and the heads' arena reuses
+/// the cells of dropped pools instead of growing.
 #[test]
 fn dropped_pools_leave_nothing_in_thread_lists() {
     const THREADS: usize = if cfg!(miri) { 2 } else { 8 };
     const PER_THREAD: usize = if cfg!(miri) { 60 } else { 12_500 };
     let manager = counting();
+    let chunks_before = crate::shared::arena::chunks();
     let longest: Vec<usize> = (0..THREADS)
         .map(|_| {
             std::thread::spawn(move || {
@@ -149,6 +151,15 @@ fn dropped_pools_leave_nothing_in_thread_lists() {
     for l in longest {
         assert!(l <= 2 * 13 + 16, "a thread's list grew to {l} entries");
     }
+    // Without reuse, 100,000 heads would take about 590 chunks. The other
+    // tests' pools, built meanwhile, take a few dozen at most.
+    let carved = crate::shared::arena::chunks() - chunks_before;
+    let without_reuse = THREADS * PER_THREAD / crate::shared::arena::CELLS_PER_CHUNK;
+    assert!(
+        carved <= 1 + without_reuse / 5,
+        "{carved} chunks carved for {} pools",
+        THREADS * PER_THREAD
+    );
     let made = manager.made.load(Ordering::Relaxed);
     assert!(made >= THREADS * PER_THREAD);
     assert_eq!(manager.destroyed.load(Ordering::Relaxed), made);
