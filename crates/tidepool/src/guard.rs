@@ -119,7 +119,7 @@ impl<M: Manage> Drop for Pooled<'_, M> {
         // `put` takes it exactly once: here, or `into_parts` does, which
         // forgets the guard so this never runs. The borrow of the handle
         // keeps the pool alive throughout.
-        unsafe { Shared::put(&self.pool.shared, self.pool.head(), &mut self.item) }
+        unsafe { Shared::put(&self.pool.shared, self.pool.head_ptr(), &mut self.item) }
     }
 }
 
@@ -161,7 +161,7 @@ impl<M: Manage> OwnedPooled<M> {
         // guard's only end (our caller's promise). `PANICKING_FIRST`: the
         // thread was found not panicking above.
         let done = match unsafe {
-            Shared::put_fast::<PANICKING_FIRST>(shared, self.pool.head(), &mut self.item)
+            Shared::put_fast::<PANICKING_FIRST>(shared, self.pool.head_ptr(), &mut self.item)
         } {
             PutRest::Done => None,
             PutRest::Other { recycled } => Some(recycled),
@@ -275,7 +275,7 @@ impl<M: Manage> Pool<M> {
         // pool was closed before `self` was taken from a guard, its parked
         // orphan is freed when `self`, now its last handle, closes it again
         // (`lifetime::close`): no marker is needed for that either.
-        unsafe { Shared::put(&self.shared, self.head(), &mut guard.item) }
+        unsafe { Shared::put(&self.shared, self.head_ptr(), &mut guard.item) }
     }
 
     /// A guard of another pool: it ends as if dropped. Out of line, so the
@@ -332,7 +332,7 @@ impl<M: Manage> OwnedPooled<M> {
     #[inline(never)]
     fn drop_rest(&mut self, rest: PutRest) {
         let shared = &self.pool.shared;
-        let head = self.pool.head();
+        let head = self.pool.head_ptr();
         let item = &mut self.item;
         // SAFETY: as in `drop`; `rest` is what `put_fast` left on `item`,
         // which `put_rest` takes exactly once.

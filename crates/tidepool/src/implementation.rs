@@ -847,7 +847,7 @@
 //!   last found no slot of its own (`absent`; only a thread allocates its
 //!   own slots, and it forgets this when it does), so the put after a
 //!   slot-less get looks nothing up again. The get does not look either:
-//!   the pool's first line holds `slotted`, one bit per thread id below 64,
+//!   the head's first line holds `slotted`, one bit per thread id below 64,
 //!   set by that thread when it allocates its slot and never cleared, so a
 //!   thread whose bit is clear knows it has no cache there from the line
 //!   it reads anyway (`thread::surely_slotless`). The get and put that
@@ -869,13 +869,17 @@
 //!   (`shared/head.rs`), which is not in the pool's shared state but in a
 //!   cell of a dense store of heads (`shared/arena.rs`: cells of 384 bytes
 //!   carved from 64 KiB chunks, reused once their pool is dropped, never
-//!   given back). The handle holds the head's pointer beside its `Arc`, and
-//!   the get and put paths take the head as an argument, so the slot-less
-//!   ones never read the shared state: with 20,000 pools, the lines they
-//!   touch sit on about 1,900 pages instead of one or two per pool, which
-//!   the TLB can hold. The slot-less get also prefetches the depot's line
-//!   before it reads line 0, so the two misses overlap (the lock's locked
-//!   instruction would otherwise wait for line 0 first). `Head` and `Depot`
+//!   given back). The handle holds the head's pointer beside its `Arc`;
+//!   the get paths take the head as an argument, and the put paths take
+//!   the pointer (a reference into the pool must not outlive the count
+//!   that may let another thread free it: `shared/put.rs`), so the
+//!   slot-less ones never read the shared state. The lines they touch sit
+//!   ten or so heads to a page instead of a page or two apart, so the TLB
+//!   covers many more pools. The slot-less get also prefetches the
+//!   depot's line on the branch it takes once line 0 says the thread has
+//!   no cache there: run while line 0's miss is still resolving, the two
+//!   misses overlap (the lock's locked instruction would otherwise wait
+//!   for line 0 first). `Head` and `Depot`
 //!   are `repr(C)`, hot first, the depot on a line of its own; tests in
 //!   `shared/mod.rs` and `depot/mod.rs` check it:
 //!
@@ -961,9 +965,9 @@
 //! # Owned guards
 //!
 //! An owned guard ([`OwnedPooled`](crate::OwnedPooled)) holds an uncounted
-//! copy of the handle's pointer, not an `Arc`: taking and dropping one
-//! touch no shared reference count. A `PooledStack` stands for one without
-//! the pointer: it finds it through its stack's slab set and rebuilds the
+//! copy of the handle's two pointers (the shared state's and its head's),
+//! not an `Arc`: taking and dropping one touch no shared reference count.
+//! A `PooledStack` stands for one without the pointers: it finds it through its stack's slab set and rebuilds the
 //! guard to end it (`Pool::alias_of`). The
 //! shared state lives until the last of {the handle, the owned guards} is
 //! gone (`src/shared/lifetime.rs`, after Linux's `percpu_ref` and liburcu's

@@ -557,7 +557,14 @@
 //!   in the pool's table (the shared state's line, the slot's, a batch's:
 //!   `get_refill` holds about a tenth of the samples), and the reclaimer,
 //!   over 20,000 pools at 100 ms, takes about a quarter of a core. Bar 1
-//!   of the scale issue is still not met on this machine.
+//!   of the scale issue is still not met on this machine. The whole
+//!   `many_pools --default-interval-secs 30` at that commit (load average
+//!   1.1 before it), tidepool against the `Mutex<Vec>`, ns per get + put:
+//!   100 pools 120 against 171, 1,000 161 against 129, 5,000 315 against
+//!   125, 20,000 955 against 139; a build, first get and drop 1.2–1.8 µs;
+//!   no idle object left 3 intervals after the exit at any P; the
+//!   reclaimer 26 % of a core at 20,000 pools and 100 ms, 0.125 % with the
+//!   default interval (2 s of flow, 30 s idle).
 //! * Idle objects 3 intervals after the exit: none. During the flow the
 //!   depot's level swings as threads without a cache take and return, so
 //!   many pools see a reclaim undone and lengthen their working-set window

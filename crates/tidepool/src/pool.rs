@@ -145,7 +145,16 @@ impl<M: Manage> Pool<M> {
         }
     }
 
-    /// The pool's head.
+    /// The pointer to the pool's head, for the put paths, which must not
+    /// hold a reference into the pool past the count that may free it.
+    #[inline(always)]
+    pub(crate) fn head_ptr(&self) -> &HeadPtr<M::Item> {
+        &self.head
+    }
+
+    /// The pool's head. For an alias (an owned guard's), the borrow may
+    /// outlive the head: use it only while the guard's object is counted
+    /// out, or inside its lifetime marker.
     #[inline(always)]
     pub(crate) fn head(&self) -> &Head<M::Item> {
         // SAFETY: the head is owned by the shared state, which this
@@ -159,9 +168,15 @@ impl<M: Manage> Pool<M> {
     /// as long as the pool counts the guard's object as out.
     #[inline(always)]
     fn alias(&self) -> ManuallyDrop<Pool<M>> {
-        // SAFETY: this handle's own shared state, alive now; the alias is
-        // only dereferenced while it lives (see `lifetime`).
-        unsafe { Self::alias_of(Arc::as_ptr(&self.shared)) }
+        // SAFETY: this handle's own shared state, alive now, and an `Arc`'s
+        // pointer; the `Arc` made here is never dropped (`ManuallyDrop`),
+        // and the alias is only dereferenced while the state lives (see
+        // `lifetime`).
+        let shared = unsafe { Arc::from_raw(Arc::as_ptr(&self.shared)) };
+        ManuallyDrop::new(Pool {
+            shared: ManuallyDrop::new(shared),
+            head: self.head,
+        })
     }
 
     /// The address of this pool's shared state, which
@@ -467,7 +482,7 @@ impl<M: Manage> Pool<M> {
     /// [`max_idle`](Builder::max_idle) until
     /// [`set_max_idle`](Pool::set_max_idle) changes it.
     pub fn max_idle(&self) -> usize {
-        self.shared.head().depot.max_idle()
+        self.head().depot.max_idle()
     }
 
     /// Changes the cap on idle objects in the depot while the pool is in

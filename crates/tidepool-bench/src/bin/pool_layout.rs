@@ -11,9 +11,8 @@
 //! * `dense64`, `dense128`: in one array, on one line, or on a 128-byte
 //!   pair of lines, each;
 //! * `spread`: each at the head of an allocation of its own, 128-aligned,
-//!   of `--spread-bytes` (by default 2,048: a tidepool pool's shared
-//!   state and head together, as one `Arc` allocation per pool held them
-//!   before the heads moved to a dense store of their own);
+//!   of `--spread-bytes` (by default 2,048: about a tidepool pool's
+//!   shared state and head together, as if in one allocation per pool);
 //! * `tidepool`: tidepool pools (every default, `reclaim_interval` 100 s so
 //!   that no pass runs), for comparison: the thread first takes a cache in
 //!   2,048 other pools, more than its fill of caches (`MAX_CACHES`), so that

@@ -143,7 +143,7 @@ pub(crate) fn forget(table: u64) {
     });
 }
 
-/// Thread ids that [`slot_bit`] gives a bit: a pool's first line keeps one
+/// Thread ids that [`slot_bit`] gives a bit: a pool's head keeps one
 /// word with a bit per such id (`Head::slotted`).
 pub(crate) const SLOT_BITS: usize = u64::BITS as usize;
 

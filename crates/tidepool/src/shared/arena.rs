@@ -19,8 +19,14 @@
 //! * `free` lists each cell at most once.
 //!
 //! The lock is a leaf: nothing else is locked inside it and no user code
-//! runs under it. It is held across `fork(2)` ([`fork_safety`]), so a child
-//! inherits it unlocked and can build and drop pools.
+//! runs under it (a chunk is allocated outside it: the global allocator may
+//! be the program's). It is held across `fork(2)` ([`fork_safety`]), so a
+//! child inherits it unlocked and can build and drop pools. Its handlers
+//! are installed at the first pool's build, before any other of
+//! tidepool's (the reclaimer's are installed when a pool registers, after
+//! its head is made), so its *prepare* runs last, once the others hold
+//! their locks; since nothing waits for another lock while holding this
+//! one, that order cannot deadlock.
 
 use std::ptr::NonNull;
 use std::sync::{Mutex, PoisonError};
@@ -72,26 +78,41 @@ fn lock() -> std::sync::MutexGuard<'static, State> {
 /// `None` if no chunk can be had (the caller then boxes its head).
 pub(crate) fn alloc() -> Option<NonNull<u8>> {
     fork_safety::install();
-    let mut state = lock();
+    let layout = std::alloc::Layout::from_size_align(CHUNK, CELL_ALIGN).ok()?;
+    loop {
+        if let Some(cell) = take(&mut lock()) {
+            return Some(cell);
+        }
+        // A new chunk, allocated outside the lock: the global allocator may
+        // be the program's own code.
+        // SAFETY: `layout` has a non-zero size.
+        let chunk = NonNull::new(unsafe { std::alloc::alloc(layout) })?;
+        let mut state = lock();
+        if state.free.is_some() || CHUNK - state.carved >= CELL {
+            // Another thread made room meanwhile: use it, and give this
+            // chunk back, outside the lock.
+            drop(state);
+            // SAFETY: allocated just above with `layout`, never used.
+            unsafe { std::alloc::dealloc(chunk.as_ptr(), layout) };
+            continue;
+        }
+        state.chunk = Some(chunk);
+        state.carved = 0;
+        state.chunks += 1;
+        return take(&mut state);
+    }
+}
+
+/// A cell from the free list, or carved from the newest chunk.
+fn take(state: &mut State) -> Option<NonNull<u8>> {
     if let Some(cell) = state.free {
         // SAFETY: a cell on the free list holds the link in its first word,
         // written by `free`, and is ours until handed out.
         state.free = unsafe { cell.cast::<Option<NonNull<u8>>>().as_ptr().read() };
         return Some(cell);
     }
-    let chunk = match state.chunk {
-        Some(chunk) if CHUNK - state.carved >= CELL => chunk,
-        _ => {
-            let layout = std::alloc::Layout::from_size_align(CHUNK, CELL_ALIGN).ok()?;
-            // SAFETY: `layout` has a non-zero size.
-            let chunk = NonNull::new(unsafe { std::alloc::alloc(layout) })?;
-            state.chunk = Some(chunk);
-            state.carved = 0;
-            state.chunks += 1;
-            chunk
-        }
-    };
-    // SAFETY: `carved + CELL <= CHUNK`, checked above: the cell lies inside
+    let chunk = state.chunk.filter(|_| CHUNK - state.carved >= CELL)?;
+    // SAFETY: `carved + CELL <= CHUNK`, just checked: the cell lies inside
     // the chunk, and `carved` is a multiple of `CELL`, so of `CELL_ALIGN`.
     let cell = unsafe { chunk.add(state.carved) };
     state.carved += CELL;

@@ -91,14 +91,17 @@ impl<T> Head<T> {
     }
 
     /// Starts bringing the depot's first line into the cache, for a get
-    /// that will take the depot's lock: issued before the first line's
-    /// miss resolves, the two misses overlap instead of following each
-    /// other (a locked instruction waits for every load before it).
+    /// that will take the depot's lock: run speculatively while the first
+    /// line's miss is resolving (the branch that leads here predicted), the
+    /// two misses overlap instead of following each other (a locked
+    /// instruction waits for every load before it).
     #[inline(always)]
     pub(crate) fn prefetch_depot(&self) {
         #[cfg(all(target_arch = "x86_64", not(miri)))]
         // SAFETY: a prefetch is a hint: it reads nothing and cannot fault,
-        // and SSE is part of x86-64.
+        // and SSE is part of x86-64. (Newer toolchains make the intrinsic
+        // safe, hence the `allow`.)
+        #[allow(unused_unsafe)]
         unsafe {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(&self.depot).cast());
@@ -159,6 +162,12 @@ impl<T> HeadCell<T> {
         HeadPtr(self.head)
     }
 
+    /// Whether the head is in a cell of the arena (not boxed).
+    #[cfg(test)]
+    pub(crate) fn in_arena(&self) -> bool {
+        self.in_arena
+    }
+
     #[inline(always)]
     pub(crate) fn get(&self) -> &Head<T> {
         // SAFETY: initialised in `new`, dropped only in `drop`.
@@ -192,6 +201,14 @@ pub(crate) struct HeadPtr<T>(NonNull<Head<T>>);
 unsafe impl<T> Send for HeadPtr<T> where Head<T>: Sync {}
 // SAFETY: as above.
 unsafe impl<T> Sync for HeadPtr<T> where Head<T>: Sync {}
+
+impl<T> Clone for HeadPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for HeadPtr<T> {}
 
 impl<T> HeadPtr<T> {
     /// The head.

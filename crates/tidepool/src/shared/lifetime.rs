@@ -6,7 +6,7 @@
 //! the [`Pool`](crate::Pool) handle, on any thread. A clone of the pool's
 //! `Arc` in each guard would cost a `lock incq` when taken and a `lock
 //! decq` when dropped, on one cache line that every thread writes. So a
-//! guard holds a plain copy of the handle's pointer, and the shared state
+//! guard holds a plain copy of the handle's pointers, and the shared state
 //! lives until the last of {the pool handle, the owned guards} is gone,
 //! which is found without any per-object read-modify-write. The scheme is
 //! Linux's `percpu_ref` (per-CPU counts, summed once the reference is

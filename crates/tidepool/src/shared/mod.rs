@@ -456,6 +456,7 @@ impl<M: Manage> Shared<M> {
     /// `head` is this pool's (`Pool::head`, or [`head`](Self::head)).
     #[inline]
     pub(crate) fn get(this: &Arc<Self>, head: &Head<M::Item>) -> Result<M::Item, Error<M::Error>> {
+        debug_assert!(std::ptr::eq(head, this.head()), "this pool's head");
         if let Some(slot) = this.local_remembered(head) {
             if let Some(item) = slot.pop_loaded() {
                 return Ok(item);
@@ -468,6 +469,7 @@ impl<M: Manage> Shared<M> {
     /// depot); never creates. `None` is counted as an empty get.
     #[inline]
     pub(crate) fn try_get(this: &Arc<Self>, head: &Head<M::Item>) -> Option<M::Item> {
+        debug_assert!(std::ptr::eq(head, this.head()), "this pool's head");
         if let Some(slot) = this.local_remembered(head) {
             if let Some(item) = slot.pop_loaded() {
                 return Some(item);
@@ -485,8 +487,8 @@ impl<M: Manage> Shared<M> {
         // thread at its fill of them. Straight to the depot, in a frame
         // that holds nothing of the refill below, and touching nothing of
         // the pool but its head.
-        head.prefetch_depot();
         if head.known_absent() && thread::refuse_cheaply() {
+            head.prefetch_depot();
             return this.get_slotless(head);
         }
         Self::get_refill(this, head)
@@ -1120,6 +1122,7 @@ fn teardown_limit(config: &Config) -> usize {
     let cpus = usize::MAX;
     config.teardown_threads.min(cpus)
 }
+
 #[cfg(all(test, not(loom)))]
 mod layout_tests {
     use std::mem::offset_of;
@@ -1127,14 +1130,6 @@ mod layout_tests {
     use super::*;
     use crate::depot::Lone;
 
-    /// A get and a put by a thread with no cache here (with thousands of
-    /// pools, most of them) touch two lines of the pool, one aligned pair:
-    /// the first (the waiters' count, the batch size, the table's id,
-    /// `slotted`, `background`, which every get and put reads, and the
-    /// lone counts)
-    /// and the depot's (its lock, loose object and marks; see
-    /// `depot::tests`). Each line is a likely cache and TLB miss when the
-    /// pools outnumber the caches.
     /// A slot freed at its thread's exit leaves its counts in the pool's,
     /// and, for the passes, only the use no pass saw while it lived: an
     /// exit is not a use of the pool.
@@ -1181,6 +1176,13 @@ mod layout_tests {
         assert!(size_of::<S>() <= 2048, "{} bytes", size_of::<S>());
     }
 
+    /// A get and a put by a thread with no cache here (with thousands of
+    /// pools, most of them) touch two lines of the pool's head, one aligned
+    /// pair: the first (the waiters' count, the batch size, the table's
+    /// id, `slotted`, `background`, which every get and put reads, and the
+    /// lone counts) and the depot's (its lock, loose object and marks; see
+    /// `depot::tests`). Each line is a likely cache miss when the pools
+    /// outnumber the caches.
     #[test]
     fn a_slotless_get_and_put_touch_one_pair_of_lines_of_the_pool() {
         type H = Head<Box<[u8; 256]>>;
@@ -1205,12 +1207,12 @@ mod layout_tests {
         assert_eq!(arena::CELL_ALIGN % 128, 0);
     }
 
-    /// With thousands of pools, the heads a get and a put touch sit side
-    /// by side in the arena, not each in its pool's own allocation a whole
-    /// shared state apart: pools built one after another have heads one
-    /// cell apart (but where a chunk ends), and the handle points there.
+    /// With thousands of pools, the heads a get and a put touch sit in the
+    /// arena's cells (side by side: `arena.rs` carves them in order), not
+    /// in the pools' own allocations a whole shared state apart, and the
+    /// handle points there.
     #[test]
-    fn the_heads_of_many_pools_sit_side_by_side() {
+    fn the_heads_of_many_pools_sit_in_the_arena() {
         type Make = fn() -> Box<[u8; 256]>;
         let n = if cfg!(miri) { 40 } else { 1000 };
         let pools: Vec<crate::Pool<Make>> = (0..n)
@@ -1221,22 +1223,18 @@ mod layout_tests {
                     .unwrap()
             })
             .collect();
-        let heads: Vec<usize> = pools
-            .iter()
-            .map(|p| std::ptr::from_ref(p.head()) as usize)
-            .collect();
-        for (p, &h) in pools.iter().zip(&heads) {
-            assert_eq!(h, std::ptr::from_ref(p.shared.head()) as usize);
-            assert_eq!(h % arena::CELL_ALIGN, 0);
-        }
-        // Other tests build pools at the same time, so neighbours may be
-        // theirs; still, most steps are one cell, none is a shared state.
-        let one_cell = heads
-            .windows(2)
-            .filter(|w| w[1].abs_diff(w[0]) == arena::CELL)
-            .count();
-        assert!(one_cell > heads.len() / 2, "{one_cell} of {}", heads.len());
         let shared_size = size_of::<Shared<Make>>();
+        for p in &pools {
+            let head = std::ptr::from_ref(p.head()) as usize;
+            assert_eq!(head, std::ptr::from_ref(p.shared.head()) as usize);
+            assert!(p.shared.head.in_arena());
+            assert_eq!(head % arena::CELL_ALIGN, 0);
+            let shared = Arc::as_ptr(&p.shared) as usize;
+            assert!(
+                head + size_of::<Head<Box<[u8; 256]>>>() <= shared || head >= shared + shared_size,
+                "the head is apart from the shared state"
+            );
+        }
         assert!(shared_size > 2 * arena::CELL, "{shared_size}");
     }
 }

@@ -43,7 +43,7 @@
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
-use super::head::Head;
+use super::head::{Head, HeadPtr};
 use super::Shared;
 use crate::cache::thread;
 use crate::callbacks::{Caught, Site};
@@ -73,11 +73,13 @@ impl<M: Manage> Shared<M> {
     ///
     /// `item` holds an object of this pool that it counts as out; `put`
     /// takes it, exactly once, and the caller never touches `item` again.
-    /// `head` is this pool's head.
+    /// `head` points at this pool's head. It is passed as the pointer, not
+    /// as a reference to the head, so that no reference into the pool
+    /// outlives the count that may let another thread free it.
     #[inline(always)]
     pub(crate) unsafe fn put(
         this: &Arc<Self>,
-        head: &Head<M::Item>,
+        head: &HeadPtr<M::Item>,
         item: &mut ManuallyDrop<M::Item>,
     ) {
         let rest = if std::thread::panicking() {
@@ -110,9 +112,14 @@ impl<M: Manage> Shared<M> {
     #[inline(always)]
     pub(crate) unsafe fn put_fast<const PANICKING_CHECKED: bool>(
         this: &Arc<Self>,
-        head: &Head<M::Item>,
+        head: &HeadPtr<M::Item>,
         item: &mut ManuallyDrop<M::Item>,
     ) -> PutRest {
+        // SAFETY: the pool counts `item` as out (our caller's contract),
+        // so it and its head live until the push below counts it back;
+        // this reference is not used after that.
+        let head = unsafe { head.get() };
+        debug_assert!(std::ptr::eq(head, this.head()), "this pool's head");
         let Some(slot) = this.local_remembered(head) else {
             return PutRest::Other { recycled: false };
         };
@@ -145,11 +152,13 @@ impl<M: Manage> Shared<M> {
     ///
     /// # Safety
     ///
-    /// As for [`put`](Self::put), with `rest` from `put_fast` on `item`.
+    /// As for [`put`](Self::put), with `rest` from `put_fast` on `item`;
+    /// unless `rest` is `Done`, the pool stays alive until this returns (a
+    /// handle, a borrowed guard, or an owned guard's lifetime marker).
     #[inline(always)]
     pub(crate) unsafe fn put_rest(
         this: &Arc<Self>,
-        head: &Head<M::Item>,
+        head: &HeadPtr<M::Item>,
         item: &mut ManuallyDrop<M::Item>,
         rest: PutRest,
     ) {
@@ -173,15 +182,22 @@ impl<M: Manage> Shared<M> {
     ///
     /// # Safety
     ///
-    /// `item` holds an object this pool counts as out, ours to take, once.
+    /// `item` holds an object this pool counts as out, ours to take, once;
+    /// the pool stays alive until this returns (see
+    /// [`put_rest`](Self::put_rest)).
     #[cold]
     #[inline(never)]
     unsafe fn put_other_from(
         this: &Arc<Self>,
-        head: &Head<M::Item>,
+        head: &HeadPtr<M::Item>,
         item: &mut ManuallyDrop<M::Item>,
         recycled: bool,
     ) {
+        // SAFETY: the rest of a put touches the pool after giving the
+        // object back, so every caller with a case left keeps the pool
+        // alive throughout: a handle, a borrowed guard, or an owned guard's
+        // lifetime marker (`OwnedPooled::drop_rest`).
+        let head = unsafe { head.get() };
         // SAFETY: our caller's contract.
         Self::put_other(this, head, unsafe { ManuallyDrop::take(item) }, recycled);
     }

@@ -151,8 +151,8 @@ fn dropped_pools_leave_nothing_in_thread_lists() {
     for l in longest {
         assert!(l <= 2 * 13 + 16, "a thread's list grew to {l} entries");
     }
-    // Without reuse, 100,000 heads would take about 590 chunks. The other
-    // tests' pools, built meanwhile, take a few dozen at most.
+    // Without reuse, every pool made would take a cell of its own; the
+    // other tests' pools, built meanwhile, take far fewer than a fifth.
     let carved = crate::shared::arena::chunks() - chunks_before;
     let without_reuse = THREADS * PER_THREAD / crate::shared::arena::CELLS_PER_CHUNK;
     assert!(
@@ -256,8 +256,8 @@ fn a_thread_at_its_fill_refuses_without_asking_its_list() {
 
 /// A slot-less get and put (a thread at its fill of caches, in a pool
 /// where it has none) look in no slot table: the pool's `slotted` word
-/// says the thread has no slot there, so the round trip touches the pool's
-/// first line and the depot's, not the table's lines. The thread first
+/// says the thread has no slot there, so the round trip touches the first
+/// line of the pool's head and the depot's, not the table's lines. The thread first
 /// looks in each pool once (the gets that fill its caches), then cycles
 /// over the pools past its fill, each visit to another pool than the last,
 /// as a thread moving among thousands of pools does.
