@@ -867,9 +867,9 @@
 //!   about one miss per line they touch. They touch two lines of the pool,
 //!   one 128-byte pair, and the object: the pool's *head*
 //!   (`shared/head.rs`), which is not in the pool's shared state but in a
-//!   cell of a dense store of heads (`shared/arena.rs`: cells of 384 bytes
-//!   carved from 64 KiB chunks, reused once their pool is dropped, never
-//!   given back). The handle holds the head's pointer beside its `Arc`;
+//!   cell of a dense store of heads (`shared/arena.rs`: cells of `CELL`
+//!   bytes carved from larger chunks, reused once their pool is dropped,
+//!   never given back). The handle holds the head's pointer beside its `Arc`;
 //!   the get paths take the head as an argument, and the put paths take
 //!   the pointer (a reference into the pool must not outlive the count
 //!   that may let another thread free it: `shared/put.rs`), so the
