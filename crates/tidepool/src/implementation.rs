@@ -967,9 +967,11 @@
 //! An owned guard ([`OwnedPooled`](crate::OwnedPooled)) holds an uncounted
 //! copy of the handle's two pointers (the shared state's and its head's),
 //! not an `Arc`: taking and dropping one touch no shared reference count.
-//! A `PooledStack` stands for one without the pointers: it finds it through its stack's slab set and rebuilds the
-//! guard to end it (`Pool::alias_of`). The
-//! shared state lives until the last of {the handle, the owned guards} is
+//! A `PooledStack` stands for one without the pointers: its stack's slab
+//! set records both, side by side on one line (`Slabs::pool`), and the
+//! stack rebuilds the guard from them to end it (`Pool::alias_of`), reading
+//! nothing of the shared state on the way to the head. The shared state
+//! lives until the last of {the handle, the owned guards} is
 //! gone (`src/shared/lifetime.rs`, after Linux's `percpu_ref` and liburcu's
 //! `membarrier` RCU). Pool handles themselves are counted (`Life::handles`:
 //! the build's, and one per `PooledStack::pool`); the last one closes:

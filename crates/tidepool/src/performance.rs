@@ -147,6 +147,16 @@
 //! * **An owned guard** pays its out-of-line drop (a call and a frame) and
 //!   the look for parked pools at its end, about 1.2 ns on EPYC.
 //!
+//! A later full run on the EPYC, at commit d712c7d1 (the head in the
+//! arena), load average 0.35 before: 9 of 12 targets hold. Core 2 threads
+//! / 1 thread 1.02×; the floor 5.2 ns and the core 1.07× it (the whole VM
+//! ran at about half the speed of the run above that day, every subject
+//! alike); `object-pool` / core 2.62× and `LinearObjectPool` / core 0.93×,
+//! both ✗; forward 1.92× ✗. A run of the forward group alone a minute
+//! later read 0.64× (100 ns against 157), and the commit before the head
+//! moved (b992b2e0) 91 ns in the same minutes: the scheduler's spread, not
+//! the change's.
+//!
 //! `max_live` costs little where it binds: get + put at `max_live(1)`
 //! (every get recycles the one object) against no limit is the `at_limit`
 //! row above.
@@ -608,6 +618,33 @@
 //!   less RSS (heap) with the pools built and unused, over P × 8. While a
 //!   thread caches in a pool, the pair costs its slot (256 bytes) and its
 //!   two batches' buffers.
+//! * Where the 20,000-pool gap lies (AMD EPYC VM, nothing else running,
+//!   at commit d712c7d1). On one thread (`many_pools --child S 20000 100
+//!   --secs 2 --builds 0 --threads 1`, five runs of each, alternating)
+//!   tidepool costs 63–81 ns per get + put, median 76, against the
+//!   `Mutex<Vec>`'s 21–23: 3.5×. Under callgrind a slot-less get + drop
+//!   (`roundtrip slotless_get_drop`) runs 238 instructions and the
+//!   `Mutex<Vec>`'s round trip 68: the same ratio. Both touch three lines
+//!   (the head's first line, the depot's line and the object, against the
+//!   list's lock line, its buffer and the object), so on one thread the
+//!   gap is the instructions: `get_slow`'s slot-less branch about 75, the
+//!   put's two cold calls about 100 between them (`recycle` behind its
+//!   `catch_unwind`, the panicking and absent checks, the lone counts,
+//!   the low-water marks, the fence before the look at the waiters), and
+//!   the inlined get and drop the rest. Two layouts tried in test builds
+//!   did not move it: the lone counts taken off the head's first line (so
+//!   that a slot-less get + put writes no line but the depot's), median
+//!   71 against 76 on one thread and inside the spread on eight; and the
+//!   heads' chunks made 2 MiB with `MADV_HUGEPAGE` (transparent huge
+//!   pages in use, `AnonHugePages` 8 MB), `pool_layout --child tidepool`
+//!   47–94 ns against 45–91. So neither the line the counts write nor the
+//!   TLB over the heads is what bar 1 lacks. On eight threads, seven runs
+//!   alternating: tidepool 797–1,621 ns, median 825, the `Mutex<Vec>`
+//!   127–400, median 134. Later, four runs of each alternating: tidepool
+//!   at a reclaim interval of 2 s 285–677 ns, at 100 ms 474–881, the
+//!   `Mutex<Vec>` 125–425 in the same minutes. So the reclaimer's passes
+//!   over 20,000 pools are a part of the eight-thread cost, and the
+//!   instructions the rest.
 //!
 //! # Limit churn
 //!

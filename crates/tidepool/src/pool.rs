@@ -186,25 +186,33 @@ impl<M: Manage> Pool<M> {
         Arc::as_ptr(&self.shared)
     }
 
-    /// An uncounted handle on the pool whose shared state is at `shared`:
-    /// what [`alias`](Self::alias) makes, and what a stack handle, which
-    /// finds its pool by address (`stack::PooledStack`), rebuilds.
+    /// An uncounted handle on the pool whose shared state is at `shared`
+    /// and head at `head`: what [`alias`](Self::alias) makes, and what a
+    /// stack handle, which finds its pool by address (`stack::PooledStack`),
+    /// rebuilds without reading the shared state.
     ///
     /// # Safety
     ///
     /// `shared` is `Arc::as_ptr` of a pool's shared state
-    /// ([`shared_ptr`](Self::shared_ptr)), alive for as long as the handle
-    /// is used (the pool counts an object out to the caller: see
-    /// `lifetime`).
+    /// ([`shared_ptr`](Self::shared_ptr)) and `head` that pool's
+    /// [`head_ptr`](Self::head_ptr), alive for as long as the handle is
+    /// used (the pool counts an object out to the caller: see `lifetime`).
+    #[cfg(unix)]
     #[inline(always)]
-    pub(crate) unsafe fn alias_of(shared: *const Shared<M>) -> ManuallyDrop<Pool<M>> {
+    pub(crate) unsafe fn alias_of(
+        shared: *const Shared<M>,
+        head: *const Head<M::Item>,
+    ) -> ManuallyDrop<Pool<M>> {
         // SAFETY: `shared` is an `Arc`'s pointer (`shared_ptr`: `as_ptr`,
         // the pointer `into_raw` gives) whose allocation is alive (our
         // caller's promise); the `Arc` made here is never dropped
         // (`ManuallyDrop`), so the count stays as it is.
         let shared = unsafe { Arc::from_raw(shared) };
+        // SAFETY: our caller's promise: the head of that live pool.
+        let head = unsafe { HeadPtr::from_raw(head) };
+        debug_assert!(std::ptr::eq(head.as_ptr(), shared.head_ptr().as_ptr()));
         ManuallyDrop::new(Pool {
-            head: shared.head_ptr(),
+            head,
             shared: ManuallyDrop::new(shared),
         })
     }

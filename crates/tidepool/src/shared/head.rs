@@ -211,6 +211,27 @@ impl<T> Clone for HeadPtr<T> {
 impl<T> Copy for HeadPtr<T> {}
 
 impl<T> HeadPtr<T> {
+    /// The pointer, to record elsewhere (a stack pool's slab set) and turn
+    /// back with [`from_raw`](Self::from_raw).
+    #[cfg(unix)]
+    #[inline(always)]
+    pub(crate) fn as_ptr(&self) -> *const Head<T> {
+        self.0.as_ptr()
+    }
+
+    /// The pointer [`as_ptr`](Self::as_ptr) gave.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from `as_ptr` of a `HeadPtr` (so it is not null); using
+    /// the result is subject to [`get`](Self::get)'s contract.
+    #[cfg(unix)]
+    #[inline(always)]
+    pub(crate) unsafe fn from_raw(ptr: *const Head<T>) -> Self {
+        // SAFETY: our caller's contract: a `NonNull`'s pointer.
+        Self(unsafe { NonNull::new_unchecked(ptr.cast_mut()) })
+    }
+
     /// The head.
     ///
     /// # Safety

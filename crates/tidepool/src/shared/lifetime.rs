@@ -2,7 +2,7 @@
 //!
 //! An [`OwnedPooled`](crate::OwnedPooled) (and so every
 //! [`PooledStack`](crate::stack::PooledStack), which stands for one and
-//! finds the pointer below through its stack's slab set) is `'static`: it may outlive
+//! finds the pointers below through its stack's slab set) is `'static`: it may outlive
 //! the [`Pool`](crate::Pool) handle, on any thread. A clone of the pool's
 //! `Arc` in each guard would cost a `lock incq` when taken and a `lock
 //! decq` when dropped, on one cache line that every thread writes. So a

@@ -199,7 +199,9 @@ impl Builder<StackSpec> {
         builder.config.max_idle = max_idle;
         let pool = Arc::new(builder.build()?);
         // Before any stack is lent: lent stacks find their pool here.
-        pool.manager().slabs().set_pool(pool.shared_ptr().cast());
+        pool.manager()
+            .slabs()
+            .set_pool(pool.shared_ptr().cast(), pool.head_ptr().as_ptr().cast());
         registry::register(&pool);
         Ok(StackPool::from_pool(pool))
     }

@@ -405,10 +405,13 @@ impl PooledStack {
     #[inline(always)]
     fn lent(guard: OwnedPooled<StackManager>) -> Self {
         let (pool, stack) = guard.into_parts();
-        debug_assert!(std::ptr::eq(
-            stack.slabs().pool(),
-            pool.shared_ptr().cast::<()>()
-        ));
+        debug_assert!(
+            stack.slabs().pool()
+                == (
+                    pool.shared_ptr().cast::<()>(),
+                    pool.head_ptr().as_ptr().cast::<()>()
+                )
+        );
         PooledStack {
             stack: ManuallyDrop::new(stack),
         }
@@ -431,9 +434,10 @@ impl PooledStack {
         unsafe { OwnedPooled::new(Self::lender(&stack), stack) }
     }
 
-    /// An uncounted handle on the pool that lent `stack`, which its slab
-    /// set records (the builder records it before lending any): bit for
-    /// bit the alias `get_owned` made (and `lent` dropped, owning nothing).
+    /// An uncounted handle on the pool that lent `stack`, whose shared
+    /// state and head its slab set records (the builder records them
+    /// before lending any): bit for bit the alias `get_owned` made (and
+    /// `lent` dropped, owning nothing).
     ///
     /// # Safety
     ///
@@ -441,9 +445,12 @@ impl PooledStack {
     /// long as the handle is used.
     #[inline(always)]
     unsafe fn lender(stack: &GuardedStack) -> ManuallyDrop<Pool<StackManager>> {
-        // SAFETY: the slab set records the lending pool's `shared_ptr`,
+        let (shared, head) = stack.slabs().pool();
+        // SAFETY: the slab set records the lending pool's `shared_ptr` and
+        // its head's pointer (neither null: the builder records both before
+        // lending any stack, and only a pool's stacks become lent ones),
         // alive by our caller's promise.
-        unsafe { Pool::alias_of(stack.slabs().pool().cast()) }
+        unsafe { Pool::alias_of(shared.cast(), head.cast()) }
     }
 
     /// Destroys the stack instead of returning it to the pool, e.g. after a
@@ -565,5 +572,25 @@ mod tests {
         drop(again);
         drop(stack);
         drop(b);
+    }
+
+    /// The slab set records the lending pool's shared state and head, and
+    /// the handle a returned stack rebuilds from them is that pool's, in
+    /// each of two pools.
+    #[test]
+    fn a_lent_stack_finds_its_pools_head_beside_its_shared_state() {
+        let (a, b) = (pool(), pool());
+        for p in [&a, &b] {
+            let stack = p.get().unwrap();
+            let (shared, head) = stack.stack.slabs().pool();
+            assert_eq!(shared, p.pool.shared_ptr().cast::<()>());
+            assert_eq!(head, p.pool.head_ptr().as_ptr().cast::<()>());
+            // SAFETY: the pool counts `stack` out while the alias is used.
+            let alias = unsafe { PooledStack::lender(&stack.stack) };
+            assert!(std::ptr::eq(alias.head(), p.pool.head()));
+            assert!(std::ptr::eq(alias.shared_ptr(), p.pool.shared_ptr()));
+            drop(stack);
+        }
+        assert_eq!((counts(&a), counts(&b)), ((0, 1, 0, 0), (0, 1, 0, 0)));
     }
 }

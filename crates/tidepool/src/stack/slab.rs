@@ -273,17 +273,27 @@ pub(crate) struct Slabs {
     /// New slabs get guard markers (see [`Slab::markers`]). Cleared, for
     /// good, the first time the kernel refuses a marker.
     markers: AtomicBool,
-    /// The pool the stacks are lent from (its shared state, opaque here),
-    /// found through here by a lent stack's two-word handle
+    /// The pool the stacks are lent from (its shared state and its head,
+    /// opaque here), found through here by a lent stack's two-word handle
     /// ([`PooledStack`](super::PooledStack)). Set once, by the builder,
     /// before any stack is lent; never read after the pool is gone (a
-    /// stack detached from it does not look). Null for a stack of its own
-    /// (`GuardedStack::new`), which no pool lends.
-    pool: AtomicPtr<()>,
+    /// stack detached from it does not look). Both null for a stack of its
+    /// own (`GuardedStack::new`), which no pool lends.
+    lender: Lender,
     state: Mutex<State>,
     calls: Calls,
     /// How deep the set's zeroed stacks were touched.
     zero_depth: ZeroDepth,
+}
+
+/// The lending pool's shared state and head ([`Slabs::pool`]), on one line
+/// (16 bytes aligned to 16 never straddle two): a returned stack finds both
+/// on one line, and its put reads nothing of the shared state to reach the
+/// head.
+#[repr(C, align(16))]
+struct Lender {
+    shared: AtomicPtr<()>,
+    head: AtomicPtr<()>,
 }
 
 /// A stretch of a slab to `madvise`: `[start, end)` as offsets from the
@@ -314,7 +324,10 @@ impl Slabs {
             per_slab: stacks_per_slab(stride),
             max_slots,
             markers: AtomicBool::new(markers),
-            pool: AtomicPtr::new(std::ptr::null_mut()),
+            lender: Lender {
+                shared: AtomicPtr::new(std::ptr::null_mut()),
+                head: AtomicPtr::new(std::ptr::null_mut()),
+            },
             state: Mutex::new(State::default()),
             calls: Calls {
                 mmap: AtomicU64::new(0),
@@ -356,19 +369,27 @@ impl Slabs {
         self.release_step
     }
 
-    /// Records the pool the stacks are lent from (see the field).
-    pub(crate) fn set_pool(&self, pool: *const ()) {
-        debug_assert!(self.pool().is_null(), "a slab set serves one pool");
-        self.pool.store(pool.cast_mut(), Ordering::Relaxed);
+    /// Records the pool the stacks are lent from, its shared state and its
+    /// head (see the field).
+    pub(crate) fn set_pool(&self, shared: *const (), head: *const ()) {
+        debug_assert!(self.pool().0.is_null(), "a slab set serves one pool");
+        debug_assert!(!shared.is_null() && !head.is_null(), "a pool's pointers");
+        self.lender
+            .shared
+            .store(shared.cast_mut(), Ordering::Relaxed);
+        self.lender.head.store(head.cast_mut(), Ordering::Relaxed);
     }
 
-    /// The pool recorded by [`set_pool`](Self::set_pool), null before.
-    /// `Relaxed`: a handle reaching here was lent after the builder
-    /// stored it, and came to its thread through the pool's own
-    /// synchronisation.
+    /// The pool recorded by [`set_pool`](Self::set_pool), `(shared, head)`,
+    /// both null before. `Relaxed`: a handle reaching here was lent after
+    /// the builder stored them, and came to its thread through the pool's
+    /// own synchronisation.
     #[inline(always)]
-    pub(crate) fn pool(&self) -> *const () {
-        self.pool.load(Ordering::Relaxed)
+    pub(crate) fn pool(&self) -> (*const (), *const ()) {
+        (
+            self.lender.shared.load(Ordering::Relaxed),
+            self.lender.head.load(Ordering::Relaxed),
+        )
     }
 
     pub(crate) fn guard_size(&self) -> usize {
