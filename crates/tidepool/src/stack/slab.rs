@@ -287,9 +287,8 @@ pub(crate) struct Slabs {
 }
 
 /// The lending pool's shared state and head ([`Slabs::pool`]), on one line
-/// (16 bytes aligned to 16 never straddle two): a returned stack finds both
-/// on one line, and its put reads nothing of the shared state to reach the
-/// head.
+/// (16 bytes aligned to 16 never straddle two): a returned stack reads both
+/// there, and its put reads nothing of the shared state to reach the head.
 #[repr(C, align(16))]
 struct Lender {
     shared: AtomicPtr<()>,
