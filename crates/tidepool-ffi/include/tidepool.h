@@ -483,11 +483,13 @@ typedef struct tidepool_stats {
      */
     uint64_t reclaim_passes;
     /**
-     * Medium memory-pressure signals received.
+     * Medium memory-pressure signals applied, each counted once its
+     * response is done.
      */
     uint64_t pressure_medium;
     /**
-     * Critical memory-pressure signals received.
+     * Critical memory-pressure signals applied, each counted once its
+     * response is done.
      */
     uint64_t pressure_critical;
     /**

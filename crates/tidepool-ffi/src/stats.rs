@@ -55,9 +55,11 @@ pub struct tidepool_stats {
     pub reclaimed: u64,
     /// Reclaim passes run.
     pub reclaim_passes: u64,
-    /// Medium memory-pressure signals received.
+    /// Medium memory-pressure signals applied, each counted once its
+    /// response is done.
     pub pressure_medium: u64,
-    /// Critical memory-pressure signals received.
+    /// Critical memory-pressure signals applied, each counted once its
+    /// response is done.
     pub pressure_critical: u64,
     /// Thread caches taken back from their threads.
     pub caches_taken: u64,

@@ -61,9 +61,12 @@ pub struct Stats {
     pub reclaimed: u64,
     /// Reclaim passes run (one per interval boundary).
     pub reclaim_passes: u64,
-    /// Medium memory-pressure signals received.
+    /// Medium memory-pressure signals applied to this pool, each counted
+    /// once its response is done: a `Stats` that counts one shows what it
+    /// reclaimed (in `reclaimed`, and in `destroying` until destroyed).
     pub pressure_medium: u64,
-    /// Critical memory-pressure signals received.
+    /// Critical memory-pressure signals applied to this pool, counted as
+    /// `pressure_medium` is.
     pub pressure_critical: u64,
     /// Thread caches taken back from their owners: idle ones and, at each
     /// pass, those that only gave back (their objects go where the threads

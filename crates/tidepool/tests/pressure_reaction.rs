@@ -19,13 +19,15 @@
 
 mod common;
 
-use std::sync::Arc;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use common::{Counting, Ledger};
 use tidepool::pressure::Level;
 use tidepool::reclaim::ManualClock;
-use tidepool::{Pool, Pooled, Stats};
+use tidepool::{Manage, Pool, Pooled, Stats};
 
 const INTERVAL: Duration = Duration::from_secs(15);
 /// The default hold for persisting pressure at this interval: 2/15 of it.
@@ -259,4 +261,85 @@ fn a_panicking_purge_under_medium_loses_nothing() {
     r.use_n(50);
     assert_eq!(r.stats().created, 54);
     r.finish();
+}
+
+/// A manager whose `destroy` looks at its own pool's stats: what a
+/// signal's response shows while it runs. Counts what it made and
+/// destroyed.
+#[derive(Clone, Default)]
+struct Watching {
+    pool: Arc<OnceLock<Weak<Pool<Watching>>>>,
+    /// `(pressure_medium, pressure_critical)` at each destroy.
+    seen: Arc<Mutex<Vec<(u64, u64)>>>,
+    made: Arc<AtomicU64>,
+    destroyed: Arc<AtomicU64>,
+}
+
+impl Manage for Watching {
+    type Item = Box<u64>;
+    type Error = Infallible;
+
+    fn create(&self) -> Result<Box<u64>, Infallible> {
+        Ok(Box::new(self.made.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    fn destroy(&self, _: Box<u64>) {
+        self.destroyed.fetch_add(1, Ordering::Relaxed);
+        if let Some(pool) = self.pool.get().and_then(Weak::upgrade) {
+            let s = pool.stats();
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.push((s.pressure_medium, s.pressure_critical));
+        }
+    }
+}
+
+/// A signal is counted once its response is done: while Medium's and
+/// Critical's destroys run, the pool's stats do not count the signal yet;
+/// a `Stats` that counts it shows all it reclaimed.
+#[test]
+fn a_signal_is_counted_once_its_response_is_done() {
+    let manager = Watching::default();
+    let clock = Arc::new(ManualClock::new());
+    let pool = Arc::new(
+        Pool::builder(manager.clone())
+            .batch_size(4)
+            .max_idle(1024)
+            .reclaim_interval(INTERVAL)
+            .background(false)
+            .clock(clock.clone())
+            .build()
+            .expect("valid settings"),
+    );
+    assert!(manager.pool.set(Arc::downgrade(&pool)).is_ok());
+    let use_n = |n: usize| drop((0..n).map(|_| pool.get().unwrap()).collect::<Vec<_>>());
+    // As in `medium_reclaims_the_unused_then_purges_the_rest`: 200 sit
+    // unused through this interval and the last.
+    for n in [16, 216, 16] {
+        use_n(n);
+        clock.advance(INTERVAL);
+        assert_eq!(pool.reclaim(), 0);
+    }
+    assert_eq!(pool.pressure(Level::Medium), 200);
+    let seen = std::mem::take(&mut *manager.seen.lock().unwrap());
+    assert_eq!(
+        seen,
+        vec![(0, 0); 200],
+        "Medium counted before its destroys"
+    );
+    let s = pool.stats();
+    assert_eq!((s.pressure_medium, s.reclaimed, s.idle), (1, 200, 16));
+
+    assert_eq!(pool.pressure(Level::Critical), 16);
+    let seen = std::mem::take(&mut *manager.seen.lock().unwrap());
+    assert_eq!(
+        seen,
+        vec![(1, 0); 16],
+        "Critical counted before its destroys"
+    );
+    let s = pool.stats();
+    assert_eq!((s.pressure_critical, s.reclaimed, s.idle), (1, 216, 0));
+
+    drop(pool);
+    assert_eq!(manager.made.load(Ordering::Relaxed), 216);
+    assert_eq!(manager.destroyed.load(Ordering::Relaxed), 216);
 }

@@ -888,6 +888,12 @@ impl<M: Manage> Shared<M> {
 
     pub(crate) fn stats(&self) -> Stats {
         let c = &*self.counters;
+        // The signals first, then the fence: what their responses did
+        // (reclaimed, queued, destroyed) is in every count read after.
+        let r = &*self.reclaim;
+        let (pressure_medium, pressure_critical) =
+            (r.pressure_medium.read(), r.pressure_critical.read());
+        fence(Ordering::Acquire);
         // Read the subtrahends before what they are subtracted from, so a
         // concurrent destroy cannot make a difference negative.
         // One walk for every sum over the slots: a slot freed meanwhile
@@ -917,12 +923,11 @@ impl<M: Manage> Shared<M> {
         let live = gets.saturating_sub(returns + discarded + detached);
         let existing = created.saturating_sub(destroyed + detached);
         let destroying = self.teardown.destroying() as u64;
-        let r = &*self.reclaim;
         Stats {
             reclaimed: r.reclaimed.read(),
             reclaim_passes: r.passes.read(),
-            pressure_medium: r.pressure_medium.read(),
-            pressure_critical: r.pressure_critical.read(),
+            pressure_medium,
+            pressure_critical,
             caches_taken: r.caches_taken.read(),
             trimmed: r.trimmed.read(),
             working_set: existing.saturating_sub(depot.idle_unused as u64),

@@ -751,7 +751,6 @@ impl<M: Manage> Shared<M> {
         let mut caught = Caught::default();
         let destroyed = match level {
             Level::Medium => {
-                self.reclaim.pressure_medium.add(1);
                 let unused = self.head().depot.reclaim_unused(floor);
                 let n = self.reclaim_batches(unused, site, &mut caught);
                 // What the working set keeps in the depot stays, its pages
@@ -762,7 +761,6 @@ impl<M: Manage> Shared<M> {
                 n
             }
             Level::Critical => {
-                self.reclaim.pressure_critical.add(1);
                 let now = self.reclaim.now();
                 let hold = self.critical_hold(now);
                 let taken = {
@@ -810,6 +808,12 @@ impl<M: Manage> Shared<M> {
             }
         };
         self.reclaim.reclaimed.add(destroyed as u64);
+        // The signal is counted once its response is done (`Release`): a
+        // `Stats` that counts it shows what it reclaimed and queued.
+        match level {
+            Level::Medium => self.reclaim.pressure_medium.add(1),
+            Level::Critical => self.reclaim.pressure_critical.add(1),
+        }
         self.settle(caught, site);
         destroyed
     }

@@ -254,8 +254,8 @@ pub(crate) fn spec(settings: &Settings, delivery: &Delivery) -> Spec<'static> {
         Delivery::Manual { fallback } => {
             let mut n = format!(
                 "pressure source: {MANUAL_LABEL}, called at {signal_at} into every policy's \
-                 run; the phase ends when tidepool's pool has received it \
-                 (Stats::pressure_critical goes up), at once for the seed policies"
+                 run; the phase ends when tidepool's pool has applied it \
+                 (Stats::pressure_critical goes up once its drain is done), at once for the seed policies"
             );
             if let Some(why) = fallback {
                 n.push_str(&format!(
@@ -476,7 +476,7 @@ fn metrics(out: &RunOutput, plan: &Plan) -> BTreeMap<String, f64> {
 
 /// Per-run metrics from a record: `psi_ms` (delivery to the armed trigger
 /// firing) and `pool_ms` (delivery to the pool's `pressure_critical` going
-/// up), 0 where there is none; `signal_real`, `signal_timeout`: 1 or 0.
+/// up: its response done), 0 where there is none; `signal_real`, `signal_timeout`: 1 or 0.
 fn record_metrics(rec: &SignalRecord) -> [(&'static str, f64); 4] {
     let flag = |b: bool| if b { 1.0 } else { 0.0 };
     [
