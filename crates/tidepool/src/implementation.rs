@@ -1061,15 +1061,21 @@
 //! # fork
 //!
 //! A process may fork at any moment, from any thread. `pthread_atfork`
-//! handlers hold the registry lock, the thread-id lock and the stack
-//! registry's lock across the fork, and a *fork gate* keeps the reclaimer
-//! thread from holding any pool lock at that instant; the child starts a new
-//! fork generation: the reclaimer is marked missing, its wake-up descriptor
+//! handlers hold the registry lock, the thread-id lock, the stack
+//! registry's lock and the heads' arena lock across the fork: `std` locks
+//! (`sync::fork_safe`), whose unlock in the child frees them even when
+//! threads of the parent were waiting for them. A *fork gate* keeps the
+//! reclaimer thread from holding any pool lock (depot, reclaim state,
+//! destroy queue) at that instant, and an exiting thread from holding a
+//! slot table's walk lock for writing. The child starts a new fork
+//! generation: the reclaimer is marked missing, its wake-up descriptor
 //! (shared with the parent) closed. The child's first call that needs the
 //! reclaimer starts a fresh one with a fresh descriptor, which looks after the
 //! inherited pools and the new ones. The parent is never woken by the child.
-//! See `reclaim/fork.rs` for the whole contract and its one limit (a pool
-//! lock held by an application thread at the instant of the fork).
+//! See `reclaim/fork.rs` for the whole contract and its two limits (a pool
+//! lock held by an application thread at the instant of the fork; a child
+//! forked while another thread starts or exits, which Rust's standard
+//! library may leave unable to start threads).
 //!
 //! # Prior art
 //!

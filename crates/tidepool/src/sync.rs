@@ -175,6 +175,57 @@ mod inner {
 
 pub(crate) use inner::*;
 
+/// Locks that a `pthread_atfork` handler holds across `fork(2)` and
+/// releases in the child (`reclaim/fork.rs`): `std`'s, under every cfg,
+/// poison ignored.
+///
+/// A `std` lock's whole state is its lock word (a futex on Linux, a
+/// pthread lock elsewhere, which POSIX lets the locking thread unlock in
+/// the child), so its unlock in the child frees it whoever waited for it
+/// in the parent. parking_lot's does not: the unlock of a lock other
+/// threads were parked on may hand it straight to the first of them
+/// (eventual fairness), and in the child that thread does not exist, so the
+/// lock stays held for ever.
+pub(crate) mod fork_safe {
+    use std::sync::PoisonError;
+    pub(crate) use std::sync::{Condvar, MutexGuard, RwLockReadGuard, RwLockWriteGuard};
+
+    #[derive(Debug, Default)]
+    pub(crate) struct Mutex<T>(std::sync::Mutex<T>);
+
+    impl<T> Mutex<T> {
+        pub(crate) const fn new(value: T) -> Self {
+            Self(std::sync::Mutex::new(value))
+        }
+
+        pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+            self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        }
+    }
+
+    /// Waits on `condvar` with `guard`'s lock released meanwhile.
+    pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        condvar.wait(guard).unwrap_or_else(PoisonError::into_inner)
+    }
+
+    #[derive(Debug, Default)]
+    pub(crate) struct RwLock<T>(std::sync::RwLock<T>);
+
+    impl<T> RwLock<T> {
+        pub(crate) const fn new(value: T) -> Self {
+            Self(std::sync::RwLock::new(value))
+        }
+
+        pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
+            self.0.read().unwrap_or_else(PoisonError::into_inner)
+        }
+
+        pub(crate) fn write(&self) -> RwLockWriteGuard<'_, T> {
+            self.0.write().unwrap_or_else(PoisonError::into_inner)
+        }
+    }
+}
+
 /// Atomics for process-wide statics that no loom model covers (the
 /// reclaimer thread's flags, its wake-up descriptor, OS failure counts):
 /// loom's atomics cannot live in a `static`, so these stay `std`'s under

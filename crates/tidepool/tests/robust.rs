@@ -405,6 +405,7 @@ fn a_short_interval_is_not_stuck_behind_a_long_one() {
 mod fork {
     use std::io::{Read, Write};
     use std::os::unix::net::UnixStream;
+    use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
 
     use super::*;
@@ -578,6 +579,98 @@ mod fork {
             drop(pool);
             ledger.assert_all_accounted();
         });
+    }
+
+    /// Other threads are waiting for the locks tidepool holds across a
+    /// fork at the moment of it: one asks for the reclaimer's status in a
+    /// loop (the registry's lock), and the reclaimer drains the pool the
+    /// test refills (the fork gate, the pool's locks, its destroy queue).
+    /// Each child uses the pool (which restarts its reclaimer), starts a
+    /// thread that uses it (a new thread id), and forks a grandchild that
+    /// uses it too (the gate, taken for writing in the child). Before the
+    /// fix the handlers' locks were parking_lot's, whose unlock in the child
+    /// handed a contended lock to a waiter whose thread the child does not
+    /// have: the lock stayed held, and the child's first `get` that reached
+    /// the registry hung forever; and the reclaimer took its pools' destroy
+    /// queues outside the gate, so a child could inherit one locked.
+    ///
+    /// No thread of the test starts or exits around a fork: Rust's standard
+    /// library takes a lock of its own there, which a child inherits held,
+    /// and that child can start no thread (`reclaim/fork.rs`).
+    #[test]
+    fn fork_while_other_threads_wait_for_the_handlers_locks() {
+        child::run(
+            "fork::fork_while_other_threads_wait_for_the_handlers_locks",
+            || {
+                // Counted with atomics alone: the test ledger's lock, taken
+                // in `create` and `destroy`, could itself be held across the
+                // fork by the reclaimer.
+                let tally = Tally::default();
+                let pool = Arc::new(
+                    Pool::builder(tally.clone())
+                        .batch_size(2)
+                        .reclaim_interval(Duration::from_millis(100))
+                        .build()
+                        .unwrap(),
+                );
+                let stop = Arc::new(AtomicBool::new(false));
+                let asker = {
+                    let stop = stop.clone();
+                    std::thread::spawn(move || {
+                        while !stop.load(SeqCst) {
+                            std::hint::black_box(tidepool::reclaim::status());
+                        }
+                    })
+                };
+                let use_pool = |pool: &Pool<Tally>| {
+                    let held: Vec<_> = (0..16).map(|_| pool.get().unwrap()).collect();
+                    assert_eq!(pool.stats().live, 16);
+                    drop(held);
+                    assert_eq!(pool.stats().live, 0);
+                };
+                let mut failures = Vec::new();
+                for round in 0..200 {
+                    fill(&pool, 8);
+                    pressure::notify(Level::Critical);
+                    let result = child::fork_and_wait(Duration::from_secs(20), || {
+                        use_pool(&pool);
+                        assert!(tidepool::reclaim::status().running);
+                        std::thread::scope(|s| s.spawn(|| use_pool(&pool)).join().unwrap());
+                        let grandchild =
+                            child::fork_and_wait(Duration::from_secs(10), || use_pool(&pool));
+                        assert_eq!(grandchild, Ok(()));
+                    });
+                    if let Err(e) = result {
+                        failures.push(format!("fork {round}: {e}"));
+                        break;
+                    }
+                }
+                stop.store(true, SeqCst);
+                asker.join().unwrap();
+                assert_eq!(failures, Vec::<String>::new());
+                drop(pool);
+                let (made, destroyed) = (tally.0.load(SeqCst), tally.1.load(SeqCst));
+                assert!(made > 0);
+                assert_eq!(destroyed, made, "every object destroyed exactly once");
+            },
+        );
+    }
+
+    /// A manager that counts what it made and destroyed with atomics only.
+    #[derive(Clone, Default)]
+    struct Tally(Arc<AtomicU64>, Arc<AtomicU64>);
+
+    impl Manage for Tally {
+        type Item = Box<u64>;
+        type Error = std::convert::Infallible;
+
+        fn create(&self) -> Result<Box<u64>, Self::Error> {
+            Ok(Box::new(self.0.fetch_add(1, SeqCst)))
+        }
+
+        fn destroy(&self, _: Box<u64>) {
+            self.1.fetch_add(1, SeqCst);
+        }
     }
 }
 

@@ -29,6 +29,9 @@
 //! thread walks the table: every walk holds `walkers` for reading
 //! ([`Walk`]); the free takes it for writing and gives up at once if it
 //! cannot (a walk in progress, or one that a fork left held in the child).
+//! The free holds a share of the fork gate (`reclaim/fork.rs`), so a fork
+//! never leaves the lock held for writing: the child's walks would wait
+//! for a thread it does not have.
 //! A slot not freed then stays for the next thread with that id, or until
 //! the table drops.
 //!
@@ -370,6 +373,8 @@ impl<T> SlotTable<T> {
         let Some(entry) = self.entry(tid) else {
             return false;
         };
+        #[cfg(not(loom))]
+        let gate = crate::reclaim::fork::hold_at_exit();
         let Some(write) = self.walkers.try_write() else {
             return false;
         };
@@ -383,6 +388,8 @@ impl<T> SlotTable<T> {
         // runs (the write lock): nobody else can hold the slot now.
         entry.store(ptr::null_mut(), Ordering::Release);
         drop(write);
+        #[cfg(not(loom))]
+        drop(gate);
         // SAFETY: published by `get_or_alloc` from `Box::into_raw`, now
         // unpublished; the owner (the caller) holds no reference to it, and
         // a walk that starts from here on reads the null entry.

@@ -29,6 +29,7 @@ use std::sync::Weak;
 
 #[cfg(all(unix, not(loom)))]
 use crate::sync::process::Ordering as ProcessOrdering;
+#[cfg(loom)]
 use crate::sync::Mutex;
 
 /// The id of a thread that has none.
@@ -531,10 +532,11 @@ impl Ids {
     }
 }
 
-/// The id registry.
+/// The id registry. Its lock is held across `fork` (`fork_safety`):
+/// `std`'s ([`fork_safe`](crate::sync::fork_safe) says why).
 #[cfg(not(loom))]
-fn ids() -> &'static Mutex<Ids> {
-    static IDS: Mutex<Ids> = Mutex::new(Ids::new());
+fn ids() -> &'static crate::sync::fork_safe::Mutex<Ids> {
+    static IDS: crate::sync::fork_safe::Mutex<Ids> = crate::sync::fork_safe::Mutex::new(Ids::new());
     &IDS
 }
 
@@ -550,7 +552,7 @@ mod fork_safety {
     use crate::sync::process::{AtomicU64, Ordering};
 
     std::thread_local! {
-        static HELD: RefCell<Option<parking_lot::MutexGuard<'static, Ids>>> =
+        static HELD: RefCell<Option<crate::sync::fork_safe::MutexGuard<'static, Ids>>> =
             const { RefCell::new(None) };
     }
 

@@ -75,25 +75,7 @@ pub(crate) struct Depot<T> {
 
 /// A locked depot, and (on the reclaimer thread) its share of the fork
 /// gate, released after the lock.
-struct Locked<'a, S> {
-    guard: crate::sync::MutexGuard<'a, S>,
-    #[cfg(not(loom))]
-    _gate: Option<parking_lot::RwLockReadGuard<'static, ()>>,
-}
-
-impl<S> std::ops::Deref for Locked<'_, S> {
-    type Target = S;
-
-    fn deref(&self) -> &S {
-        &self.guard
-    }
-}
-
-impl<S> std::ops::DerefMut for Locked<'_, S> {
-    fn deref_mut(&mut self) -> &mut S {
-        &mut self.guard
-    }
-}
+type Locked<'a, S> = crate::reclaim::fork::Gated<crate::sync::MutexGuard<'a, S>>;
 
 #[derive(Debug)]
 /// `repr(C)`, in this order: the lock, the loose object and what a
@@ -232,13 +214,7 @@ impl<T> Depot<T> {
     /// fork gate (`reclaim/fork.rs`), so that a fork never finds the
     /// reclaimer holding it.
     fn lock(&self) -> Locked<'_, Shelves<T>> {
-        #[cfg(not(loom))]
-        let gate = crate::reclaim::fork::gate();
-        Locked {
-            guard: self.shelves.lock(),
-            #[cfg(not(loom))]
-            _gate: gate,
-        }
+        crate::reclaim::fork::gated(|| self.shelves.lock())
     }
 
     /// The depot's lock, with the loose object moved onto the newest batch:

@@ -19,6 +19,14 @@
 //!   given to [`pressure::watch`](crate::pressure::watch) in the parent are
 //!   not carried over (their descriptors serve the parent).
 //!
+//! One limit is the standard library's: a thread's start and exit take a
+//! lock of Rust's own (its records of the threads' stacks, for the
+//! stack-overflow report). A child forked while another thread of the
+//! parent was starting or exiting may inherit it held, and then every
+//! thread the child starts, its reclaimer among them, blocks as it starts.
+//! The child's pools still work on its own thread; their background
+//! reclaim does not run.
+//!
 //! # How
 //!
 //! `pthread_atfork` handlers, installed when the first background pool
@@ -44,17 +52,20 @@
 //! a fork is not usable in the child. The thread-id and stack registries
 //! install handlers of their own for their locks. A slot table's walk lock
 //! (`cache/table.rs`) is held for reading by walks, the reclaimer's under
-//! the gate, and for writing only by an application thread freeing its own
-//! slot, for a few stores, with `try_write`: held for reading at a fork it
-//! costs the child no more than a slot left in place; for writing, it is
-//! that application-thread case.
+//! the gate, and for writing only by a thread freeing its own slot at its
+//! exit, for a few stores, with `try_write` and under a share of the gate
+//! ([`hold_at_exit`]): a fork never finds it held for writing, and held for
+//! reading it costs the child no more than a slot left in place.
+//!
+//! The locks the handlers hold across the fork are `std`'s
+//! ([`fork_safe`](crate::sync::fork_safe)): their unlock in the child frees
+//! them even when threads of the parent were waiting for them.
 
 use std::cell::{Cell, RefCell};
 use std::sync::{Once, OnceLock};
 
-use parking_lot::{MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-
 use super::registry::{self, Registry};
+use crate::sync::fork_safe::{MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::sync::process::{AtomicU64, Ordering};
 
 /// Forks so far that this process is a child of: bumped in each child.
@@ -65,6 +76,10 @@ static GATE: RwLock<()> = RwLock::new(());
 std::thread_local! {
     /// This thread is the reclaimer: its pool locks are gated.
     static ON_RECLAIMER: Cell<bool> = const { Cell::new(false) };
+    /// Gated sections the reclaimer is in.
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// The gate's read guard while the reclaimer is in a gated section.
+    static READ: RefCell<Option<RwLockReadGuard<'static, ()>>> = const { RefCell::new(None) };
     /// What `prepare` holds across the fork, for `parent` or `child`.
     static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
 }
@@ -90,7 +105,7 @@ pub(crate) fn enter_reclaimer() {
 /// Inlined: every depot visit asks, and on any thread but the reclaimer
 /// the answer is one thread-local load.
 #[inline(always)]
-pub(crate) fn gate() -> Option<RwLockReadGuard<'static, ()>> {
+pub(crate) fn gate() -> Option<Share> {
     if ON_RECLAIMER.try_with(Cell::get).unwrap_or(false) {
         Some(gate_slow())
     } else {
@@ -98,12 +113,96 @@ pub(crate) fn gate() -> Option<RwLockReadGuard<'static, ()>> {
     }
 }
 
+/// A share of the fork gate, on the reclaimer thread. Gated sections nest
+/// (a pass locks a depot inside its own gated section): the outermost
+/// share takes the gate for reading and keeps the guard in a thread-local
+/// (`READ`), the inner ones only count, so a nested section never waits
+/// behind a `prepare` that waits for the outer one. A share is a marker
+/// (no data), so a lock's guard that carries an `Option<Share>` grows by a
+/// flag.
+pub(crate) struct Share {
+    _marker: (),
+}
+
+impl Drop for Share {
+    /// Inlined, with all of its work out of line.
+    #[inline(always)]
+    fn drop(&mut self) {
+        leave_slow();
+    }
+}
+
 #[cold]
 #[inline(never)]
-fn gate_slow() -> RwLockReadGuard<'static, ()> {
-    // `read_recursive`: a gated section may nest in another on the same
-    // thread even while `prepare` waits to write.
-    GATE.read_recursive()
+fn gate_slow() -> Share {
+    let outermost = DEPTH.with(|d| {
+        let n = d.get();
+        d.set(n + 1);
+        n == 0
+    });
+    if outermost {
+        // A thread whose thread-locals are being destroyed goes ungated.
+        let _ = READ.try_with(|read| *read.borrow_mut() = Some(GATE.read()));
+    }
+    Share { _marker: () }
+}
+
+#[cold]
+#[inline(never)]
+fn leave_slow() {
+    let last = DEPTH.with(|d| {
+        let n = d.get() - 1;
+        d.set(n);
+        n == 0
+    });
+    if last {
+        drop(READ.try_with(|read| read.borrow_mut().take()));
+    }
+}
+
+/// A lock's guard and, on the reclaimer thread, the share of the fork gate
+/// it was taken under ([`gated`]), released after the guard.
+pub(crate) struct Gated<G> {
+    guard: G,
+    #[cfg(not(loom))]
+    _gate: Option<Share>,
+}
+
+impl<G: std::ops::Deref> std::ops::Deref for Gated<G> {
+    type Target = G::Target;
+
+    fn deref(&self) -> &G::Target {
+        &self.guard
+    }
+}
+
+impl<G: std::ops::DerefMut> std::ops::DerefMut for Gated<G> {
+    fn deref_mut(&mut self) -> &mut G::Target {
+        &mut self.guard
+    }
+}
+
+/// Takes a pool's lock with `lock`, under a share of the fork gate on the
+/// reclaimer thread: a fork never finds the reclaimer holding it. For
+/// sections that neither wait nor run user code.
+#[inline(always)]
+pub(crate) fn gated<G>(lock: impl FnOnce() -> G) -> Gated<G> {
+    #[cfg(not(loom))]
+    let gate = gate();
+    Gated {
+        guard: lock(),
+        #[cfg(not(loom))]
+        _gate: gate,
+    }
+}
+
+/// The fork gate for reading, on any thread that is in no gated section:
+/// for the few stores a thread makes at its exit holding a lock no walk
+/// may see held in a child (a slot table's walk lock, for writing). Never
+/// across user code.
+#[cold]
+pub(crate) fn hold_at_exit() -> RwLockReadGuard<'static, ()> {
+    GATE.read()
 }
 
 /// What the child handler runs after starting a new generation: the

@@ -36,9 +36,8 @@ use std::sync::{Arc, Weak};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
-
 use crate::signal::{Level, Source, SourceStatus};
+use crate::sync::fork_safe::{self, Condvar, Mutex, MutexGuard};
 
 /// A pool the reclaimer looks after.
 pub(crate) trait Background: Send + Sync {
@@ -384,7 +383,7 @@ pub(crate) fn close(ticket: &Ticket, generation: u64) {
     while let Some(entry) = registry.entry_mut(key) {
         match entry.busy {
             Some(b) if b.generation == generation && b.thread != me => {
-                TICK_DONE.wait(&mut registry);
+                registry = fork_safe::wait(&TICK_DONE, registry);
             }
             _ => break,
         }

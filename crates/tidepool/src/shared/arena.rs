@@ -28,8 +28,8 @@
 //! their locks; since nothing waits for another lock while holding this
 //! one, that order cannot deadlock.
 
+use crate::sync::fork_safe::{Mutex, MutexGuard};
 use std::ptr::NonNull;
-use std::sync::{Mutex, PoisonError};
 
 /// Bytes of one cell: a head fits, and cells keep the 128-byte alignment
 /// of line pairs.
@@ -70,8 +70,8 @@ static STATE: Mutex<State> = Mutex::new(State {
     chunks: 0,
 });
 
-fn lock() -> std::sync::MutexGuard<'static, State> {
-    STATE.lock().unwrap_or_else(PoisonError::into_inner)
+fn lock() -> MutexGuard<'static, State> {
+    STATE.lock()
 }
 
 /// A cell of [`CELL`] bytes aligned to [`CELL_ALIGN`], uninitialised, or
@@ -147,7 +147,9 @@ pub(crate) fn chunks() -> usize {
 /// unlocked (see `reclaim/fork.rs` for the contract).
 mod fork_safety {
     use std::cell::RefCell;
-    use std::sync::{MutexGuard, Once};
+    use std::sync::Once;
+
+    use crate::sync::fork_safe::MutexGuard;
 
     use super::State;
 

@@ -74,8 +74,9 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::reclaim::fork;
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use crate::sync::{Condvar, Mutex};
+use crate::sync::{Condvar, Mutex, MutexGuard};
 
 /// What one call of [`Teardown::run`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -214,9 +215,18 @@ impl<T> Teardown<T> {
         self.queued.fetch_add(0, Ordering::SeqCst)
     }
 
+    /// The queue's lock, under the fork gate on the reclaimer thread
+    /// (`reclaim/fork.rs`): a fork never finds the reclaimer holding it.
+    /// The line's lock is taken the same way where its holder waits for
+    /// nothing; a section that waits (for a permit, for progress) is not
+    /// gated, or `prepare` would wait with it.
+    fn lock_queue(&self) -> fork::Gated<MutexGuard<'_, VecDeque<Vec<T>>>> {
+        fork::gated(|| self.queue.lock())
+    }
+
     /// Queues `batches`; returns how many objects.
     pub(crate) fn push(&self, batches: impl IntoIterator<Item = Vec<T>>) -> usize {
-        let mut queue = self.queue.lock();
+        let mut queue = self.lock_queue();
         let mut n = 0;
         for batch in batches {
             if !batch.is_empty() {
@@ -234,7 +244,7 @@ impl<T> Teardown<T> {
     /// Takes whole batches from the front, up to `chunk` objects (at least
     /// one batch). Empty when the queue is.
     fn take_chunk(&self) -> Vec<Vec<T>> {
-        let mut queue = self.queue.lock();
+        let mut queue = self.lock_queue();
         let mut chunk = Vec::new();
         let mut n = 0;
         while let Some(front) = queue.front() {
@@ -278,7 +288,7 @@ impl<T> Teardown<T> {
         // permit), without relying on SeqCst loads (which loom models as
         // acquire).
         if self.waiters.fetch_add(0, Ordering::SeqCst) > 0 {
-            let mut line = self.line.lock();
+            let mut line = fork::gated(|| self.line.lock());
             self.hand_on(&mut line);
         }
     }
@@ -333,7 +343,7 @@ impl<T> Teardown<T> {
         self.finished.fetch_add(1, Ordering::SeqCst);
         // A read-modify-write, as in `leave`.
         if self.watchers.fetch_add(0, Ordering::SeqCst) > 0 {
-            let _line = self.line.lock();
+            let _line = fork::gated(|| self.line.lock());
             self.progress.notify_all();
         }
     }
@@ -476,7 +486,7 @@ impl<T> Teardown<T> {
 
     /// Everything still queued, for a pool's drop to hand off.
     pub(crate) fn take_all(&self) -> Vec<Vec<T>> {
-        let mut queue = self.queue.lock();
+        let mut queue = self.lock_queue();
         let batches: Vec<Vec<T>> = queue.drain(..).collect();
         let n: usize = batches.iter().map(Vec::len).sum();
         self.queued.fetch_sub(n, Ordering::SeqCst);

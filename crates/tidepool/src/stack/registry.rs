@@ -6,9 +6,10 @@
 //! another. A pool only maps a new stack when its own depot and this
 //! thread's cache are empty, so draining just itself would rarely help.
 
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 
 use crate::stack::StackManager;
+use crate::sync::fork_safe::Mutex;
 use crate::Pool;
 
 static POOLS: Mutex<Vec<Weak<Pool<StackManager>>>> = Mutex::new(Vec::new());
@@ -16,7 +17,7 @@ static POOLS: Mutex<Vec<Weak<Pool<StackManager>>>> = Mutex::new(Vec::new());
 /// Adds `pool` to the registry, forgetting pools that have been dropped.
 pub(crate) fn register(pool: &Arc<Pool<StackManager>>) {
     fork_safety::install();
-    let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut pools = POOLS.lock();
     pools.retain(|p| p.strong_count() > 0);
     pools.push(Arc::downgrade(pool));
 }
@@ -26,7 +27,7 @@ pub(crate) fn register(pool: &Arc<Pool<StackManager>>) {
 /// many were unmapped.
 pub(crate) fn reclaim_idle_stacks() -> usize {
     let live: Vec<Arc<Pool<StackManager>>> = {
-        let pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
+        let pools = POOLS.lock();
         pools.iter().filter_map(Weak::upgrade).collect()
     };
     // Outside the registry lock: draining unmaps, and may drop a pool whose
@@ -38,10 +39,11 @@ pub(crate) fn reclaim_idle_stacks() -> usize {
 /// inherits it unlocked (see `reclaim/fork.rs` for the contract).
 mod fork_safety {
     use std::cell::RefCell;
-    use std::sync::{MutexGuard, Once, PoisonError, Weak};
+    use std::sync::{Once, Weak};
 
     use super::POOLS;
     use crate::stack::StackManager;
+    use crate::sync::fork_safe::MutexGuard;
     use crate::Pool;
 
     type Guard = MutexGuard<'static, Vec<Weak<Pool<StackManager>>>>;
@@ -63,7 +65,7 @@ mod fork_safety {
 
     extern "C" fn prepare() {
         let _ = HELD.try_with(|held| {
-            *held.borrow_mut() = Some(POOLS.lock().unwrap_or_else(PoisonError::into_inner));
+            *held.borrow_mut() = Some(POOLS.lock());
         });
     }
 
