@@ -27,6 +27,8 @@ use std::collections::BinaryHeap;
 use std::ptr::NonNull;
 use std::sync::Weak;
 
+#[cfg(not(loom))]
+use crate::sync::fork_safe;
 #[cfg(all(unix, not(loom)))]
 use crate::sync::process::Ordering as ProcessOrdering;
 #[cfg(loom)]
@@ -535,8 +537,8 @@ impl Ids {
 /// The id registry. Its lock is held across `fork` (`fork_safety`):
 /// `std`'s ([`fork_safe`](crate::sync::fork_safe) says why).
 #[cfg(not(loom))]
-fn ids() -> &'static crate::sync::fork_safe::Mutex<Ids> {
-    static IDS: crate::sync::fork_safe::Mutex<Ids> = crate::sync::fork_safe::Mutex::new(Ids::new());
+fn ids() -> &'static fork_safe::Mutex<Ids> {
+    static IDS: fork_safe::Mutex<Ids> = fork_safe::Mutex::new(Ids::new());
     &IDS
 }
 
@@ -552,7 +554,7 @@ mod fork_safety {
     use crate::sync::process::{AtomicU64, Ordering};
 
     std::thread_local! {
-        static HELD: RefCell<Option<crate::sync::fork_safe::MutexGuard<'static, Ids>>> =
+        static HELD: RefCell<Option<super::fork_safe::MutexGuard<'static, Ids>>> =
             const { RefCell::new(None) };
     }
 

@@ -28,8 +28,9 @@
 //! their locks; since nothing waits for another lock while holding this
 //! one, that order cannot deadlock.
 
-use crate::sync::fork_safe::{Mutex, MutexGuard};
 use std::ptr::NonNull;
+
+use crate::sync::fork_safe::{Mutex, MutexGuard};
 
 /// Bytes of one cell: a head fits, and cells keep the 128-byte alignment
 /// of line pairs.
