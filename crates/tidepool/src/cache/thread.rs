@@ -535,7 +535,7 @@ impl Ids {
 }
 
 /// The id registry. Its lock is held across `fork` (`fork_safety`):
-/// `std`'s ([`fork_safe`](crate::sync::fork_safe) says why).
+/// `std`'s ([`fork_safe`] says why).
 #[cfg(not(loom))]
 fn ids() -> &'static fork_safe::Mutex<Ids> {
     static IDS: fork_safe::Mutex<Ids> = fork_safe::Mutex::new(Ids::new());
