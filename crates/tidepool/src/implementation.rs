@@ -62,6 +62,7 @@
 //!                                   loom_lifetime.rs loom_places.rs
 //!                                   loom_teardown.rs loom_waiters.rs
 //!                                   close.rs limit_races.rs bracket_alloc.rs
+//!                                   scale.rs tick_close.rs
 //! ```
 //!
 //! # Layers
@@ -668,7 +669,10 @@
 //! shared with the waiter's look), the second look follows a `SeqCst`
 //! fence (`Head::waiters_after_freeing`) that pairs with one the waiter
 //! runs between queueing and looking: either the look finds it or the
-//! freer sees the waiter. A revoker waits out only owners that claimed
+//! freer sees the waiter. Only `max_live` makes a get wait (`Exhausted`
+//! comes from the limit alone), so a pool without it skips the fence and
+//! the look (`Head::limited`: `!limited ⇒ no waiter ever`). A revoker
+//! waits out only owners that claimed
 //! their slot since the last fork (`cache::thread::fork_generation`).
 //!
 //! `src/tests/limit_races.rs` forces each of these interleavings (a test
@@ -810,7 +814,10 @@
 //! under the registry lock, then runs the pool's tick without the lock. The
 //! pool's drop forgets the `Weak` under the lock and waits for a busy mark
 //! of another thread to clear, so the reclaimer never holds the last
-//! reference of a pool dropped elsewhere. A tick's own callback may drop its
+//! reference of a pool dropped elsewhere. The drop counts itself as
+//! waiting (`Registry::closing`) and a tick's end wakes waiters only when
+//! there are some: a wake-up is a system call, and a round ends a tick per
+//! pool due. A tick's own callback may drop its
 //! pool (the drop does not wait for its own thread; the pool then finishes
 //! dropping on the reclaimer thread, right after the tick) or build a new
 //! one (registration takes the registry lock, which the tick does not
@@ -950,9 +957,14 @@
 //!   batches that no exchange took through a whole interval, as it
 //!   reclaims idle objects (`lw_empty`), and its lists' buffers when it
 //!   holds nothing.
-//! * **The reclaimer's rounds.** The registry keeps each pool's next deadline
-//!   in a heap; a round ticks only the pools that are due (O(log P) each),
-//!   and a pool that arms itself sets its deadline to its next pass and wakes
+//! * **The reclaimer's rounds.** The registry keeps each pool's next
+//!   deadline in a FIFO when it comes in order (each tick asks for now
+//!   plus its interval: O(1) to add and take) and in a heap otherwise
+//!   (O(log P)); a round ticks only the pools that are due. A pass over a
+//!   pool in use touches little more than its own state: its depot's
+//!   tick moves the loose object onto a batch only when it reclaims or
+//!   purges it, and the objects created are summed in the pass's one walk
+//!   of the slots. A pool that arms itself sets its deadline to its next pass and wakes
 //!   the reclaimer only if it sleeps past that, so building a pool and its
 //!   first get make no system call. The CPU count a pool sizes its teardown
 //!   by is read once and re-read by the reclaimer at most once a second

@@ -407,7 +407,7 @@
 //!   fill refuses new caches with a thread-local countdown, remembers the
 //!   table where it found no slot, and the depot counts its gets and
 //!   returns under its lock (`implementation`, many pools per thread): a
-//!   slot-less get + drop of a boxed object is 230 instructions
+//!   slot-less get + drop of a boxed object is 218 instructions
 //!   (`bin/budget.sh`, `slotless_get_drop`), 653 at commit 9817261c,
 //!   before these three changes, and 318 at commit 91802f8c, before the
 //!   pool's `slotted` word let the get skip the slot table and the get and

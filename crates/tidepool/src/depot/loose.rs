@@ -65,7 +65,6 @@ impl<T> Loose<T> {
     }
 
     /// Whether an object is held.
-    #[cfg(test)]
     pub(crate) fn is_some(&mut self) -> bool {
         self.place().is_some_and(|place| place.is_some())
     }

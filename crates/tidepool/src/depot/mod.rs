@@ -398,7 +398,11 @@ impl<T> Depot<T> {
     pub(crate) fn tick(&self, intervals: u64, floor: usize, window: usize) -> Tick<T> {
         debug_assert!(intervals >= 1);
         let window = window.clamp(2, MAX_WINDOW);
-        let mut shelves = self.lock_spilled();
+        // The loose object stays by the lock unless the reclaim or the
+        // purge below reaches it (it is the newest): a tick that takes
+        // nothing, as nearly every tick of a pool in use does, moves no
+        // object and makes no batch for it.
+        let mut shelves = self.lock();
         // Every depot visit checks for a due tick, so when more than one
         // interval has passed, nothing used the depot after the first of
         // them: `lw_cur` (the low water since the last tick) is then a safe
@@ -410,6 +414,9 @@ impl<T> Depot<T> {
             .iter()
             .fold(last, |low, &mark| low.min(mark));
         let limit = unused.min(shelves.objects.saturating_sub(floor));
+        if limit > shelves.batched() {
+            shelves.spill_loose(self.batch_size);
+        }
         let reclaim = shelves.take_oldest(limit, |_| true);
         let reclaimed: usize = reclaim.iter().map(Vec::len).sum();
         let idle_all_interval = last - reclaimed;
@@ -427,6 +434,9 @@ impl<T> Depot<T> {
         // Purged batches are the oldest, so the oldest `idle_all_interval`
         // objects are the purged ones plus these.
         let unpurged = idle_all_interval.saturating_sub(shelves.purged);
+        if unpurged > shelves.batched() - shelves.purged {
+            shelves.spill_loose(self.batch_size);
+        }
         let purge = shelves.take_oldest(unpurged, |shelf| !shelf.purged);
         shelves.in_purge += purge.iter().map(Vec::len).sum::<usize>();
         // The emptied batches no exchange took through the last interval
@@ -553,6 +563,11 @@ impl<T> Depot<T> {
 
 impl<T> Shelves<T> {
     /// Moves the loose object onto the newest batch (see the module docs).
+    /// Objects on batches: all but the loose one.
+    fn batched(&mut self) -> usize {
+        self.objects - usize::from(self.loose.is_some())
+    }
+
     fn spill_loose(&mut self, batch_size: usize) {
         if let Some(item) = self.loose.take() {
             self.push_newest(item, batch_size);
@@ -1055,6 +1070,51 @@ mod tests {
         assert_eq!(depot.take_full(), Some(batch(10..12)));
         assert_eq!(depot.take_full(), Some(vec![1, 2]));
         assert_eq!(depot.counts().idle, 0);
+    }
+
+    /// A tick leaves the loose object by the lock, with no batch made for
+    /// it, unless what it reclaims or purges reaches it (it is the newest).
+    #[test]
+    fn a_tick_moves_the_loose_object_only_when_it_takes_it() {
+        let depot = Depot::new(3, 8);
+        depot.put_one(1).unwrap();
+        let loose_only = |depot: &Depot<u32>| {
+            let mut shelves = depot.lock();
+            shelves.loose.is_some() && shelves.full.is_empty() && shelves.empty.is_empty()
+        };
+        // In use through the interval (taken and given back): nothing to
+        // reclaim or purge.
+        assert_eq!(depot.take_one(), Some(1));
+        depot.put_one(1).unwrap();
+        let tick = depot.tick(1, 0, 2);
+        assert!(tick.reclaim.is_empty() && tick.purge.is_empty());
+        assert!(loose_only(&depot), "the tick left it loose");
+        // Unused through a whole interval: purged (the loose one too, on a
+        // batch), and with another interval unused, reclaimed.
+        let tick = depot.tick(1, 0, 2);
+        assert_eq!(tick.purge, vec![vec![1]]);
+        assert!(depot.restore_purged(tick.purge).is_empty());
+        let tick = depot.tick(1, 0, 2);
+        assert_eq!(tick.reclaim, vec![vec![1]]);
+        assert_eq!(depot.counts().idle, 0);
+        // An older batch unused while the loose object is in use: the
+        // batch is purged, then reclaimed; the loose one stays loose.
+        depot.donate(batch(10..12)).unwrap();
+        depot.put_one(1).unwrap();
+        let mut reclaimed = Vec::new();
+        for _ in 0..4 {
+            assert_eq!(depot.take_one(), Some(1));
+            depot.put_one(1).unwrap();
+            let tick = depot.tick(1, 0, 2);
+            assert!(
+                depot.lock().loose.is_some(),
+                "the object in use stays loose"
+            );
+            assert!(depot.restore_purged(tick.purge).is_empty());
+            reclaimed.extend(tick.reclaim);
+        }
+        assert_eq!(reclaimed, vec![batch(10..12)]);
+        assert!(loose_only(&depot));
     }
 
     /// Slot-less gets and returns are counted by the depot, under its

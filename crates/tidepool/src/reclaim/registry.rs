@@ -21,16 +21,19 @@
 //!
 //! # Deadlines
 //!
-//! Each entry keeps the time its pool next wants a tick (`due`), and a heap
-//! orders those times (`timers`), so a round ticks only the pools that are
-//! due: with P pools, one due costs O(log P), not a walk over all P. A pool
-//! that disarms has no deadline and is not in the heap until it arms itself
-//! ([`Registry::schedule`]). A heap item whose time no longer matches its
+//! Each entry keeps the time its pool next wants a tick (`due`), and the
+//! timers order those times, so a round ticks only the pools that are due:
+//! with P pools, one due costs O(log P) at most, not a walk over all P.
+//! Deadlines mostly come in order (each tick asks for now plus its
+//! interval, and pools share intervals): one no sooner than the last in
+//! order joins a FIFO (`in_order`, O(1) to add and take), any other the
+//! heap (`timers`). A pool that disarms has no deadline and no timer until
+//! it arms itself ([`Registry::schedule`]). A timer whose time no longer matches its
 //! entry's `due` (a sooner one was set, or the entry went) is stale and
 //! skipped when it comes up.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::io;
 use std::sync::{Arc, Weak};
 use std::thread::ThreadId;
@@ -100,9 +103,12 @@ pub(crate) struct Registry {
     next_serial: u64,
     /// Entries whose pool is open (added and not closed).
     open: usize,
-    /// `(due, index, serial)` of the entries with a deadline, soonest
-    /// first; stale items are skipped (see the module docs).
-    timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
+    /// Timers set sooner than the last one in `in_order`, soonest first;
+    /// stale ones are skipped (see the module docs).
+    timers: BinaryHeap<Reverse<Timer>>,
+    /// Timers set in order, each no sooner than the one before: soonest
+    /// at the front.
+    in_order: VecDeque<Timer>,
     /// What the reclaimer sleeps until: `Some(None)` for no timeout,
     /// `None` while it is in a round (it reads the heap again before it
     /// sleeps). A deadline set sooner than this needs a wake-up; any
@@ -124,30 +130,47 @@ pub(crate) struct Registry {
     /// Teardowns of dropped pools, left for the reclaimer thread to finish
     /// (`scheduler::adopt`).
     pub(crate) orphans: Vec<Orphan>,
+    /// Threads in [`close`] waiting for a tick to end: a tick's end wakes
+    /// them only when there are some (a wake-up is a system call, and a
+    /// round ends thousands of ticks). Never below the true number; a
+    /// fork child may inherit a parent's waiter here, which costs it
+    /// wake-ups nobody needs and nothing else.
+    closing: usize,
 }
+
+/// A deadline: `(due, index, serial)` of an entry.
+type Timer = (Instant, usize, u64);
 
 /// The rest of a dropped pool's destroy queue, with its manager: run once
 /// by the reclaimer thread.
 pub(crate) type Orphan = Box<dyn FnOnce() + Send>;
 
-static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
-    entries: Vec::new(),
-    free: Vec::new(),
-    next_serial: 0,
-    open: 0,
-    timers: BinaryHeap::new(),
-    sleeping_until: Some(None),
-    incoming: Vec::new(),
-    statuses: Vec::new(),
-    pending: None,
-    generation: 0,
-    default_sources: None,
-    defaults_opened: false,
-    reports: Vec::new(),
-    orphans: Vec::new(),
-});
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry::new());
 
-/// Signalled when a tick ends, for `close`.
+impl Registry {
+    const fn new() -> Self {
+        Self {
+            entries: Vec::new(),
+            free: Vec::new(),
+            next_serial: 0,
+            open: 0,
+            timers: BinaryHeap::new(),
+            in_order: VecDeque::new(),
+            sleeping_until: Some(None),
+            incoming: Vec::new(),
+            statuses: Vec::new(),
+            pending: None,
+            generation: 0,
+            default_sources: None,
+            defaults_opened: false,
+            reports: Vec::new(),
+            orphans: Vec::new(),
+            closing: 0,
+        }
+    }
+}
+
+/// Signalled when a tick ends while a `close` waits (`Registry::closing`).
 static TICK_DONE: Condvar = Condvar::new();
 
 /// The registry, locked.
@@ -202,7 +225,11 @@ impl Registry {
             return false;
         }
         entry.due = Some(at);
-        self.timers.push(Reverse((at, key.index, key.serial)));
+        let timer = (at, key.index, key.serial);
+        match self.in_order.back() {
+            Some(&(last, _, _)) if at < last => self.timers.push(Reverse(timer)),
+            _ => self.in_order.push_back(timer),
+        }
         match self.sleeping_until {
             None => false,
             Some(None) => true,
@@ -214,26 +241,40 @@ impl Registry {
     /// the next one from the tick's answer).
     pub(crate) fn take_due(&mut self, now: Instant) -> Vec<Key> {
         let mut due = Vec::new();
+        while let Some(&(at, index, serial)) = self.in_order.front() {
+            if at > now {
+                break;
+            }
+            self.in_order.pop_front();
+            self.take_if_current(Key { index, serial }, at, &mut due);
+        }
         while let Some(&Reverse((at, index, serial))) = self.timers.peek() {
             if at > now {
                 break;
             }
             self.timers.pop();
-            let key = Key { index, serial };
-            if let Some(entry) = self.entry_mut(key) {
-                if entry.due == Some(at) && entry.pool.is_some() {
-                    entry.due = None;
-                    due.push(key);
-                }
-            }
+            self.take_if_current(Key { index, serial }, at, &mut due);
         }
         due
+    }
+
+    /// A timer for `key` at `at` came up: the pool is due if that is still
+    /// its deadline (else the timer is stale).
+    fn take_if_current(&mut self, key: Key, at: Instant, due: &mut Vec<Key>) {
+        if let Some(entry) = self.entry_mut(key) {
+            if entry.due == Some(at) && entry.pool.is_some() {
+                entry.due = None;
+                due.push(key);
+            }
+        }
     }
 
     /// The soonest deadline, if any pool has one (maybe a stale item's:
     /// the round it ends finds nothing due and sleeps again).
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.timers.peek().map(|&Reverse((at, _, _))| at)
+        let heap = self.timers.peek().map(|&Reverse((at, _, _))| at);
+        let fifo = self.in_order.front().map(|&(at, _, _)| at);
+        heap.into_iter().chain(fifo).min()
     }
 
     /// The pools still registered, for one round of the reclaimer.
@@ -250,6 +291,12 @@ impl Registry {
                 })
             })
             .collect()
+    }
+
+    /// Threads waiting in [`close`] for a tick to end.
+    #[cfg(test)]
+    pub(crate) fn closing(&self) -> usize {
+        self.closing
     }
 
     /// How many pools are registered and not closed.
@@ -353,8 +400,13 @@ pub(crate) fn with_pool<R>(
                 entry.busy = None;
             }
             registry.free_if_done(self.key, self.generation);
+            // Read under the lock, which a closer holds from its count to
+            // its wait: it is waiting, or has not yet looked at `busy`.
+            let closing = registry.closing > 0;
             drop(registry);
-            TICK_DONE.notify_all();
+            if closing {
+                TICK_DONE.notify_all();
+            }
         }
     }
 
@@ -383,7 +435,9 @@ pub(crate) fn close(ticket: &Ticket, generation: u64) {
     while let Some(entry) = registry.entry_mut(key) {
         match entry.busy {
             Some(b) if b.generation == generation && b.thread != me => {
+                registry.closing += 1;
                 registry = fork_safe::wait(&TICK_DONE, registry);
+                registry.closing -= 1;
             }
             _ => break,
         }
@@ -394,4 +448,57 @@ pub(crate) fn close(ticket: &Ticket, generation: u64) {
 /// For the `fork` handlers: the registry lock, held across `fork`.
 pub(crate) fn lock_for_fork() -> MutexGuard<'static, Registry> {
     REGISTRY.lock()
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    struct Idle;
+
+    impl Background for Idle {
+        fn background_tick(&self) -> Option<Duration> {
+            None
+        }
+        fn background_pressure(&self, _: Level) {}
+    }
+
+    /// Every due pool once, stale timers skipped, the rest kept in order,
+    /// whether deadlines come in order (the FIFO) or not (the heap).
+    #[test]
+    fn take_due_gives_each_due_pool_once_in_order_or_not() {
+        for n in [1, 10, 300] {
+            let pool: Arc<dyn Background> = Arc::new(Idle);
+            let mut r = Registry::new();
+            let t0 = Instant::now();
+            let at = |ms: u64| t0 + Duration::from_millis(ms);
+            let keys: Vec<Key> = (0..2 * n)
+                .map(|_| r.add_pool(Arc::downgrade(&pool)).key())
+                .collect();
+            let (first, second) = keys.split_at(n);
+            // The first half asks in order for 1 s on (the FIFO), then
+            // out of order for sooner times, due by 100 ms (the heap; the
+            // FIFO's timers go stale); the second half in order, for 2 s on.
+            for (i, &key) in first.iter().enumerate() {
+                let _ = r.schedule(key, at(1000 + i as u64));
+            }
+            for (i, &key) in first.iter().enumerate().rev() {
+                let _ = r.schedule(key, at(i as u64 % 100));
+            }
+            for (i, &key) in second.iter().enumerate() {
+                let _ = r.schedule(key, at(2000 + i as u64));
+            }
+            assert_eq!(r.in_order.len(), 2 * n, "n = {n}");
+            let mut due = r.take_due(at(100));
+            due.sort_unstable();
+            assert_eq!(due, first, "n = {n}");
+            assert!(r.take_due(at(100)).is_empty(), "each once");
+            assert!(r.take_due(at(1500)).is_empty(), "stale timers skipped");
+            assert_eq!(r.next_deadline(), Some(at(2000)), "the rest kept");
+            let mut later = r.take_due(at(10_000));
+            later.sort_unstable();
+            assert_eq!(later, second);
+            assert_eq!(r.next_deadline(), None);
+        }
+    }
 }

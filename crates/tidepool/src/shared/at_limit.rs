@@ -189,6 +189,7 @@ impl<M: Manage> Shared<M> {
     /// [`shelve`](Self::shelve) for a return by a thread with no cache
     /// here, counted by the depot as one (refused or not).
     /// `head` is this pool's.
+    #[inline(always)]
     pub(crate) fn shelve_lone(&self, head: &Head<M::Item>, item: M::Item) -> Result<(), M::Item> {
         probe!(Shelve);
         head.depot.put_lone(item, &head.lone)?;

@@ -7,7 +7,7 @@
 //! ```text
 //!  Pool { shared ─┬─────────────────► Shared (slots, config, counters, ...)
 //!         head ───┼─► Head ─ line 0: waiters' count, batch, table id,
-//!                 │          lone counts, slotted, background
+//!                 │          lone counts, slotted, background, limited
 //!                 │        ─ line 1: the depot's lock, loose object, marks
 //!                 └── owns it (HeadCell): dropped with the Shared
 //! ```
@@ -53,12 +53,24 @@ pub(crate) struct Head<T> {
     pub(crate) slotted: AtomicU64,
     /// `config.background`: a put by a thread with no cache reads it.
     pub(crate) background: bool,
+    /// `config.max_live` is set: only then can a get wait (`Exhausted`
+    /// comes only from the limit), so only then does a path that frees an
+    /// object or a place fence and look for waiters
+    /// ([`waiters_after_freeing`](Self::waiters_after_freeing)).
+    /// `!limited  ⇒  waiters.len() == 0` always.
+    pub(crate) limited: bool,
     /// `repr(C, align(64))`: the second line starts here.
     pub(crate) depot: Depot<T>,
 }
 
 impl<T> Head<T> {
-    pub(crate) fn new(batch: usize, table_id: u64, background: bool, depot: Depot<T>) -> Self {
+    pub(crate) fn new(
+        batch: usize,
+        table_id: u64,
+        background: bool,
+        limited: bool,
+        depot: Depot<T>,
+    ) -> Self {
         Self {
             waiters: Waiters::new(),
             batch: AtomicUsize::new(batch),
@@ -66,6 +78,7 @@ impl<T> Head<T> {
             lone: Lone::new(),
             slotted: AtomicU64::new(0),
             background,
+            limited,
             depot,
         }
     }
@@ -112,8 +125,13 @@ impl<T> Head<T> {
     /// or a place available: the `SeqCst` fence pairs with the one a
     /// waiter runs between queueing and its one look (`Waiters::push`), so
     /// either that look finds what we made available or we see the waiter.
+    /// A pool without `max_live` has no waiters, and skips the fence.
     #[inline(always)]
     pub(crate) fn waiters_after_freeing(&self) -> bool {
+        if !self.limited {
+            debug_assert!(!self.waiters.any(), "waiters only at max_live");
+            return false;
+        }
         fence(Ordering::SeqCst);
         self.waiters.any()
     }

@@ -186,6 +186,7 @@ impl<M: Manage> Shared<M> {
                 config.batch_size,
                 slots.id(),
                 config.background,
+                config.max_live.is_some(),
                 depot,
             )),
             teardown: Teardown::new(teardown_limit(&config), config.teardown_chunk),
@@ -1184,8 +1185,8 @@ mod layout_tests {
     /// A get and a put by a thread with no cache here (with thousands of
     /// pools, most of them) touch two lines of the pool's head, one aligned
     /// pair: the first (the waiters' count, the batch size, the table's
-    /// id, `slotted`, `background`, which every get and put reads, and the
-    /// lone counts) and the depot's (its lock, loose object and marks; see
+    /// id, `slotted`, `background`, `limited`, which every get and put
+    /// reads, and the lone counts) and the depot's (its lock, loose object and marks; see
     /// `depot::tests`). Each line is a likely cache miss when the pools
     /// outnumber the caches.
     #[test]
@@ -1201,6 +1202,7 @@ mod layout_tests {
             offset_of!(H, lone) + size_of::<Lone>() - 1,
             offset_of!(H, slotted),
             offset_of!(H, background),
+            offset_of!(H, limited),
         ];
         assert!(first.iter().all(|&o| line(o) == 0), "{first:?}");
         assert_eq!(offset_of!(H, depot), 64, "the depot's hot line second");
@@ -1210,6 +1212,41 @@ mod layout_tests {
         assert!(size_of::<H>() <= arena::CELL, "{} bytes", size_of::<H>());
         assert_eq!(arena::CELL % 128, 0);
         assert_eq!(arena::CELL_ALIGN % 128, 0);
+    }
+
+    /// Only a pool with `max_live` can have a get wait, so only its frees
+    /// fence and look for waiters (`Head::waiters_after_freeing`); a pool
+    /// without one answers no at once, and its gets never queue, even
+    /// `get_timeout`'s when `create` fails.
+    #[test]
+    fn only_a_pool_with_max_live_looks_for_waiters_after_a_free() {
+        struct Failing;
+        impl crate::Manage for Failing {
+            type Item = u8;
+            type Error = &'static str;
+            fn create(&self) -> Result<u8, Self::Error> {
+                Err("no")
+            }
+        }
+        let unlimited = crate::Pool::builder(Failing)
+            .background(false)
+            .build()
+            .unwrap();
+        assert!(!unlimited.head().limited);
+        let got = unlimited.get_timeout(std::time::Duration::from_secs(3600));
+        assert!(
+            matches!(got, Err(crate::Error::Create("no"))),
+            "{:?}",
+            got.err()
+        );
+        assert_eq!(unlimited.head().waiters.len(), 0);
+        assert!(!unlimited.head().waiters_after_freeing());
+        let limited = crate::Pool::builder(Failing)
+            .background(false)
+            .max_live(1)
+            .build()
+            .unwrap();
+        assert!(limited.head().limited);
     }
 
     /// With thousands of pools, the heads a get and a put touch sit in the

@@ -374,8 +374,11 @@ impl<M: Manage> Shared<M> {
             let mut used = false;
             // One past the highest id with a slot here.
             let mut ids = 0;
+            // Objects created, read as `lifetime_counts` reads them.
+            let mut created = self.counters.created.read();
             walk.for_each(|tid, slot| {
                 ids = tid + 1;
+                created += slot.lifetime_counts().0;
                 state.track(tid, slot.serial());
                 let (gets, returns) = slot.counts();
                 let ops = gets + returns;
@@ -413,7 +416,7 @@ impl<M: Manage> Shared<M> {
             let passing = Slot::revoke_remote(put_only, IfBusy::Flush);
             drop(walk);
             state.fit_ids(ids);
-            self.adapt_window(&mut state, intervals);
+            self.adapt_window(&mut state, intervals, created);
             let others = self.other_uses();
             used |= std::mem::replace(&mut state.others_seen, others) != others;
             let window = Self::tick_window(&mut state, used, intervals);
@@ -480,10 +483,10 @@ impl<M: Manage> Shared<M> {
     /// window becomes that long (at most [`MAX_WINDOW`]). Linux's
     /// workingset code measures the same refault distance for pages. Each
     /// [`WINDOW_SHRINK_AFTER`] intervals without such creates shrink it by
-    /// one, back towards [`MIN_WINDOW`]. Under the pass lock.
-    fn adapt_window(&self, state: &mut PassState, intervals: u64) {
+    /// one, back towards [`MIN_WINDOW`]. Under the pass lock; `created`:
+    /// the objects created so far.
+    fn adapt_window(&self, state: &mut PassState, intervals: u64, created: u64) {
         state.intervals += intervals;
-        let created = self.lifetime_counts().0;
         let made = created.saturating_sub(std::mem::replace(&mut state.created, created));
         if let Some((at, window)) = state.reclaimed_at {
             let distance = state.intervals - at;

@@ -409,8 +409,10 @@ impl<M: Manage> Shared<M> {
     /// A put by a thread with no cache here (exiting, or at its fill of
     /// caches: `cache/thread.rs`): into the depot, one lock. The upkeep a
     /// cached put does once a batch is left to the reclaimer; without one,
-    /// it runs here.
-    #[cold]
+    /// it runs here. Inlined into its two callers, both out of line
+    /// already: a call of its own would cost a frame on every slot-less
+    /// put.
+    #[inline(always)]
     fn put_slotless(&self, head: &Head<M::Item>, item: M::Item, site: Site) {
         if let Err(item) = self.shelve_lone(head, item) {
             self.tear_down(vec![vec![item]], 1, site);

@@ -18,3 +18,5 @@ mod loom_teardown;
 mod loom_waiters;
 #[cfg(not(loom))]
 mod scale;
+#[cfg(not(loom))]
+mod tick_close;
