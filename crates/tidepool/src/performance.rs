@@ -373,33 +373,31 @@
 //! live heap are read. Each P and subject runs in its own process. The
 //! baseline is a `parking_lot::Mutex<Vec<Box<[u8; 256]>>>` per pool,
 //! unbounded (it never gives anything back). EPYC VM, 2 vCPUs, nothing else
-//! running (load average 0.9 before the run: the VM's own, it idles near
-//! 1.0); one of two runs of the same code (commit a10404e1), the other's
-//! figures after the table:
+//! running (load average 0.9 before the run); one of two runs of the same
+//! code (commit 39a57348), the other's figures after the table:
 //!
 //! | P | subject | ns per get + put | probe p50 / p99 | build + get + drop | idle after 3 / 17 intervals (pools above `min_idle`) | RSS built / flow / after | heap built / after | bytes per (pool, thread) | reclaimer CPU |
 //! |---|---|---|---|---|---|---|---|---|---|
-//! | 100 | tidepool | 76 | 61 / 400 ns | 1.06 µs | 0 / 0 (0) | 2.7 / 4.0 / 4.1 MB | 0.2 / 0.6 MB | 1,833 | 0.0 % |
-//! | 100 | `Mutex<Vec>` | 150 | 50 / 211 ns | 44 ns | 337 | 2.3 / 2.7 / 2.9 MB | 0.0 / 0.2 MB | 753 | – |
-//! | 1,000 | tidepool | 124 | 70 / 641 ns | 1.17 µs | 0 / 0 (0) | 4.6 / 15.6 / 15.8 MB | 2.1 / 5.3 MB | 1,468 | 1.3 % |
-//! | 1,000 | `Mutex<Vec>` | 110 | 50 / 191 ns | 49 ns | 2,147 | 2.3 / 3.2 / 3.4 MB | 0.0 / 0.7 MB | 143 | – |
-//! | 5,000 | tidepool | 268 | 130 / 470 ns | 1.30 µs | 0 / 0 (0) | 13.2 / 31.2 / 30.9 MB | 10.7 / 16.7 MB | 464 | 7.9 % |
-//! | 5,000 | `Mutex<Vec>` | 111 | 100 / 341 ns | 69 ns | 10,071 | 2.5 / 5.7 / 5.9 MB | 0.2 / 2.9 MB | 87 | – |
-//! | 20,000 | tidepool | 491 | 120 / 491 ns | 1.03 µs | 0 / 0 (0) | 45.2 / 78.9 / 79.8 MB | 42.6 / 56.4 MB | 227 | 25.0 % |
-//! | 20,000 | `Mutex<Vec>` | 132 | 90 / 330 ns | 82 ns | 24,269 | 3.0 / 10.6 / 10.8 MB | 0.8 / 7.4 MB | 51 | – |
+//! | 100 | tidepool | 72 | 40 / 411 ns | 1.02 µs | 0 / 0 (0) | 2.9 / 4.3 / 4.3 MB | 0.2 / 0.4 MB | 1,900 | 0.0 % |
+//! | 100 | `Mutex<Vec>` | 342 | 50 / 201 ns | 80 ns | 326 | 2.3 / 2.7 / 2.9 MB | 0.0 / 0.2 MB | 763 | – |
+//! | 1,000 | tidepool | 111 | 60 / 430 ns | 1.66 µs | 0 / 0 (0) | 4.7 / 16.3 / 8.8 MB | 2.1 / 2.7 MB | 535 | 2.1 % |
+//! | 1,000 | `Mutex<Vec>` | 364 | 50 / 450 ns | 76 ns | 2,182 | 2.4 / 3.2 / 3.3 MB | 0.0 / 0.7 MB | 119 | – |
+//! | 5,000 | tidepool | 480 | 80 / 471 ns | 0.98 µs | 0 / 0 (0) | 13.3 / 30.7 / 30.7 MB | 10.7 / 13.0 MB | 455 | 5.5 % |
+//! | 5,000 | `Mutex<Vec>` | 109 | 70 / 210 ns | 45 ns | 10,109 | 2.5 / 5.7 / 5.8 MB | 0.2 / 2.9 MB | 88 | – |
+//! | 20,000 | tidepool | 413 | 130 / 540 ns | 0.95 µs | 0 / 0 (0) | 45.5 / 73.4 / 73.8 MB | 42.8 / 51.6 MB | 186 | 14.8 % |
+//! | 20,000 | `Mutex<Vec>` | 121 | 80 / 471 ns | 43 ns | 24,590 | 3.0 / 10.7 / 10.8 MB | 0.8 / 7.4 MB | 51 | – |
 //!
-//! * The other run, ns per get + put, tidepool / `Mutex<Vec>`: 89 / 149
-//!   at 100 pools, 137 / 243 at 1,000, 372 / 122 at 5,000, 1,328 / 251 at
-//!   20,000; building a pool 0.97–1.65 µs (`Mutex<Vec>` 45–72 ns); idle
-//!   objects 0 at every P; RSS after 4.2 / 15.9 / 31.5 / 80.9 MB. The
-//!   spread between runs is the VM's (tidepool gave 491 and 1,328 ns at
-//!   20,000 pools a minute apart), so the paired runs below say more than
-//!   either table. Against the same table at commit 0e73f5c7 (before the
-//!   `slotted` word, the short slot-less frames and the 2,048-byte shared
-//!   state): 1,312 and 2,143 ns at 20,000 pools, 450 and 1,000 at 5,000;
-//!   RSS built 57.4 MB at 20,000 pools, after 92.9.
+//! * The other run, a minute before, ns per get + put, tidepool /
+//!   `Mutex<Vec>`: 72 / 426 at 100 pools, 113 / 357 at 1,000, 561 / 356
+//!   at 5,000, 715 / 405 at 20,000; building a pool 0.96–1.94 µs
+//!   (`Mutex<Vec>` 45–71 ns); idle objects 0 at every P; RSS after 4.3 /
+//!   9.1 / 30.4 / 73.9 MB; the reclaimer 16.0 % of a core at 20,000 pools.
+//!   The `Mutex<Vec>` itself swings between about 110 and 400 ns from one
+//!   run to the next (most likely where the 8 threads land on the
+//!   2 vCPUs), so the
+//!   paired runs below say more than either table.
 //! * With the default interval (15 s), 20,000 pools: the reclaimer used
-//!   0.18 % of one core over 2 s of flow and 31 s idle (0.15 % in the
+//!   0.125 % of one core over 2 s of flow and 30 s idle (0.094 % in the
 //!   other run; 0.12–0.27 % in earlier ones).
 //! * Up to about `MAX_CACHES` pools a thread keeps a cache in each, and a
 //!   get + put stays within 2× of its cost at 100 pools. Past it, most gets
@@ -645,6 +643,25 @@
 //!   `Mutex<Vec>` 125–425 in the same minutes. So the reclaimer's passes
 //!   over 20,000 pools are a part of the eight-thread cost, and the
 //!   instructions the rest.
+//! * The passes, taken apart at commit 789aad5a (8 threads, 20,000 pools,
+//!   `many_pools --child S 20000 I --secs 2 --builds 0 --threads 8`, runs
+//!   alternating): with the interval at 100 s, so that no pass runs,
+//!   tidepool cost 298 and 320 ns per get + put, against 578–953 at
+//!   100 ms and the `Mutex<Vec>`'s 229–391 in the same minutes. A profile
+//!   (`perf record --call-graph dwarf`) of the reclaimer put a `futex`
+//!   wake per pool ticked (the end of each tick woke whoever waited to
+//!   drop a pool, waiter or not), the deadline heap's pops (each touching
+//!   its deep levels), and the depot tick moving the loose object onto a
+//!   new batch each interval (an allocation, and a batch the next
+//!   slot-less get had to reach) at the top. With the three gone (commit
+//!   39a57348), five runs of each alternating: the reclaimer 14.5–22.4 %
+//!   of a core, median 16.9 %, against 24.1–27.8 %, median 26.0 %; a get
+//!   + put 327–1,298 ns, median 489, against 623–971, median 748. The
+//!   rest of a pass is mostly misses on the pool's own state (its reclaim
+//!   lock and records, the slot table, the counters). What bar 1 of issue
+//!   43 still lacks is that, and the slot-less path's instructions (218
+//!   against the `Mutex<Vec>`'s 68), which count four times over in the
+//!   per-thread cost with 8 threads on 2 vCPUs.
 //!
 //! # Limit churn
 //!
