@@ -1233,7 +1233,8 @@ mod layout_tests {
             .build()
             .unwrap();
         assert!(!unlimited.head().limited);
-        let got = unlimited.get_timeout(std::time::Duration::from_secs(3600));
+        // A get that queued would time out, and fail the match.
+        let got = unlimited.get_timeout(std::time::Duration::from_secs(1));
         assert!(
             matches!(got, Err(crate::Error::Create("no"))),
             "{:?}",

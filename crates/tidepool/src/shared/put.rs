@@ -409,9 +409,9 @@ impl<M: Manage> Shared<M> {
     /// A put by a thread with no cache here (exiting, or at its fill of
     /// caches: `cache/thread.rs`): into the depot, one lock. The upkeep a
     /// cached put does once a batch is left to the reclaimer; without one,
-    /// it runs here. Inlined into its two callers, both out of line
-    /// already: a call of its own would cost a frame on every slot-less
-    /// put.
+    /// it runs here. Inlined where it is called, in frames that are out
+    /// of line already: a call of its own would cost a frame on every
+    /// slot-less put.
     #[inline(always)]
     fn put_slotless(&self, head: &Head<M::Item>, item: M::Item, site: Site) {
         if let Err(item) = self.shelve_lone(head, item) {
