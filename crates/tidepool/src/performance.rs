@@ -655,8 +655,8 @@
 //!   new batch each interval (an allocation, and a batch the next
 //!   slot-less get had to reach) at the top. With the three gone (commit
 //!   39a57348), five runs of each alternating: the reclaimer 14.5–22.4 %
-//!   of a core, median 16.9 %, against 24.1–27.8 %, median 26.0 %; a get
-//!   + put 327–1,298 ns, median 489, against 623–971, median 748. The
+//!   of a core, median 16.9 %, against 24.1–27.8 %, median 26.0 %; a
+//!   get + put 327–1,298 ns, median 489, against 623–971, median 748. The
 //!   rest of a pass is mostly misses on the pool's own state (its reclaim
 //!   lock and records, the slot table, the counters). What bar 1 of issue
 //!   43 still lacks is that, and the slot-less path's instructions (218
