@@ -562,12 +562,12 @@ impl<T> Depot<T> {
 }
 
 impl<T> Shelves<T> {
-    /// Moves the loose object onto the newest batch (see the module docs).
     /// Objects on batches: all but the loose one.
     fn batched(&mut self) -> usize {
         self.objects - usize::from(self.loose.is_some())
     }
 
+    /// Moves the loose object onto the newest batch (see the module docs).
     fn spill_loose(&mut self, batch_size: usize) {
         if let Some(item) = self.loose.take() {
             self.push_newest(item, batch_size);

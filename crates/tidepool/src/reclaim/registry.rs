@@ -28,8 +28,8 @@
 //! interval, and pools share intervals): one no sooner than the last in
 //! order joins a FIFO (`in_order`, O(1) to add and take), any other the
 //! heap (`timers`). A pool that disarms has no deadline and no timer until
-//! it arms itself ([`Registry::schedule`]). A timer whose time no longer matches its
-//! entry's `due` (a sooner one was set, or the entry went) is stale and
+//! it arms itself ([`Registry::schedule`]). A timer whose time differs from
+//! its entry's `due` (a sooner one was set, or the entry went) is stale and
 //! skipped when it comes up.
 
 use std::cmp::Reverse;
@@ -110,7 +110,7 @@ pub(crate) struct Registry {
     /// at the front.
     in_order: VecDeque<Timer>,
     /// What the reclaimer sleeps until: `Some(None)` for no timeout,
-    /// `None` while it is in a round (it reads the heap again before it
+    /// `None` while it is in a round (it reads the timers again before it
     /// sleeps). A deadline set sooner than this needs a wake-up; any
     /// other, none ([`Registry::schedule`]).
     pub(crate) sleeping_until: Option<Option<Instant>>,

@@ -1186,9 +1186,9 @@ mod layout_tests {
     /// pools, most of them) touch two lines of the pool's head, one aligned
     /// pair: the first (the waiters' count, the batch size, the table's
     /// id, `slotted`, `background`, `limited`, which every get and put
-    /// reads, and the lone counts) and the depot's (its lock, loose object and marks; see
-    /// `depot::tests`). Each line is a likely cache miss when the pools
-    /// outnumber the caches.
+    /// reads, and the lone counts) and the depot's (its lock, loose
+    /// object and marks; see `depot::tests`). Each line is a likely cache
+    /// miss when the pools outnumber the caches.
     #[test]
     fn a_slotless_get_and_put_touch_one_pair_of_lines_of_the_pool() {
         type H = Head<Box<[u8; 256]>>;
